@@ -1,0 +1,91 @@
+"""The shape every target shares: prepare → calibrate → emit → verify, and re-verification."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgeserve.console import Progress
+from edgeserve.datasets import SampleSet
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.source import SourceModel
+
+
+@dataclasses.dataclass
+class ConversionContext:
+    """Everything a converter gets: loaded once by the pipeline, shared by all targets.
+
+    Attributes:
+        evaluation: the eval set, or the calibration set when no eval set was given
+            (``evaluation.labels`` is then None and metrics compare against the float model).
+        options: target-specific options by name (each converter reads its own keys).
+        workdir: a temporary directory that lives for the whole conversion.
+    """
+
+    source: SourceModel
+    out_dir: Path
+    calibration: SampleSet
+    evaluation: SampleSet
+    preprocess: PreprocessSpec | None
+    profile: Any  # edgeserve.profiles.Profile | None
+    options: Mapping[str, Any]
+    progress: Progress
+    workdir: Path
+    _reference: list[np.ndarray] | None = None
+
+    def reference_outputs(self) -> list[np.ndarray]:
+        """The float source's outputs on ``evaluation`` (computed once, shared by targets)."""
+        if self._reference is None:
+            self._reference = self.source.predict(list(self.evaluation.inputs))
+        return self._reference
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyResult:
+    """Re-verification of one manifest entry; truthy when every check passed."""
+
+    target: str
+    path: str
+    checks: tuple[Check, ...]
+
+    def __bool__(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def __str__(self) -> str:
+        head = f"{self.target} {self.path}: {'ok' if self else 'FAILED'}"
+        return "\n".join([head] + [f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in self.checks])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "path": self.path, "ok": bool(self),
+                "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+
+class Converter(abc.ABC):
+    """One conversion target. Subclasses register with ``@register`` and set ``name``."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    @abc.abstractmethod
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        """Run prepare → calibrate → emit → verify and return the manifest entry.
+
+        The entry has ``status`` "ok" or "failed"; a failed entry is still written so the
+        user can see every attempt, and the pipeline turns it into a non-zero exit.
+        """
+
+    @abc.abstractmethod
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        """Re-check a written artifact against what its manifest entry recorded."""

@@ -1,0 +1,110 @@
+"""Per-layer quantization error from TensorFlow's QuantizationDebugger.
+
+For every quantized activation the debugger runs float and int8 side by side and
+records the error. Two figures make the table readable:
+
+* ``rmse_per_scale``: RMS error in units of the layer's quantization step. Pure rounding
+  noise is 1/sqrt(12) ≈ 0.29 steps; well above that means the range is badly chosen
+  (outliers stretched the scale) or the layer itself is sensitive.
+* ``sqnr_db``: signal-to-quantization-noise ratio of the layer's output; lower is worse.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+ROUNDING_NOISE_STEPS = 1 / math.sqrt(12)
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerError:
+    tensor: str  # the full (fused) tensor name, what denylisting takes
+    op: str
+    elements: int
+    rmse_per_scale: float
+    sqnr_db: float | None
+    max_abs_error: float
+    scale: float
+
+    @property
+    def short_name(self) -> str:
+        """The first of the fused names, without the model prefix (what a user recognises)."""
+        first = self.tensor.split(";")[0]
+        parts = first.split("/")
+        return "/".join(parts[1:]) if len(parts) > 2 else first
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["layer"] = self.short_name
+        return d
+
+
+def _sqnr_db(float_tensors: Sequence[np.ndarray], quant_tensors: Sequence[np.ndarray], scale: float,
+             zero_point: int) -> float:
+    signal = noise = 0.0
+    for f, q in zip(float_tensors, quant_tensors):
+        dq = (q.astype(np.float64) - zero_point) * scale
+        signal += float(np.sum(np.square(f, dtype=np.float64)))
+        noise += float(np.sum(np.square(f - dq)))
+    if noise == 0.0 or signal == 0.0:
+        return float("nan")  # the debugger's CSV cannot carry None; mapped back below
+    return 10.0 * math.log10(signal / noise)
+
+
+def layer_errors(
+    make_converter: Callable[[], Any],
+    debug_dataset: Callable[[], Iterator[list[np.ndarray]]],
+    denylisted_nodes: Sequence[str] = (),
+) -> list[LayerError]:
+    """Run the debugger; return layers sorted worst first (by RMSE per quantization step)."""
+    import tensorflow as tf
+
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        layer_direct_compare_metrics={"sqnr_db": _sqnr_db},
+        denylisted_nodes=list(denylisted_nodes) or None,
+    )
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=make_converter(), debug_dataset=debug_dataset, debug_options=options
+    )
+    debugger.run()
+    text = io.StringIO()
+    debugger.layer_statistics_dump(text)
+    rows = list(csv.DictReader(io.StringIO(text.getvalue())))
+    layers = [_row_to_layer(r) for r in rows]
+    return sorted(layers, key=lambda l: l.rmse_per_scale, reverse=True)
+
+
+def float_layers_model(make_converter: Callable[[], Any], debug_dataset: Callable[[], Iterator[list[np.ndarray]]],
+                       denylisted_nodes: Sequence[str], integer_io: bool) -> bytes:
+    """A model with the named layers kept in float and everything else quantized."""
+    import tensorflow as tf
+
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_nodes=list(denylisted_nodes), fully_quantize=integer_io
+    )
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=make_converter(), debug_dataset=debug_dataset, debug_options=options
+    )
+    return bytes(debugger.get_nondebug_quantized_model())
+
+
+def _row_to_layer(row: dict[str, str]) -> LayerError:
+    scale = float(row["scale"])
+    mse = float(row["mean_squared_error"])
+    sqnr = float(row.get("sqnr_db") or "nan")
+    return LayerError(
+        tensor=row["tensor_name"],
+        op=row["op_name"],
+        elements=int(float(row["num_elements"])),
+        rmse_per_scale=round(math.sqrt(mse) / scale, 4) if scale > 0 else 0.0,
+        sqnr_db=None if math.isnan(sqnr) else round(sqnr, 2),
+        max_abs_error=float(row["max_abs_error"]),
+        scale=scale,
+    )

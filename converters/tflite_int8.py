@@ -1,0 +1,372 @@
+"""Target ``tflite-int8``: full-integer post-training quantization, verified before it is done.
+
+prepare    export a batch-1 SavedModel of the source; float reference outputs on the eval set
+calibrate  TFLite calibration over the calibration set, and TensorFlow's quantization
+           debugger over a slice of the eval set for the per-layer error table
+emit       one .tflite per attempt: int8 first, then the remedies (int16 activations with
+           int8 weights where the profile allows it, then the worst layers kept in float)
+verify     run each attempt with LiteRT, check every operator runs on integer tensors,
+           score it against the float source; keep the first within ``max_drop``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve._deps import require
+from edgeserve.atomic import write_bytes, write_json
+from edgeserve.console import capture_native_stderr
+from edgeserve.converters import register
+from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.converters._tflite_debug import LayerError, float_layers_model, layer_errors
+from edgeserve.errors import InputError, VerificationError
+from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.metrics import MetricResult, agreement, choose_metric, evaluate
+from edgeserve.tflite_model import TfliteModel
+
+IO_TYPES = ("int8", "uint8", "float")
+ARTIFACT_NAME = "model_int8.tflite"
+# Re-verification on another machine may use other kernels (XNNPACK vs ARM NEON vs
+# reference): their int8 rounding differs by a step or two, never more on a sane model.
+REVERIFY_MAX_STEPS = 2
+FIXTURE_SAMPLES = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """tflite-int8 options (CLI: --io, --max-drop, --metric, --debug-samples)."""
+
+    io: str = "int8"
+    max_drop: float = 1.0
+    metric: str | None = None
+    debug_samples: int = 32
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        known = {f.name for f in dataclasses.fields(cls)}
+        opts = cls(**{k: v for k, v in options.items() if k in known and v is not None})
+        if opts.io not in IO_TYPES:
+            raise InputError(f"--io must be one of {', '.join(IO_TYPES)}; got {opts.io!r}")
+        if opts.max_drop < 0:
+            raise InputError(f"--max-drop must be >= 0 percentage points; got {opts.max_drop}")
+        return opts
+
+
+@dataclasses.dataclass(frozen=True)
+class Remedy:
+    name: str  # "int8", "int16x8" or "float-layers"
+    description: str
+    float_layers: tuple[LayerError, ...] = ()
+
+
+@dataclasses.dataclass
+class Attempt:
+    remedy: Remedy
+    status: str  # "ok", "drop too large", "error", "skipped"
+    reason: str = ""
+    model: bytes | None = None
+    metrics: MetricResult | None = None
+    agreement: dict[str, float | None] | None = None
+    integer_problems: list[str] = dataclasses.field(default_factory=list)
+    io_dtype: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "remedy": self.remedy.name,
+            "description": self.remedy.description,
+            "status": self.status,
+            "reason": self.reason,
+            "float_layers": [l.short_name for l in self.remedy.float_layers],
+            "metrics": self.metrics.to_dict() if self.metrics else None,
+            "agreement": self.agreement,
+            "integer_only": not self.integer_problems if self.model else None,
+        }
+
+
+@register
+class TfliteInt8Converter(Converter):
+    name = "tflite-int8"
+    summary = "full-integer INT8 .tflite for LiteRT / TFLM, verified against the source"
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        opts = Options.from_mapping(ctx.options)
+        saved_model = self.prepare(ctx)
+        make_converter = self._converter_factory(ctx, saved_model, opts)
+        layers = self.calibrate(ctx, make_converter, opts)
+        metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
+
+        attempts: list[Attempt] = []
+        for remedy in self._remedies(ctx, layers):
+            if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
+                attempts.append(remedy)
+                continue
+            with ctx.progress.step(f"tflite-int8: {remedy.description}"):
+                attempt = self.emit(ctx, make_converter, remedy, opts)
+            if attempt.model is not None:
+                self.verify(ctx, attempt, metric, opts)
+            attempts.append(attempt)
+            if attempt.status == "ok":
+                break
+        return self._write(ctx, opts, attempts, layers)
+
+    # ----- prepare ----------------------------------------------------------------------
+    def prepare(self, ctx: ConversionContext) -> Path:
+        directory = ctx.workdir / "batch1_saved_model"
+        if not directory.exists():
+            with ctx.progress.step("export batch-1 SavedModel"), capture_native_stderr():
+                ctx.source.export_batch1_saved_model(directory)
+        with ctx.progress.step("float reference outputs"):
+            ctx.reference_outputs()
+        return directory
+
+    # ----- calibrate --------------------------------------------------------------------
+    def _converter_factory(self, ctx: ConversionContext, saved_model: Path, opts: Options) -> Callable[..., Any]:
+        tf = require("tensorflow", "TFLite conversion")
+        calibration = ctx.calibration
+
+        def representative() -> Iterator[list[np.ndarray]]:
+            yield from ctx.progress.track(calibration.batch1(), len(calibration), "calibrating")
+
+        def make(scheme: str = "int8") -> Any:
+            converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            converter.representative_dataset = representative
+            if scheme == "int16x8":
+                ops = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+                converter.target_spec.supported_ops = [ops]
+                io = None if opts.io == "float" else tf.int16  # 16x8 models take int16 or float
+            else:
+                converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+                io = {"int8": tf.int8, "uint8": tf.uint8, "float": None}[opts.io]
+            if io is not None:
+                converter.inference_input_type = io
+                converter.inference_output_type = io
+            return converter
+
+        return make
+
+    def calibrate(self, ctx: ConversionContext, make_converter: Callable[..., Any], opts: Options) -> list[LayerError]:
+        debug = ctx.evaluation.head(opts.debug_samples)
+
+        def debug_dataset() -> Iterator[list[np.ndarray]]:
+            yield from debug.batch1()
+
+        with ctx.progress.step(f"per-layer error ({len(debug)} samples)"), capture_native_stderr():
+            return layer_errors(make_converter, debug_dataset)
+
+    def _remedies(self, ctx: ConversionContext, layers: list[LayerError]) -> Iterator[Remedy | Attempt]:
+        yield Remedy("int8", "int8 activations, int8 per-channel weights")
+        profile = ctx.profile
+        int16 = Remedy("int16x8", "int16 activations, int8 weights")
+        if profile is not None and not profile.quantization.int16_activations:
+            yield Attempt(int16, "skipped", f"profile {profile.name} has no int16-activation kernels")
+        else:
+            yield int16
+        tried: set[int] = set()
+        for k in (1, 2, 4, 8):
+            k = min(k, len(layers) - 1)
+            if k < 1 or k in tried:
+                continue
+            tried.add(k)
+            worst = tuple(layers[:k])
+            names = ", ".join(l.short_name for l in worst)
+            yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
+
+    # ----- emit -------------------------------------------------------------------------
+    def emit(self, ctx: ConversionContext, make_converter: Callable[..., Any], remedy: Remedy, opts: Options) -> Attempt:
+        attempt = Attempt(remedy, "error")
+        try:
+            with capture_native_stderr() as native:
+                if remedy.name == "float-layers":
+                    if opts.io == "uint8":
+                        return Attempt(remedy, "skipped", "keeping layers in float is not available with --io uint8")
+                    debug = ctx.calibration.head(opts.debug_samples)
+                    model = float_layers_model(
+                        make_converter, lambda: debug.batch1(),
+                        [l.tensor for l in remedy.float_layers], integer_io=opts.io != "float",
+                    )
+                else:
+                    model = bytes(make_converter(remedy.name).convert())
+        except Exception as exc:  # the TF converter raises many types; the reason goes in the report
+            reason = _converter_reason(exc, native.text if "native" in locals() else "")
+            attempt.reason = reason
+            return attempt
+        attempt.model = model
+        return attempt
+
+    # ----- verify -----------------------------------------------------------------------
+    def verify(self, ctx: ConversionContext, attempt: Attempt, metric: str, opts: Options) -> None:
+        from edgeserve.runtime.litert import TfliteRunner
+
+        assert attempt.model is not None
+        float_io = opts.io == "float"
+        parsed = TfliteModel.from_bytes(attempt.model)
+        attempt.integer_problems = integer_problems(parsed, float_io)
+        runner = TfliteRunner(attempt.model)
+        attempt.io_dtype = runner.inputs[0].dtype.name
+        evaluation = ctx.evaluation
+        outputs = []
+        for i, batch in enumerate(ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT")):
+            outputs.append(runner.predict(batch)[0][0])
+        quantized = np.concatenate(outputs)
+        reference = ctx.reference_outputs()[0]
+        attempt.metrics = evaluate(metric, reference, quantized, evaluation.labels)
+        attempt.agreement = agreement(reference, quantized)
+        if attempt.remedy.name == "int8" and attempt.integer_problems:
+            attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
+        elif attempt.metrics.drop_points > opts.max_drop:
+            attempt.status = "drop too large"
+            attempt.reason = f"{attempt.metrics.metric} drop {attempt.metrics.drop_points:.2f} > max {opts.max_drop}"
+        else:
+            attempt.status = "ok"
+
+    # ----- write ------------------------------------------------------------------------
+    def _write(self, ctx: ConversionContext, opts: Options, attempts: list[Attempt],
+               layers: list[LayerError]) -> dict[str, Any]:
+        from edgeserve.runtime.litert import TfliteRunner
+
+        built = [a for a in attempts if a.model is not None and a.metrics is not None]
+        if not built:
+            reasons = "; ".join(f"{a.remedy.name}: {a.reason}" for a in attempts)
+            raise VerificationError(f"no tflite-int8 attempt produced a model: {reasons}")
+        chosen = next((a for a in built if a.status == "ok"), None)
+        best = chosen or min(built, key=lambda a: a.metrics.drop_points if a.metrics else float("inf"))
+        assert best.model is not None and best.metrics is not None
+
+        provenance = {
+            "edgeserve_version": edgeserve_version(),
+            "target": self.name,
+            "source_sha256": ctx.source.sha256,
+            "calibration_sha256": ctx.calibration.sha256,
+            "calibration_origin": ctx.calibration.origin,
+            "remedy": best.remedy.name,
+            "preprocess": ctx.preprocess.to_dict() if ctx.preprocess else None,
+        }
+        from edgeserve.tflite_metadata import add_metadata
+
+        model = add_metadata(best.model, provenance)
+        out = ctx.out_dir
+        artifact = write_bytes(out / ARTIFACT_NAME, model)
+
+        # A fixture for `edgeserve verify`: inputs, the source's float outputs and the
+        # artifact's raw outputs, so re-verification needs neither TensorFlow nor the data.
+        fixture_set = ctx.evaluation.head(FIXTURE_SAMPLES)
+        runner = TfliteRunner(model)
+        _, raw = runner.predict(list(fixture_set.inputs))
+        fixture_path = out / "verify" / "tflite-int8.npz"
+        reference = [r[: len(fixture_set)] for r in ctx.reference_outputs()]
+        _write_npz(fixture_path, inputs=fixture_set.inputs, reference=reference, raw=raw)
+
+        parsed = TfliteModel.from_bytes(model)
+        report = {
+            "target": self.name,
+            "layers": [l.to_dict() for l in layers],
+            "attempts": [a.to_dict() for a in attempts],
+            "rounding_noise_steps": round(1 / np.sqrt(12), 4),
+        }
+        report_path = write_json(out / "reports" / "tflite-int8.json", report)
+        metrics = best.metrics.to_dict() | {"max_drop": opts.max_drop}
+        return {
+            "target": self.name,
+            "status": "ok" if chosen else "failed",
+            **file_record(out, artifact),
+            "inputs": [d.to_dict() for d in runner.inputs],
+            "outputs": [d.to_dict() for d in runner.outputs],
+            "ops": parsed.op_counts(),
+            "op_versions": parsed.op_versions(),
+            "integer_only": not best.integer_problems,
+            "float_ops": best.integer_problems,
+            "quantization": {
+                "scheme": best.remedy.name,
+                "weights": "int8 per-channel",
+                "activations": "int16" if best.remedy.name == "int16x8" else "int8",
+                "io": best.io_dtype,
+                "float_layers": [l.short_name for l in best.remedy.float_layers],
+            },
+            "metrics": metrics,
+            "agreement": best.agreement,
+            "attempts": [a.to_dict() for a in attempts],
+            "worst_layers": [l.to_dict() for l in layers[:5]],
+            "report": file_record(out, report_path),
+            "verification": {
+                "method": "litert",
+                "evaluated_on": "eval" if ctx.evaluation.labels is not None else ctx.evaluation.origin,
+                "samples": best.metrics.samples,
+                "fixture": file_record(out, fixture_path),
+            },
+        }
+
+    # ----- re-verification --------------------------------------------------------------
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        from edgeserve.runtime.litert import TfliteRunner
+
+        checks: list[Check] = []
+        records = {"artifact": entry, "report": entry["report"], "fixture": entry["verification"]["fixture"]}
+        for label, record in records.items():
+            problem = check_file(root, record)
+            checks.append(Check(f"{label} sha256", problem is None, problem or record["sha256"][:16]))
+        if not all(c.ok for c in checks):
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+
+        model = (root / entry["path"]).read_bytes()
+        float_io = entry["quantization"]["io"] == "float32"
+        problems = integer_problems(TfliteModel.from_bytes(model), float_io)
+        expect_integer = entry.get("integer_only", True)
+        checks.append(Check("integer-only operators", not problems or not expect_integer,
+                            "all integer" if not problems else f"{len(problems)} float op(s): {problems[0]}"))
+        with np.load(root / entry["verification"]["fixture"]["path"]) as fx:
+            inputs = [fx[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
+            recorded_raw = fx["raw_0"]
+            reference = fx["reference_0"]
+        runner = TfliteRunner(model)
+        dequant, raw = runner.predict(inputs)
+        steps = int(np.max(np.abs(raw[0].astype(np.int64) - recorded_raw.astype(np.int64)))) if raw[0].size else 0
+        checks.append(Check("outputs equal the recorded ones", steps <= REVERIFY_MAX_STEPS,
+                            f"max difference {steps} quantization step(s) over {len(inputs[0])} samples "
+                            f"(allowed {REVERIFY_MAX_STEPS})"))
+        agree = agreement(reference, dequant[0])
+        recorded = entry.get("agreement") or {}
+        if "top1_agreement" in agree and recorded.get("top1_agreement") is not None:
+            ok = agree["top1_agreement"] >= min(recorded["top1_agreement"], 1.0) - 0.05
+            checks.append(Check("top-1 agreement with the float source", ok,
+                                f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
+        return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:
+    """Operators that read or write float tensors at run time.
+
+    With float model I/O the QUANTIZE at an input and the DEQUANTIZE at an output are the
+    only float-touching ops allowed.
+    """
+    ok, problems = model.is_full_integer()
+    if ok or not float_io:
+        return problems
+    sg = model.subgraphs[0]
+    boundary = {
+        op.index for op in sg.operators
+        if (op.op_name == "QUANTIZE" and set(op.inputs) <= set(sg.inputs))
+        or (op.op_name == "DEQUANTIZE" and set(op.outputs) <= set(sg.outputs))
+    }
+    return [p for p in problems if not any(f" op {i}:" in p for i in boundary)]
+
+
+def _write_npz(path: Path, **groups: Any) -> None:
+    arrays = {f"{name}_{i}": np.asarray(a) for name, seq in groups.items() for i, a in enumerate(seq)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_bytes(path, buffer.getvalue())
+
+
+def _converter_reason(exc: BaseException, native: str) -> str:
+    lines = [l for l in (str(exc) + "\n" + native).splitlines() if "error" in l.lower()]
+    text = lines[0] if lines else (str(exc).splitlines() or [type(exc).__name__])[0]
+    return text.strip()[:400]

@@ -1,0 +1,51 @@
+"""Import optional dependencies on first use, with an error that says how to install them."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from types import ModuleType
+
+from edgeserve.errors import MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+# import name -> (pip package, edgeserve extra that brings it)
+_EXTRAS: dict[str, tuple[str, str]] = {
+    "tensorflow": ("tensorflow-cpu", "convert"),
+    "keras": ("tensorflow-cpu", "convert"),
+    "h5py": ("h5py", "convert"),
+    "coremltools": ("coremltools", "convert"),
+    "onnx": ("onnx", "convert"),
+    "tf2onnx": ("tf2onnx", "convert"),
+    "tflite_micro": ("tflite-micro", "convert"),
+    "ai_edge_litert": ("ai-edge-litert", "tflite"),
+    "onnxruntime": ("onnxruntime", "onnx"),
+    "cv2": ("opencv-python-headless", "images"),
+}
+
+
+def require(module: str, feature: str = "") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming the fix.
+
+    Args:
+        module: the import name, e.g. ``"tensorflow"``.
+        feature: what the caller was doing, for the message (e.g. "INT8 conversion").
+    """
+    top = module.split(".")[0]
+    if top in ("tensorflow", "keras"):
+        _quiet_tensorflow()
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package, extra = _EXTRAS.get(top, (top, "all"))
+        log.debug("import %s failed: %s", module, exc)
+        raise MissingDependencyError(package, extra, feature) from exc
+
+
+def _quiet_tensorflow() -> None:
+    # TensorFlow prints C++ INFO lines and oneDNN notices on stderr at import; they drown
+    # edgeserve's own output. Users can still raise the level themselves.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

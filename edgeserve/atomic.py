@@ -1,0 +1,70 @@
+"""Atomic file output: a reader sees the old file or the whole new one, never half of it."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_path(final: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``final``; rename it over ``final`` only on success.
+
+    The temp file lives in the same directory so the rename stays on one file system
+    (``os.replace`` is atomic there). On any exception the temp file is removed and
+    ``final`` is left as it was.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, final)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes(final: str | os.PathLike[str], data: bytes) -> Path:
+    with atomic_path(final) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return Path(final)
+
+
+def write_text(final: str | os.PathLike[str], text: str) -> Path:
+    return write_bytes(final, text.encode("utf-8"))
+
+
+def write_json(final: str | os.PathLike[str], obj: Any) -> Path:
+    return write_text(final, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file, or of every file under a directory (sorted relative paths + bytes)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(child.relative_to(path).as_posix().encode())
+            digest.update(b"\0")
+            _update_from_file(digest, child)
+    else:
+        _update_from_file(digest, path)
+    return digest.hexdigest()
+
+
+def _update_from_file(digest: "hashlib._Hash", path: Path) -> None:
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)

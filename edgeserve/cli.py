@@ -1,0 +1,295 @@
+"""The ``edgeserve`` command line.
+
+stdout carries results only (one JSON document with ``--json``); progress and logs go to
+stderr. A problem the user can fix prints one line and exits 1 (``--debug`` adds the
+traceback); a usage error exits 2. Heavy frameworks are imported inside commands.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edgeserve import __version__
+from edgeserve.errors import AccuracyError, EdgeServeError
+
+log = logging.getLogger("edgeserve")
+
+
+class _Group(click.Group):
+    """Turns EdgeServeError into one readable line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EdgeServeError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+def _setup_logging(debug: bool, quiet: bool) -> None:
+    from rich.logging import RichHandler
+
+    from edgeserve.console import ui_stream
+
+    level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.WARNING)
+    from rich.console import Console
+
+    handler = RichHandler(console=Console(file=ui_stream(), stderr=True), show_time=False, show_path=debug)
+    root = logging.getLogger("edgeserve")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="edgeserve")
+@click.option("--debug", is_flag=True, help="Show debug logs (and native library output) and tracebacks.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars; only errors on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
+    """Put one trained model on edge and mobile devices, verified."""
+    ctx.obj = {"debug": debug, "quiet": quiet}
+    _setup_logging(debug, quiet)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def _progress(ctx: click.Context, json_out: bool) -> Any:
+    from edgeserve.console import Progress
+
+    return Progress(enabled=not ctx.obj["quiet"] and sys.stderr.isatty())
+
+
+# ----- convert ----------------------------------------------------------------------------
+def _parse_floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        return tuple(float(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, e.g. 0.485,0.456,0.406; got {value!r}")
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        h, w = (int(v) for v in value.lower().split("x"))
+        return (h, w)
+    except ValueError:
+        raise click.BadParameter(f"expected HEIGHTxWIDTH, e.g. 224x224; got {value!r}")
+
+
+def _scale(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        if "/" in value:
+            num, den = value.split("/")
+            return float(num) / float(den)
+        return float(value)
+    except (ValueError, ZeroDivisionError):
+        raise click.BadParameter(f"expected a number or a fraction such as 1/255; got {value!r}")
+
+
+def preprocess_options(f: Any) -> Any:
+    """The PreprocessSpec flags, shared by every command that reads images."""
+    from edgeserve.preprocess import COLORS, CROPS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES
+
+    opts = [
+        click.option("--preprocess", "preprocess_file", type=click.Path(dir_okay=False, path_type=Path),
+                     help="PreprocessSpec TOML file; the flags below override its values."),
+        click.option("--size", callback=_parse_size, help="Model input HEIGHTxWIDTH (default: from the model)."),
+        click.option("--color", type=click.Choice(COLORS), help="Channel order the model expects."),
+        click.option("--layout", type=click.Choice(LAYOUTS), help="Input tensor layout."),
+        click.option("--resize-mode", type=click.Choice(RESIZE_MODES), help="stretch, or letterbox (keep aspect, pad)."),
+        click.option("--crop", type=click.Choice(CROPS), help="Centre-crop to the input aspect ratio before resizing."),
+        click.option("--crop-fraction", type=float, help="Fraction kept by --crop center (ImageNet: 0.875)."),
+        click.option("--interpolation", type=click.Choice(INTERPOLATIONS), help="Resize filter."),
+        click.option("--scale", callback=_scale, help="Multiply raw pixels by this first (default 1/255)."),
+        click.option("--mean", callback=_parse_floats, help="Per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406."),
+        click.option("--std", callback=_parse_floats, help="Per-channel std divided after the mean."),
+    ]
+    for option in reversed(opts):
+        f = option(f)
+    return f
+
+
+_SPEC_FLAGS = ("size", "color", "layout", "resize_mode", "crop", "crop_fraction", "interpolation", "scale", "mean", "std")
+
+
+def spec_from_flags(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
+    """A PreprocessSpec from a TOML file and/or flags, or None when neither was given."""
+    import dataclasses
+
+    from edgeserve.preprocess import PreprocessSpec
+
+    given = {k: flags[k] for k in _SPEC_FLAGS if flags.get(k) is not None}
+    if preprocess_file is None and not given:
+        return None
+    base = PreprocessSpec.from_toml(preprocess_file) if preprocess_file else PreprocessSpec()
+    if given.get("color") == "gray" and "mean" not in given and len(base.mean) > 1:
+        given["mean"], given["std"] = (0.0,), (1.0,)
+    return dataclasses.replace(base, **given)
+
+
+@cli.command()
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-t", "--target", "targets", multiple=True, required=True,
+              help="Target to build (repeatable). See `edgeserve targets`.")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output directory; manifest.json is written there.")
+@click.option("--calib", type=click.Path(path_type=Path), help="Calibration data: .npz (x, or one array per input) or an image folder.")
+@click.option("--calib-random", is_flag=True, help="Calibrate on random data. Smoke tests only: the manifest says so.")
+@click.option("--calib-samples", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Use at most this many calibration samples.")
+@click.option("--eval", "eval_data", type=click.Path(path_type=Path), help="Evaluation .npz with x and y (labels).")
+@click.option("--max-drop", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Largest accepted metric drop: accuracy points (top1) or percent more error (mae/mse).")
+@click.option("--metric", type=click.Choice(["top1", "mae", "mse"]), help="Task metric (default: from the labels and outputs).")
+@click.option("--io", type=click.Choice(["int8", "uint8", "float"]), default="int8", show_default=True,
+              help="Type of the model's input and output tensors.")
+@click.option("--debug-samples", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Samples the per-layer quantization debugger runs.")
+@click.option("-p", "--profile", help="Device profile (see `edgeserve profiles`).")
+@preprocess_options
+@click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
+@click.pass_context
+def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
+            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
+            io: str, debug_samples: int, profile: str | None, preprocess_file: Path | None,
+            json_out: bool, **spec_flags: Any) -> None:
+    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir) to verified edge artifacts."""
+    from edgeserve.pipeline import convert as run_convert
+
+    if calib is not None and calib_random:
+        raise click.UsageError("give either --calib or --calib-random, not both")
+    spec = spec_from_flags(preprocess_file, spec_flags)
+    options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples}
+    try:
+        with _progress(ctx, json_out) as progress:
+            result = run_convert(
+                source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
+                preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
+                progress=progress,
+            )
+    except AccuracyError as exc:
+        if exc.result is not None:
+            _show_manifest(exc.result.manifest, json_out)  # type: ignore[attr-defined]
+        raise
+    _show_manifest(result.manifest, json_out)
+
+
+def _show_manifest(manifest: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        _emit_json(manifest)
+        return
+    from edgeserve.report import print_conversion
+
+    print_conversion(manifest)
+
+
+# ----- inspect / verify -------------------------------------------------------------------
+@cli.command()
+@click.argument("artifact", type=click.Path(path_type=Path))
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def inspect(artifact: Path, json_out: bool) -> None:
+    """Show what ARTIFACT (.tflite or manifest.json) holds: tensors, quantization, ops."""
+    from edgeserve.inspect import inspect_path
+
+    info = inspect_path(artifact)
+    if json_out:
+        _emit_json(info)
+    else:
+        from edgeserve.report import print_inspection
+
+        print_inspection(info)
+
+
+@cli.command()
+@click.argument("manifest", type=click.Path(path_type=Path))
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+@click.pass_context
+def verify(ctx: click.Context, manifest: Path, json_out: bool) -> None:
+    """Re-check every artifact in MANIFEST: hashes, then its verification run. Exit 1 on any failure."""
+    from edgeserve.verify import verify_manifest
+
+    results = verify_manifest(manifest)
+    ok = all(results)
+    if json_out:
+        _emit_json({"ok": ok, "artifacts": [r.to_dict() for r in results]})
+    else:
+        for r in results:
+            click.echo(str(r))
+    if not ok:
+        if not json_out:
+            click.echo("error: verification failed", err=True)
+        ctx.exit(1)
+
+
+# ----- targets / profiles -----------------------------------------------------------------
+@cli.command()
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def targets(json_out: bool) -> None:
+    """List the conversion targets."""
+    from edgeserve.converters import get_converter, target_names
+
+    rows = [{"name": n, "summary": get_converter(n).summary} for n in target_names()]
+    if json_out:
+        _emit_json(rows)
+    else:
+        for r in rows:
+            click.echo(f"{r['name']:<14} {r['summary']}")
+
+
+@cli.group(cls=_Group, invoke_without_command=True)
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+@click.pass_context
+def profiles(ctx: click.Context, json_out: bool) -> None:
+    """List device profiles, or `profiles show NAME`."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from edgeserve.profiles import list_profiles, load_profile
+
+    rows = [load_profile(n) for n in list_profiles()]
+    if json_out:
+        _emit_json([{"name": p.name, "kind": p.kind, "description": p.description} for p in rows])
+    else:
+        from edgeserve.report import print_profiles
+
+        print_profiles(rows)
+
+
+@profiles.command("show")
+@click.argument("name")
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def profiles_show(name: str, json_out: bool) -> None:
+    """Show one profile (a bundled NAME or a path to a .toml file)."""
+    from edgeserve.profiles import load_profile
+
+    profile = load_profile(name)
+    if json_out:
+        _emit_json(profile.to_dict())
+    else:
+        from edgeserve.report import print_profile
+
+        print_profile(profile)
+
+
+def main() -> None:
+    cli(prog_name="edgeserve")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,120 @@
+"""Where edgeserve's human-facing output goes, and how native libraries are kept out of it.
+
+stdout carries only results (JSON with ``--json``). Progress bars and log lines go to a
+private duplicate of the original stderr, so that :func:`capture_native_stderr` can
+point file descriptor 2 somewhere else while TensorFlow's or TFLM's C++ code runs:
+their lines are kept (and logged at debug level, or parsed by the caller) without
+hiding edgeserve's own progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_ui_stream: IO[str] | None = None
+
+
+def ui_stream() -> IO[str]:
+    """A text stream on a duplicate of the process's original stderr (made once)."""
+    global _ui_stream
+    if _ui_stream is None:
+        try:
+            sys.stderr.flush()
+            _ui_stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+        except (AttributeError, OSError, ValueError):  # pytest capture, no real fd
+            _ui_stream = sys.stderr
+    return _ui_stream
+
+
+class NativeOutput:
+    """What native code wrote to file descriptor 2 inside :func:`capture_native_stderr`."""
+
+    text: str = ""
+
+
+@contextlib.contextmanager
+def capture_native_stderr() -> Iterator[NativeOutput]:
+    """Redirect file descriptor 2 to a temp file for the block; the text is in ``.text`` after.
+
+    Native libraries write to the descriptor, not to ``sys.stderr``, so only a dup2
+    catches them. The lines are logged at debug level so ``--debug`` still shows them.
+    """
+    result = NativeOutput()
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield result
+        return
+    ui_stream()  # make sure the UI keeps the real stderr before it is redirected
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield result
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            result.text = tmp.read().decode("utf-8", errors="replace")
+    for line in result.text.splitlines():
+        if line.strip():
+            log.debug("native: %s", line)
+
+
+class Progress:
+    """Progress bars on the UI stream; silent when disabled (tests, ``--quiet``)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
+            from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            console = Console(file=ui_stream(), stderr=True)
+            self._progress = RichProgress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+            self._progress = None
+
+    def track(self, items: Iterable[T], total: int, description: str) -> Iterator[T]:
+        if self._progress is None:
+            yield from items
+            return
+        task = self._progress.add_task(description, total=total)
+        for item in items:
+            yield item
+            self._progress.advance(task)
+
+    @contextlib.contextmanager
+    def step(self, description: str) -> Iterator[None]:
+        """A one-step task (spinner, then done) for work without a count, e.g. a TF conversion."""
+        if self._progress is None:
+            yield
+            return
+        task = self._progress.add_task(description, total=1)
+        try:
+            yield
+        finally:
+            self._progress.update(task, completed=1)

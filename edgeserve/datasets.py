@@ -1,0 +1,203 @@
+"""Calibration and evaluation samples: read, checked against the model signature, hashed.
+
+Calibration data decides every int8 scale in the converted model, so it is checked
+strictly: shapes must match the model, values must be finite, and there must be some.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from edgeserve.atomic import sha256_file
+from edgeserve.errors import CalibrationDataError
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.source import TensorInfo
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+RECOMMENDED_CALIBRATION_SAMPLES = 100
+
+NO_CALIBRATION_HELP = (
+    "full-integer quantization needs calibration data (--calib DATA.npz or an image folder): "
+    "the int8 scale of every activation is set from the value ranges real inputs produce. "
+    "Random data gives ranges unlike real inputs, so scales are wrong and accuracy drops "
+    "without any error. Use a few hundred real samples; for a smoke test only, pass "
+    "--calib-random (the manifest then marks the model as calibrated on random data)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleSet:
+    """N samples for a model: one array per input (N first), optional labels ``y``."""
+
+    inputs: tuple[np.ndarray, ...]
+    labels: np.ndarray | None
+    origin: str  # "npz", "images" or "random"
+    path: str | None
+    sha256: str | None
+
+    def __len__(self) -> int:
+        return int(self.inputs[0].shape[0])
+
+    def batch1(self) -> Iterator[list[np.ndarray]]:
+        """Yield each sample as a list of batch-1 arrays (the TFLite representative dataset form)."""
+        for i in range(len(self)):
+            yield [x[i : i + 1] for x in self.inputs]
+
+    def head(self, n: int) -> "SampleSet":
+        labels = None if self.labels is None else self.labels[:n]
+        return dataclasses.replace(self, inputs=tuple(x[:n] for x in self.inputs), labels=labels)
+
+    def describe(self) -> dict[str, object]:
+        return {"origin": self.origin, "path": self.path, "sha256": self.sha256, "samples": len(self)}
+
+
+def load_calibration(
+    path: str | Path | None,
+    inputs: Sequence[TensorInfo],
+    spec: PreprocessSpec | None = None,
+    *,
+    random_ok: bool = False,
+    seed: int = 0,
+    max_samples: int | None = None,
+) -> SampleSet:
+    """Read calibration samples from an .npz file or an image folder.
+
+    Raises:
+        CalibrationDataError: no data (and not ``random_ok``), a shape that does not match
+            the model, NaN/Inf values, or an unreadable file.
+    """
+    if path is None:
+        if not random_ok:
+            raise CalibrationDataError(NO_CALIBRATION_HELP)
+        log.warning("calibrating on random data: the int8 scales will not match real inputs")
+        rng = np.random.default_rng(seed)
+        arrays = tuple(
+            rng.random((RECOMMENDED_CALIBRATION_SAMPLES, *_fixed(t)), dtype=np.float32) for t in inputs
+        )
+        digest = hashlib.sha256(f"random:{seed}".encode()).hexdigest()
+        return SampleSet(arrays, None, "random", None, digest)
+
+    path = Path(path)
+    if not path.exists():
+        raise CalibrationDataError(f"calibration data not found: {path}")
+    if path.is_dir():
+        samples = _load_image_folder(path, inputs, spec)
+    else:
+        samples = _load_npz(path, inputs, want_labels=False)
+    if max_samples is not None and len(samples) > max_samples:
+        samples = samples.head(max_samples)
+    if len(samples) < RECOMMENDED_CALIBRATION_SAMPLES:
+        log.warning(
+            "only %d calibration samples in %s; %d or more give stable int8 ranges",
+            len(samples), path, RECOMMENDED_CALIBRATION_SAMPLES,
+        )
+    return samples
+
+
+def load_eval(path: str | Path, inputs: Sequence[TensorInfo]) -> SampleSet:
+    """Read an evaluation .npz (inputs as for calibration, labels under ``y``)."""
+    path = Path(path)
+    if not path.exists():
+        raise CalibrationDataError(f"evaluation data not found: {path}")
+    if path.is_dir():
+        raise CalibrationDataError(f"evaluation data must be an .npz file with x and y; got a directory {path}")
+    return _load_npz(path, inputs, want_labels=True)
+
+
+def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except Exception as exc:  # zipfile/pickle/format errors all mean "not a usable .npz"
+        raise CalibrationDataError(f"cannot read {path} as .npz: {exc}") from exc
+    labels = arrays.pop("y", None)
+    chosen = _pick_input_arrays(path, arrays, inputs)
+    checked = tuple(_check_array(path, key, arr, info) for (key, arr), info in zip(chosen, inputs))
+    n = checked[0].shape[0]
+    if any(a.shape[0] != n for a in checked):
+        raise CalibrationDataError(f"{path}: inputs have different sample counts {[a.shape[0] for a in checked]}")
+    if labels is not None:
+        if labels.shape[0] != n:
+            raise CalibrationDataError(f"{path}: y has {labels.shape[0]} labels for {n} samples")
+        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+            raise CalibrationDataError(f"{path}: y contains NaN or Inf")
+    elif want_labels:
+        raise CalibrationDataError(f"{path}: evaluation data needs labels under the key 'y' (found {sorted(arrays)})")
+    return SampleSet(checked, labels, "npz", str(path), sha256_file(path))
+
+
+def _pick_input_arrays(
+    path: Path, arrays: dict[str, np.ndarray], inputs: Sequence[TensorInfo]
+) -> list[tuple[str, np.ndarray]]:
+    if len(inputs) == 1:
+        for key in ("x", inputs[0].name):
+            if key in arrays:
+                return [(key, arrays[key])]
+        if len(arrays) == 1:
+            return [next(iter(arrays.items()))]
+        raise CalibrationDataError(
+            f"{path}: expected the input under 'x' or '{inputs[0].name}', found keys {sorted(arrays)}"
+        )
+    missing = [t.name for t in inputs if t.name not in arrays]
+    if missing:
+        raise CalibrationDataError(
+            f"{path}: the model has inputs {[t.name for t in inputs]}; missing {missing} (found {sorted(arrays)})"
+        )
+    return [(t.name, arrays[t.name]) for t in inputs]
+
+
+def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.ndarray:
+    expected = info.sample_shape
+    if arr.dtype.kind not in "fiub":
+        raise CalibrationDataError(f"{path}:{key} has dtype {arr.dtype}; expected numbers")
+    got = arr.shape[1:]
+    if len(got) != len(expected) or any(e is not None and e != g for e, g in zip(expected, got)):
+        raise CalibrationDataError(
+            f"{path}:{key} has shape {arr.shape}, i.e. samples of shape {tuple(got)}; the model input "
+            f"'{info.name}' expects (N, {', '.join('?' if d is None else str(d) for d in expected)})"
+        )
+    if arr.shape[0] == 0:
+        raise CalibrationDataError(f"{path}:{key} holds no samples")
+    data = arr.astype(np.float32) if info.dtype.startswith("float") else arr
+    if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
+        bad = int(np.count_nonzero(~np.isfinite(data)))
+        raise CalibrationDataError(f"{path}:{key} contains {bad} NaN/Inf values; calibration needs finite inputs")
+    return np.ascontiguousarray(data)
+
+
+def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: PreprocessSpec | None) -> SampleSet:
+    from PIL import Image, UnidentifiedImageError
+
+    if len(inputs) != 1:
+        raise CalibrationDataError(f"an image folder can calibrate a single-input model; this one has {len(inputs)}")
+    spec = (spec or PreprocessSpec()).bind_to_input(inputs[0].shape)
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise CalibrationDataError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found under {path}")
+    digest = hashlib.sha256()
+    batch = []
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                rgb = np.asarray(im.convert("L" if spec.color == "gray" else "RGB"))
+        except (UnidentifiedImageError, OSError) as exc:
+            raise CalibrationDataError(f"cannot read image {f}: {exc}") from exc
+        digest.update(f.relative_to(path).as_posix().encode())
+        digest.update(rgb.tobytes())
+        batch.append(spec.apply(rgb)[0])
+    return SampleSet((np.stack(batch),), None, "images", str(path), digest.hexdigest())
+
+
+def _fixed(info: TensorInfo) -> tuple[int, ...]:
+    dims = info.sample_shape
+    if any(d is None for d in dims):
+        raise CalibrationDataError(f"cannot make random data for input {info.name} with dynamic shape {info.shape}")
+    return tuple(int(d) for d in dims)  # type: ignore[arg-type]

@@ -1,0 +1,102 @@
+"""The exceptions edgeserve raises for problems a user can fix.
+
+Every error a user can act on derives from :class:`EdgeServeError`. The CLI turns
+these into one readable line and exit code 1; anything else is a bug in edgeserve
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EdgeServeError(Exception):
+    """Base class of every error edgeserve raises on purpose."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ' Did you mean "x"?' when ``word`` is close to one of ``choices``."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f' Did you mean "{close[0]}"?' if close else ""
+
+
+class MissingDependencyError(EdgeServeError):
+    """An optional package is needed for this feature and is not installed."""
+
+    def __init__(self, package: str, extra: str, feature: str = "") -> None:
+        self.package = package
+        self.extra = extra
+        what = f" for {feature}" if feature else ""
+        super().__init__(
+            f"{package} is needed{what} but is not installed. "
+            f"Fix: pip install 'edgeserve[{extra}]'"
+        )
+
+
+class InputError(EdgeServeError):
+    """User-supplied data (model, calibration set, options) is not what was expected."""
+
+
+class SourceModelError(InputError):
+    """The source model cannot be loaded or has an unsupported signature."""
+
+
+class CalibrationDataError(InputError):
+    """Calibration or evaluation data is missing, malformed or does not fit the model."""
+
+
+class ProfileError(InputError):
+    """A device profile does not exist or its file is malformed."""
+
+
+class PreprocessSpecError(InputError):
+    """A PreprocessSpec is inconsistent or names an unknown option."""
+
+
+class ManifestError(EdgeServeError):
+    """A manifest is malformed, or an artifact no longer matches what it records."""
+
+
+class ModelFileError(InputError):
+    """A model file (.tflite, ...) is truncated, corrupted or of an unknown kind."""
+
+
+class UnknownTargetError(InputError):
+    """A conversion target name that no converter registered."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        known = sorted(known)
+        super().__init__(
+            f'unknown target "{name}".{did_you_mean(name, known)} Known targets: {", ".join(known)}'
+        )
+
+
+class UnsupportedOpError(EdgeServeError):
+    """An operator that the chosen target cannot run."""
+
+    def __init__(self, op: str, target: str, supported: Iterable[str], detail: str = "") -> None:
+        self.op = op
+        self.target = target
+        self.supported = sorted(supported)
+        extra = f" {detail}" if detail else ""
+        super().__init__(
+            f"operator {op} is not supported by target {target}.{extra} "
+            f"Supported ops: {', '.join(self.supported)}"
+        )
+
+
+class AccuracyError(EdgeServeError):
+    """Quantization lost more accuracy than allowed and no remedy recovered it.
+
+    ``result`` carries the written manifest (the artifact is marked failed there) so a
+    caller can still show the attempts table.
+    """
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class VerificationError(EdgeServeError):
+    """A written artifact did not compute what its source computes."""

@@ -1,0 +1,89 @@
+"""Compare a quantized model with its float source: task metrics and output agreement."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from edgeserve.errors import InputError
+
+METRICS = ("top1", "mae", "mse")
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricResult:
+    """A task metric for the float source and the quantized artifact.
+
+    ``drop_points`` is how much worse the artifact is, in percentage points for accuracy
+    (top1: 0.912 → 0.905 is 0.7) and in percent of the float error for error metrics
+    (mae/mse: 0.10 → 0.11 is 10.0). Without labels the float outputs are the reference:
+    ``top1`` then measures agreement with the float model's top-1.
+    """
+
+    metric: str
+    float: float
+    quantized: float
+    drop_points: float
+    labelled: bool
+    samples: int
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def choose_metric(requested: str | None, labels: np.ndarray | None, float_out: np.ndarray) -> str:
+    if requested is not None:
+        if requested not in METRICS:
+            raise InputError(f"metric must be one of {', '.join(METRICS)}; got {requested!r}")
+        return requested
+    is_vector = float_out.ndim == 2 and float_out.shape[1] > 1
+    if labels is not None:
+        integer_labels = labels.dtype.kind in "iu" or (labels.ndim == 2 and labels.shape == float_out.shape)
+        return "top1" if is_vector and integer_labels else "mae"
+    # No labels: a softmax-like output is a classifier; anything else is a regression.
+    if is_vector and np.all(float_out >= 0) and np.allclose(float_out.sum(axis=1), 1.0, atol=1e-3):
+        return "top1"
+    return "mae"
+
+
+def evaluate(metric: str, float_out: np.ndarray, quant_out: np.ndarray, labels: np.ndarray | None) -> MetricResult:
+    """Score float and quantized outputs of the first model output against labels (or float)."""
+    n = float_out.shape[0]
+    if metric == "top1":
+        truth = _class_labels(labels, float_out) if labels is not None else float_out.argmax(axis=1)
+        f = float(np.mean(float_out.reshape(n, -1).argmax(axis=1) == truth))
+        q = float(np.mean(quant_out.reshape(n, -1).argmax(axis=1) == truth))
+        drop = 100.0 * (f - q)
+    else:
+        target = labels.reshape(float_out.shape).astype(np.float32) if labels is not None else float_out
+        err = np.abs if metric == "mae" else np.square
+        f = float(np.mean(err(float_out - target)))
+        q = float(np.mean(err(quant_out - target)))
+        # Without labels the float error is 0: express the int8 error relative to the output spread.
+        base = f if labels is not None else float(np.mean(err(float_out - float_out.mean()))) or 1.0
+        drop = 100.0 * (q - f) / base if base > 0 else (0.0 if q == f else math.inf)
+    return MetricResult(metric, f, q, round(drop, 4), labels is not None, n)
+
+
+def agreement(float_out: np.ndarray, quant_out: np.ndarray) -> dict[str, float | None]:
+    """Output-level agreement: max |diff|, SQNR in dB and (for vectors) top-1 agreement."""
+    f = float_out.reshape(float_out.shape[0], -1).astype(np.float64)
+    q = quant_out.reshape(quant_out.shape[0], -1).astype(np.float64)
+    noise = float(np.sum((f - q) ** 2))
+    signal = float(np.sum(f**2))
+    out: dict[str, float | None] = {
+        "max_abs_diff": float(np.max(np.abs(f - q))),
+        # None when the outputs are identical (infinite SQNR has no JSON form).
+        "sqnr_db": round(10 * math.log10(signal / noise), 2) if noise > 0 and signal > 0 else None,
+    }
+    if f.shape[1] > 1:
+        out["top1_agreement"] = float(np.mean(f.argmax(axis=1) == q.argmax(axis=1)))
+    return out
+
+
+def _class_labels(labels: np.ndarray, float_out: np.ndarray) -> np.ndarray:
+    if labels.ndim == 2 and labels.shape == float_out.shape:
+        return labels.argmax(axis=1)
+    return labels.reshape(-1).astype(np.int64)

@@ -1,0 +1,134 @@
+"""``edgeserve convert``: load the source and data once, run each target, write the manifest."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeserve.console import Progress, capture_native_stderr
+from edgeserve.datasets import SampleSet, load_calibration, load_eval
+from edgeserve.errors import AccuracyError, InputError, PreprocessSpecError
+from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.source import SourceModel, TensorInfo, load_source
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertResult:
+    manifest_path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return all(a.get("status") == "ok" for a in self.manifest["artifacts"])
+
+
+def convert(
+    source: str | Path,
+    targets: Sequence[str],
+    out_dir: str | Path,
+    *,
+    calib: str | Path | None = None,
+    eval_data: str | Path | None = None,
+    calib_random: bool = False,
+    preprocess: PreprocessSpec | None = None,
+    profile: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    max_calib_samples: int | None = 1000,
+    progress: Progress | None = None,
+) -> ConvertResult:
+    """Convert one source model to each target and verify every artifact.
+
+    Raises:
+        EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
+        written, with the failing artifact marked) when a target misses its accuracy bound.
+    """
+    from edgeserve.converters import get_converter
+    from edgeserve.converters._base import ConversionContext
+    from edgeserve.profiles import load_profile
+
+    converters = [get_converter(t) for t in targets]  # unknown names fail before any work
+    if not converters:
+        raise InputError("no target given; use -t tflite-int8 (see edgeserve convert --help)")
+    prof = load_profile(profile) if profile else None
+    out = Path(out_dir)
+    progress = progress or Progress(enabled=False)
+
+    with progress.step(f"load {Path(source).name}"), capture_native_stderr():
+        model = load_source(source)
+    _refuse_output_inside_source(model, out)
+    spec = bind_preprocess(preprocess, model.signature.inputs, explicit=preprocess is not None)
+    calibration = load_calibration(
+        calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples
+    )
+    evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
+
+    manifest_path = out / MANIFEST_NAME
+    manifest = merge_into_existing(
+        manifest_path,
+        new_manifest(model.describe(), spec.to_dict() if spec else None, prof.name if prof else None,
+                     calibration.describe() | {"random": calibration.origin == "random"}),
+    )
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="edgeserve-") as work:
+        ctx = ConversionContext(
+            source=model, out_dir=out, calibration=calibration, evaluation=evaluation,
+            preprocess=spec, profile=prof, options=dict(options or {}), progress=progress,
+            workdir=Path(work),
+        )
+        for converter in converters:
+            entry = converter.convert(ctx)
+            upsert_artifact(manifest, entry)
+            write_manifest(manifest_path, manifest)
+            if entry["status"] != "ok":
+                failures.append(entry)
+    result = ConvertResult(manifest_path, manifest)
+    if failures:
+        raise AccuracyError(_failure_message(failures), result)  # type: ignore[call-arg]
+    return result
+
+
+def bind_preprocess(
+    spec: PreprocessSpec | None, inputs: Sequence[TensorInfo], *, explicit: bool
+) -> PreprocessSpec | None:
+    """The spec bound to the model's image input, or None for a model that takes no image.
+
+    An explicit spec must fit the model. Without one, a 4-D NHWC input with 1 or 3
+    channels gets the default spec (gray for one channel) so the runtime can feed frames.
+    """
+    if explicit:
+        assert spec is not None
+        if len(inputs) != 1:
+            raise PreprocessSpecError(f"image preprocessing needs a single-input model; this one has {len(inputs)}")
+        return spec.bind_to_input(inputs[0].shape)
+    if len(inputs) != 1 or len(inputs[0].shape) != 4 or inputs[0].shape[-1] not in (1, 3):
+        return None
+    default = PreprocessSpec(color="gray" if inputs[0].shape[-1] == 1 else "rgb")
+    try:
+        return default.bind_to_input(inputs[0].shape)
+    except PreprocessSpecError:
+        return None
+
+
+def _refuse_output_inside_source(model: SourceModel, out: Path) -> None:
+    # Never write into a SavedModel directory: the source must stay untouched.
+    src = model.path.resolve()
+    if src.is_dir() and (out.resolve() == src or src in out.resolve().parents):
+        raise InputError(f"output directory {out} is inside the source model {src}; choose another -o")
+
+
+def _failure_message(failures: list[dict[str, Any]]) -> str:
+    lines = []
+    for entry in failures:
+        m = entry["metrics"]
+        lines.append(
+            f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} points exceeds --max-drop "
+            f"{m['max_drop']} after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
+        )
+    return "; ".join(lines)

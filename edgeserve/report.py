@@ -1,0 +1,106 @@
+"""Human-readable tables for the CLI (rich). JSON output never goes through here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False, width=120)
+
+
+def print_conversion(manifest: dict[str, Any]) -> None:
+    console = _console()
+    src = manifest["source"]
+    console.print(f"source  {src['path']}  ({src['kind']}, {src['framework_version']})")
+    calib = manifest.get("calibration") or {}
+    console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples"
+                  + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
+    for entry in manifest["artifacts"]:
+        _print_artifact(console, entry)
+
+
+def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
+    status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
+    console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
+    m = entry.get("metrics")
+    if m:
+        label = m["metric"] + ("" if m["labelled"] else " vs float")
+        unit = " points" if m["metric"] == "top1" else " %"
+        console.print(
+            f"  {label}: float {m['float']:.4f}  quantized {m['quantized']:.4f}  drop {m['drop_points']:.2f}{unit}"
+            f" (max {m['max_drop']}) on {m['samples']} samples"
+        )
+    agree = entry.get("agreement") or {}
+    if agree:
+        parts = [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items()]
+        console.print("  agreement: " + ", ".join(parts))
+    q = entry.get("quantization")
+    if q:
+        console.print(f"  scheme {q['scheme']}, io {q['io']}, integer-only {entry.get('integer_only')}"
+                      + (f", float layers: {', '.join(q['float_layers'])}" if q["float_layers"] else ""))
+    attempts = entry.get("attempts") or []
+    if len(attempts) > 1 or entry["status"] != "ok":
+        table = Table("attempt", "status", "metric drop", "reason", title="attempts", title_justify="left")
+        for a in attempts:
+            drop = f"{a['metrics']['drop_points']:.2f}" if a.get("metrics") else "—"
+            table.add_row(a["description"], a["status"], drop, a["reason"] or "")
+        console.print(table)
+    layers = entry.get("worst_layers") or []
+    if layers:
+        table = Table("layer", "op", "RMSE/step", "SQNR dB", title="worst layers (rounding noise alone ≈ 0.29 steps)",
+                      title_justify="left")
+        for l in layers:
+            sqnr = "—" if l["sqnr_db"] is None else f"{l['sqnr_db']:.1f}"
+            table.add_row(l["layer"][:60], l["op"], f"{l['rmse_per_scale']:.3f}", sqnr)
+        console.print(table)
+
+
+def print_inspection(info: dict[str, Any]) -> None:
+    console = _console()
+    if info["kind"] == "manifest":
+        manifest = info["manifest"]
+        console.print(f"manifest {info['path']}  schema {manifest['schema']}  edgeserve {manifest['edgeserve_version']}")
+        for entry in manifest["artifacts"]:
+            _print_artifact(console, entry)
+        return
+    console.print(f"{info['path']}: {info['bytes']:,} bytes, {info['operators']} operators, "
+                  f"{info['tensors']} tensors, {info['constant_bytes']:,} constant bytes")
+    table = Table("io", "name", "shape", "dtype", "scale", "zero point")
+    for kind in ("inputs", "outputs"):
+        for t in info[kind]:
+            table.add_row(kind[:-1], t["name"], str(t["shape"]), t["dtype"], _short(t["scale"]), _short(t["zero_point"]))
+    console.print(table)
+    ops = Table("op", "count", "version")
+    for name, count in info["ops"].items():
+        ops.add_row(name, str(count), str(info["op_versions"].get(name, "")))
+    console.print(ops)
+    console.print(f"integer-only: {info['integer_only']}" + (f" ({len(info['float_ops'])} float op(s))" if info["float_ops"] else ""))
+    if info.get("edgeserve"):
+        e = info["edgeserve"]
+        console.print(f"made by edgeserve {e.get('edgeserve_version')} ({e.get('target')}, {e.get('remedy')}), "
+                      f"calibration {e.get('calibration_origin')} {str(e.get('calibration_sha256'))[:12]}")
+
+
+def print_profiles(profiles: list[Any]) -> None:
+    table = Table("name", "kind", "description")
+    for p in profiles:
+        table.add_row(p.name, p.kind, p.description)
+    _console().print(table)
+
+
+def print_profile(profile: Any) -> None:
+    import json
+
+    _console().print_json(json.dumps(profile.to_dict()))
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return f"per-channel ({len(value)})"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,32 @@
+"""``edgeserve verify``: re-check a manifest's artifacts without the source or its framework."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgeserve.converters import get_converter
+from edgeserve.converters._base import Check, VerifyResult
+from edgeserve.errors import EdgeServeError, ManifestError
+from edgeserve.manifest import MANIFEST_NAME, load_manifest
+
+
+def verify_manifest(path: str | Path) -> list[VerifyResult]:
+    """One result per artifact; an artifact whose check raised gets a failed result with the reason."""
+    path = Path(path)
+    manifest = load_manifest(path)
+    root = path if path.is_dir() else path.parent
+    if not manifest["artifacts"]:
+        raise ManifestError(f"{path if path.is_dir() else root / MANIFEST_NAME} lists no artifacts")
+    results = []
+    for entry in manifest["artifacts"]:
+        target = entry.get("target", "?")
+        try:
+            result = get_converter(target).reverify(entry, root)
+        except (EdgeServeError, KeyError, OSError, ValueError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            result = VerifyResult(target, str(entry.get("path", "?")), (Check("re-verification", False, what),))
+        if entry.get("status") != "ok":
+            result = VerifyResult(result.target, result.path, result.checks + (
+                Check("conversion status", False, f"the manifest marks this artifact {entry.get('status')!r}"),))
+        results.append(result)
+    return results

@@ -1,0 +1,1 @@
+"""Firmware sources and templates shipped as package data (C99, no heap)."""

@@ -1,0 +1,1 @@
+"""Device profiles shipped as package data (TOML, one file per device)."""
