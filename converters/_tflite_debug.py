@@ -46,15 +46,16 @@ class LayerError:
         return d
 
 
-def _sqnr_db(float_tensors: Sequence[np.ndarray], quant_tensors: Sequence[np.ndarray], scale: float,
-             zero_point: int) -> float:
-    signal = noise = 0.0
-    for f, q in zip(float_tensors, quant_tensors):
-        dq = (q.astype(np.float64) - zero_point) * scale
-        signal += float(np.sum(np.square(f, dtype=np.float64)))
-        noise += float(np.sum(np.square(f - dq)))
+def _sqnr_db(float_values: np.ndarray, quant_values: np.ndarray, scale: float, zero_point: int) -> float:
+    """SQNR of one sample's layer output (the debugger calls this per sample, then averages)."""
+    with np.errstate(all="ignore"):
+        f = np.asarray(float_values, np.float64)
+        dq = (np.asarray(quant_values, np.float64) - zero_point) * scale
+        finite = np.isfinite(f) & np.isfinite(dq)
+        signal = float(np.sum(np.square(f[finite])))
+        noise = float(np.sum(np.square(f[finite] - dq[finite])))
     if noise == 0.0 or signal == 0.0:
-        return float("nan")  # the debugger's CSV cannot carry None; mapped back below
+        return float("nan")  # the debugger's CSV cannot carry None; nanmean skips it, mapped back below
     return 10.0 * math.log10(signal / noise)
 
 

@@ -30,8 +30,10 @@ def ui_stream() -> IO[str]:
         try:
             sys.stderr.flush()
             _ui_stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
-        except (AttributeError, OSError, ValueError):  # pytest capture, no real fd
-            _ui_stream = sys.stderr
+        except (AttributeError, OSError, ValueError):
+            # sys.stderr has no descriptor (click's CliRunner, an embedding app): use it as
+            # it is now, and do not cache it, since it may be swapped or closed later.
+            return sys.stderr
     return _ui_stream
 
 

@@ -85,6 +85,9 @@ def load_calibration(
         digest = hashlib.sha256(f"random:{seed}".encode()).hexdigest()
         return SampleSet(arrays, None, "random", None, digest)
 
+    if max_samples is not None and max_samples < 1:
+        # x[:-5] would silently drop the last samples and x[:0] leave none.
+        raise CalibrationDataError(f"max_samples must be at least 1, got {max_samples}")
     path = Path(path)
     if not path.exists():
         raise CalibrationDataError(f"calibration data not found: {path}")
@@ -125,6 +128,8 @@ def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) ->
     if any(a.shape[0] != n for a in checked):
         raise CalibrationDataError(f"{path}: inputs have different sample counts {[a.shape[0] for a in checked]}")
     if labels is not None:
+        if labels.ndim == 0:
+            raise CalibrationDataError(f"{path}: y is a single value; expected one label per sample ({n})")
         if labels.shape[0] != n:
             raise CalibrationDataError(f"{path}: y has {labels.shape[0]} labels for {n} samples")
         if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
@@ -158,6 +163,8 @@ def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.
     expected = info.sample_shape
     if arr.dtype.kind not in "fiub":
         raise CalibrationDataError(f"{path}:{key} has dtype {arr.dtype}; expected numbers")
+    if arr.ndim == 0:
+        raise CalibrationDataError(f"{path}:{key} is a single value; expected an array of samples (N first)")
     got = arr.shape[1:]
     if len(got) != len(expected) or any(e is not None and e != g for e, g in zip(expected, got)):
         raise CalibrationDataError(
@@ -179,15 +186,18 @@ def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: Preproces
     if len(inputs) != 1:
         raise CalibrationDataError(f"an image folder can calibrate a single-input model; this one has {len(inputs)}")
     spec = (spec or PreprocessSpec()).bind_to_input(inputs[0].shape)
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
     if not files:
         raise CalibrationDataError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found under {path}")
     digest = hashlib.sha256()
     batch = []
     for f in files:
         try:
+            # Always decode to RGB and let spec.apply do any gray conversion, as the runtime
+            # does with camera frames: PIL's "L" rounds differently from OpenCV's RGB2GRAY,
+            # so calibration inputs would differ from served ones.
             with Image.open(f) as im:
-                rgb = np.asarray(im.convert("L" if spec.color == "gray" else "RGB"))
+                rgb = np.asarray(im.convert("RGB"))
         except (UnidentifiedImageError, OSError) as exc:
             raise CalibrationDataError(f"cannot read image {f}: {exc}") from exc
         digest.update(f.relative_to(path).as_posix().encode())

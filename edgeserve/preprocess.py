@@ -74,13 +74,11 @@ class PreprocessSpec:
         _check_choice("crop", self.crop, CROPS)
         _check_choice("interpolation", self.interpolation, INTERPOLATIONS)
         if self.size is not None:
-            if len(self.size) != 2 or any(int(v) <= 0 for v in self.size):
-                raise PreprocessSpecError(
-                    f"size must be two positive integers (height, width), got {self.size!r}"
-                )
-            object.__setattr__(self, "size", (int(self.size[0]), int(self.size[1])))
+            object.__setattr__(self, "size", _as_size(self.size))
+        object.__setattr__(self, "crop_fraction", _as_number("crop_fraction", self.crop_fraction))
         if not 0.0 < self.crop_fraction <= 1.0:
             raise PreprocessSpecError(f"crop_fraction must be in (0, 1], got {self.crop_fraction}")
+        object.__setattr__(self, "scale", _as_number("scale", self.scale))
         if not math.isfinite(self.scale) or self.scale == 0:
             raise PreprocessSpecError(f"scale must be a finite non-zero number, got {self.scale}")
         object.__setattr__(self, "mean", _as_floats("mean", self.mean))
@@ -94,8 +92,11 @@ class PreprocessSpec:
                     f"{name} has {len(values)} values but color {self.color!r} has "
                     f"{self.channels} channel(s); give 1 or {self.channels}"
                 )
-        if not 0 <= self.pad_value <= 255:
-            raise PreprocessSpecError(f"pad_value must be a pixel value 0..255, got {self.pad_value}")
+        # An integer, not merely a number in range: 127.5 would be truncated silently when
+        # written into the uint8 letterbox canvas.
+        if not _is_int(self.pad_value) or not 0 <= self.pad_value <= 255:
+            raise PreprocessSpecError(f"pad_value must be an integer pixel value 0..255, got {self.pad_value!r}")
+        object.__setattr__(self, "pad_value", int(self.pad_value))
 
     # ----- derived facts -------------------------------------------------------------
     @property
@@ -147,11 +148,15 @@ class PreprocessSpec:
         if h is None or w is None:
             if self.size is None:
                 raise PreprocessSpecError(f"the model input {shape} has no fixed size; give --size HxW")
-            return self
-        if self.size is not None and self.size != (h, w):
+        # A dynamic dimension accepts any size, but a fixed one must still match the spec
+        # (e.g. (None, None, 224, 3) with size 100x100 would feed 100-wide images).
+        if self.size is not None and any(m is not None and m != s for m, s in zip((h, w), self.size)):
+            model_size = "x".join("?" if d is None else str(d) for d in (h, w))
             raise PreprocessSpecError(
-                f"spec size {self.size[0]}x{self.size[1]} does not match the model input {h}x{w} ({shape})"
+                f"spec size {self.size[0]}x{self.size[1]} does not match the model input {model_size} ({shape})"
             )
+        if h is None or w is None:
+            return self
         return dataclasses.replace(self, size=(int(h), int(w)))
 
     # ----- the reference (plain) preprocessing ------------------------------------------
@@ -165,12 +170,13 @@ class PreprocessSpec:
         if self.size is None:
             raise PreprocessSpecError("size is not set; give --size HxW or take it from the model")
         img = np.asarray(image)
+        given_shape = img.shape  # ``image`` may be a list, which has no .shape
         if img.dtype != np.uint8:
             raise PreprocessSpecError(f"expected a uint8 image, got dtype {img.dtype}")
         if img.ndim == 2:
             img = img[:, :, None]
         if img.ndim != 3 or img.shape[2] not in (1, 3, 4) or 0 in img.shape:
-            raise PreprocessSpecError(f"expected an H x W x 1|3|4 image, got shape {image.shape}")
+            raise PreprocessSpecError(f"expected an H x W x 1|3|4 image, got shape {given_shape}")
         img = _to_color(img[:, :, :3] if img.shape[2] == 4 else img, self.color, cv2)
         img = self._geometry(img, cv2)
         a, b = self.channel_affine()
@@ -231,9 +237,14 @@ class PreprocessSpec:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise PreprocessSpecError(f"preprocess spec file not found: {path}") from exc
+        except OSError as exc:  # a directory, no permission, ...
+            raise PreprocessSpecError(f"cannot read preprocess spec file {path}: {exc}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise PreprocessSpecError(f"{path} is not valid TOML: {exc}") from exc
-        return cls.from_dict(data.get("preprocess", data), where=str(path))
+        table = data.get("preprocess", data)
+        if not isinstance(table, Mapping):
+            raise PreprocessSpecError(f"{path}: 'preprocess' must be a table ([preprocess]), got {table!r}")
+        return cls.from_dict(table, where=str(path))
 
 
 def center_crop(img: np.ndarray, aspect: float, fraction: float = 1.0) -> np.ndarray:
@@ -284,7 +295,29 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
         )
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _as_size(value: Any) -> tuple[int, int]:
+    # A string is a sequence too: "22" must not become (2, 2), nor ("a", "b") a ValueError.
+    items: tuple[Any, ...] = ()
+    if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)):
+        items = tuple(value)
+    if len(items) != 2 or not all(_is_int(v) and v > 0 for v in items):
+        raise PreprocessSpecError(f"size must be two positive integers (height, width), got {value!r}")
+    return int(items[0]), int(items[1])
+
+
+def _as_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PreprocessSpecError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
 def _as_floats(name: str, values: Any) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)):  # "5" would otherwise pass as (5.0,) and "0.5" fail oddly
+        raise PreprocessSpecError(f"{name} must be numbers, got {values!r}")
     if isinstance(values, (int, float)):
         values = (values,)
     try:

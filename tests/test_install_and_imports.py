@@ -1,0 +1,116 @@
+"""The package installs as laid out, and stays light to import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from edgeserve._deps import require
+from edgeserve.errors import MissingDependencyError
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("tensorflow", "keras", "coremltools", "torch", "onnxruntime", "ai_edge_litert", "cv2", "tflite_micro")
+
+
+def _run(code: str, cwd: Path, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def _heavy_after(statement: str, tmp_path: Path) -> list[str]:
+    code = f"""
+import json, sys
+{statement}
+print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))
+"""
+    proc = _run(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_edgeserve_imports_no_framework(tmp_path: Path) -> None:
+    assert _heavy_after("import edgeserve, edgeserve.converters, edgeserve.runtime", tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["convert", "--help"], ["targets"], ["profiles"]])
+def test_cli_commands_that_do_no_conversion_import_no_framework(args: list[str], tmp_path: Path) -> None:
+    statement = f"""
+from edgeserve.cli import cli
+try:
+    cli.main({args!r}, prog_name="edgeserve", standalone_mode=False)
+except SystemExit:
+    pass
+"""
+    assert _heavy_after(statement, tmp_path) == []
+
+
+def test_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # makes `import tensorflow` raise ImportError
+    with pytest.raises(MissingDependencyError) as err:
+        require("tensorflow", "INT8 conversion")
+    assert "pip install 'edgeserve[convert]'" in str(err.value)
+    assert "tensorflow-cpu" in str(err.value) and "INT8 conversion" in str(err.value)
+
+
+def test_cli_reports_missing_extra_as_one_line(tmp_path: Path) -> None:
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"not really a model")
+    code = f"""
+import sys
+sys.modules["tensorflow"] = None
+from edgeserve.cli import cli
+cli.main(["convert", {str(model)!r}, "-t", "tflite-int8", "--calib-random", "-o", {str(tmp_path / "out")!r}],
+         prog_name="edgeserve")
+"""
+    proc = _run(code, tmp_path)
+    assert proc.returncode == 1
+    assert "pip install 'edgeserve[convert]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _fresh_venv(tmp_path: Path) -> Path:
+    """A venv that sees this environment's dependencies but not its edgeserve install."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    # A plain path entry: numpy/click/setuptools become importable, but this environment's
+    # own .pth files (including its editable edgeserve finder) are not executed.
+    outer = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "outer_deps.pth").write_text(outer + "\n")
+    return python
+
+
+@pytest.mark.parametrize("editable", [False, True], ids=["regular", "editable"])
+def test_install_maps_converters_and_runtime_into_the_package(tmp_path: Path, editable: bool) -> None:
+    python = _fresh_venv(tmp_path)
+    cmd = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    cmd += ["-e", str(ROOT)] if editable else [str(ROOT)]
+    subprocess.run(cmd, check=True, timeout=600, cwd=tmp_path, capture_output=True)
+    code = """
+import json
+import edgeserve, edgeserve.converters, edgeserve.runtime
+from edgeserve.profiles import list_profiles
+from edgeserve.converters import target_names
+print(json.dumps({"converters": edgeserve.converters.__file__, "runtime": edgeserve.runtime.__file__,
+                  "profiles": list_profiles(), "targets": target_names()}))
+"""
+    proc = _run(code, tmp_path, str(python))
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    if editable:  # the source folders themselves
+        assert Path(info["converters"]) == ROOT / "converters" / "__init__.py"
+        assert Path(info["runtime"]) == ROOT / "runtime" / "__init__.py"
+    else:  # copies inside the installed package
+        assert Path(info["converters"]).parts[-3:] == ("edgeserve", "converters", "__init__.py")
+        assert str(tmp_path / "venv") in info["converters"]
+        assert str(tmp_path / "venv") in info["runtime"]
+    assert "raspberry-pi-5" in info["profiles"] and len(info["profiles"]) >= 11
+    assert "tflite-int8" in info["targets"]
