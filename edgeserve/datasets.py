@@ -117,7 +117,8 @@ def load_eval(path: str | Path, inputs: Sequence[TensorInfo]) -> SampleSet:
 
 def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        # Open the file here: np.load(path) leaks its handle when the zip is truncated.
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
     except Exception as exc:  # zipfile/pickle/format errors all mean "not a usable .npz"
         raise CalibrationDataError(f"cannot read {path} as .npz: {exc}") from exc
@@ -173,7 +174,8 @@ def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.
         )
     if arr.shape[0] == 0:
         raise CalibrationDataError(f"{path}:{key} holds no samples")
-    data = arr.astype(np.float32) if info.dtype.startswith("float") else arr
+    with np.errstate(over="ignore"):  # values beyond float32 become Inf and are reported below
+        data = arr.astype(np.float32) if info.dtype.startswith("float") else arr
     if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
         bad = int(np.count_nonzero(~np.isfinite(data)))
         raise CalibrationDataError(f"{path}:{key} contains {bad} NaN/Inf values; calibration needs finite inputs")

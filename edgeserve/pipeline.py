@@ -127,8 +127,9 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
     lines = []
     for entry in failures:
         m = entry["metrics"]
+        unit = "points" if m["metric"] == "top1" else "% more error"
         lines.append(
-            f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} points exceeds --max-drop "
+            f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} {unit} exceeds --max-drop "
             f"{m['max_drop']} after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
         )
     return "; ".join(lines)

@@ -44,11 +44,11 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
                       + (f", float layers: {', '.join(q['float_layers'])}" if q["float_layers"] else ""))
     attempts = entry.get("attempts") or []
     if len(attempts) > 1 or entry["status"] != "ok":
-        table = Table("attempt", "status", "metric drop", "reason", title="attempts", title_justify="left")
-        for a in attempts:
-            drop = f"{a['metrics']['drop_points']:.2f}" if a.get("metrics") else "—"
-            table.add_row(a["description"], a["status"], drop, a["reason"] or "")
-        console.print(table)
+        console.print("  attempts:")
+        for i, a in enumerate(attempts, 1):
+            drop = f", drop {a['metrics']['drop_points']:.2f}" if a.get("metrics") else ""
+            reason = f" ({a['reason']})" if a["reason"] else ""
+            console.print(f"    {i}. {a['description']}: {a['status']}{drop}{reason}", soft_wrap=True)
     layers = entry.get("worst_layers") or []
     if layers:
         table = Table("layer", "op", "RMSE/step", "SQNR dB", title="worst layers (rounding noise alone ≈ 0.29 steps)",
