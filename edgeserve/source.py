@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,11 @@ class KerasSource(SourceModel):
         super().__init__(path, kind, sig, framework_version)
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        out = self.model(inputs if len(inputs) > 1 else inputs[0], training=False)
+        with warnings.catch_warnings():
+            # Functional models loaded from Keras 2 files declare their single input as a
+            # list and warn when given a bare tensor; the call is still correct.
+            warnings.filterwarnings("ignore", message="The structure of `inputs`", category=UserWarning)
+            out = self.model(inputs if len(inputs) > 1 else inputs[0], training=False)
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [np.asarray(o) for o in outs]
 
