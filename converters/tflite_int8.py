@@ -216,7 +216,7 @@ class TfliteInt8Converter(Converter):
         quantized = np.concatenate(outputs)
         reference = ctx.reference_outputs()[0]
         attempt.metrics = evaluate(metric, reference, quantized, evaluation.labels)
-        attempt.agreement = agreement(reference, quantized)
+        attempt.agreement = agreement(reference, quantized, classifier=metric == "top1")
         if attempt.remedy.name == "int8" and attempt.integer_problems:
             attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
         elif attempt.metrics.drop_points > opts.max_drop:
@@ -329,7 +329,7 @@ class TfliteInt8Converter(Converter):
         checks.append(Check("outputs equal the recorded ones", steps <= REVERIFY_MAX_STEPS,
                             f"max difference {steps} quantization step(s) over {len(inputs[0])} samples "
                             f"(allowed {REVERIFY_MAX_STEPS})"))
-        agree = agreement(reference, dequant[0])
+        agree = agreement(reference, dequant[0], classifier=entry["metrics"]["metric"] == "top1")
         recorded = entry.get("agreement") or {}
         if "top1_agreement" in agree and recorded.get("top1_agreement") is not None:
             ok = agree["top1_agreement"] >= min(recorded["top1_agreement"], 1.0) - 0.05

@@ -40,8 +40,7 @@ def choose_metric(requested: str | None, labels: np.ndarray | None, float_out: n
         return requested
     is_vector = float_out.ndim == 2 and float_out.shape[1] > 1
     if labels is not None:
-        integer_labels = labels.dtype.kind in "iu" or (labels.ndim == 2 and labels.shape == float_out.shape)
-        return "top1" if is_vector and integer_labels else "mae"
+        return "top1" if is_vector and (labels.dtype.kind in "iu" or _is_one_hot(labels, float_out)) else "mae"
     # No labels: a softmax-like output is a classifier; anything else is a regression.
     if is_vector and np.all(float_out >= 0) and np.allclose(float_out.sum(axis=1), 1.0, atol=1e-3):
         return "top1"
@@ -67,8 +66,12 @@ def evaluate(metric: str, float_out: np.ndarray, quant_out: np.ndarray, labels: 
     return MetricResult(metric, f, q, round(drop, 4), labels is not None, n)
 
 
-def agreement(float_out: np.ndarray, quant_out: np.ndarray) -> dict[str, float | None]:
-    """Output-level agreement: max |diff|, SQNR in dB and (for vectors) top-1 agreement."""
+def agreement(float_out: np.ndarray, quant_out: np.ndarray, classifier: bool) -> dict[str, float | None]:
+    """Output-level agreement: max |diff|, SQNR in dB and, for a classifier, top-1 agreement.
+
+    Top-1 agreement is meaningless for a regression output (an autoencoder's 640 values),
+    so it is only computed when the task metric is top-1.
+    """
     f = float_out.reshape(float_out.shape[0], -1).astype(np.float64)
     q = quant_out.reshape(quant_out.shape[0], -1).astype(np.float64)
     noise = float(np.sum((f - q) ** 2))
@@ -78,12 +81,19 @@ def agreement(float_out: np.ndarray, quant_out: np.ndarray) -> dict[str, float |
         # None when the outputs are identical (infinite SQNR has no JSON form).
         "sqnr_db": round(10 * math.log10(signal / noise), 2) if noise > 0 and signal > 0 else None,
     }
-    if f.shape[1] > 1:
+    if classifier and f.shape[1] > 1:
         out["top1_agreement"] = float(np.mean(f.argmax(axis=1) == q.argmax(axis=1)))
     return out
 
 
+def _is_one_hot(labels: np.ndarray, float_out: np.ndarray) -> bool:
+    # Float labels shaped like the output are one-hot only if they are 0/1 rows summing to 1;
+    # otherwise they are regression targets (an autoencoder's y = x).
+    return (labels.ndim == 2 and labels.shape == float_out.shape and bool(np.all((labels == 0) | (labels == 1)))
+            and bool(np.all(labels.sum(axis=1) == 1)))
+
+
 def _class_labels(labels: np.ndarray, float_out: np.ndarray) -> np.ndarray:
-    if labels.ndim == 2 and labels.shape == float_out.shape:
+    if _is_one_hot(labels, float_out):
         return labels.argmax(axis=1)
     return labels.reshape(-1).astype(np.int64)
