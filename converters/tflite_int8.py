@@ -20,7 +20,7 @@ import numpy as np
 
 from edgeserve._deps import require
 from edgeserve.atomic import write_bytes, write_json
-from edgeserve.console import capture_native_stderr
+from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters._tflite_debug import LayerError, float_layers_model, layer_errors
@@ -180,6 +180,7 @@ class TfliteInt8Converter(Converter):
     # ----- emit -------------------------------------------------------------------------
     def emit(self, ctx: ConversionContext, make_converter: Callable[..., Any], remedy: Remedy, opts: Options) -> Attempt:
         attempt = Attempt(remedy, "error")
+        native = NativeOutput()
         try:
             with capture_native_stderr() as native:
                 if remedy.name == "float-layers":
@@ -193,8 +194,7 @@ class TfliteInt8Converter(Converter):
                 else:
                     model = bytes(make_converter(remedy.name).convert())
         except Exception as exc:  # the TF converter raises many types; the reason goes in the report
-            reason = _converter_reason(exc, native.text if "native" in locals() else "")
-            attempt.reason = reason
+            attempt.reason = _converter_reason(exc, native.text)
             return attempt
         attempt.model = model
         return attempt
@@ -211,7 +211,7 @@ class TfliteInt8Converter(Converter):
         attempt.io_dtype = runner.inputs[0].dtype.name
         evaluation = ctx.evaluation
         outputs = []
-        for i, batch in enumerate(ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT")):
+        for batch in ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT"):
             outputs.append(runner.predict(batch)[0][0])
         quantized = np.concatenate(outputs)
         reference = ctx.reference_outputs()[0]

@@ -65,7 +65,7 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
-def _progress(ctx: click.Context, json_out: bool) -> Any:
+def _progress(ctx: click.Context) -> Any:
     from edgeserve.console import Progress
 
     return Progress(enabled=not ctx.obj["quiet"] and sys.stderr.isatty())
@@ -178,7 +178,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
     spec = spec_from_flags(preprocess_file, spec_flags)
     options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples}
     try:
-        with _progress(ctx, json_out) as progress:
+        with _progress(ctx) as progress:
             result = run_convert(
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,

@@ -90,7 +90,7 @@ def convert(
                 failures.append(entry)
     result = ConvertResult(manifest_path, manifest)
     if failures:
-        raise AccuracyError(_failure_message(failures), result)  # type: ignore[call-arg]
+        raise AccuracyError(_failure_message(failures), result)
     return result
 
 

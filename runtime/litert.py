@@ -20,7 +20,11 @@ from edgeserve.errors import InputError, MissingDependencyError
 
 log = logging.getLogger(__name__)
 
-_INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite")
+_INTERPRETER_MODULES = (
+    "ai_edge_litert.interpreter",
+    "tflite_runtime.interpreter",
+    "tensorflow.lite.python.interpreter",
+)
 
 
 def interpreter_module() -> Any:
@@ -32,8 +36,6 @@ def interpreter_module() -> Any:
         except ImportError as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        if name == "tensorflow.lite":
-            module = module.Interpreter.__module__ and importlib.import_module("tensorflow.lite.python.interpreter")
         return module
     log.debug("no LiteRT interpreter: %s", "; ".join(reasons))
     raise MissingDependencyError("ai-edge-litert", "tflite", "running .tflite models")
