@@ -101,7 +101,7 @@ class TfliteInt8Converter(Converter):
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
 
         attempts: list[Attempt] = []
-        for remedy in self._remedies(ctx, layers):
+        for remedy in self._remedies(ctx, layers, opts):
             if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
                 attempts.append(remedy)
                 continue
@@ -159,7 +159,8 @@ class TfliteInt8Converter(Converter):
         with ctx.progress.step(f"per-layer error ({len(debug)} samples)"), capture_native_stderr():
             return layer_errors(make_converter, debug_dataset)
 
-    def _remedies(self, ctx: ConversionContext, layers: list[LayerError]) -> Iterator[Remedy | Attempt]:
+    def _remedies(self, ctx: ConversionContext, layers: list[LayerError], opts: Options) -> Iterator[Remedy | Attempt]:
+        """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
         profile = ctx.profile
         int16 = Remedy("int16x8", "int16 activations, int8 weights")
@@ -167,6 +168,11 @@ class TfliteInt8Converter(Converter):
             yield Attempt(int16, "skipped", f"profile {profile.name} has no int16-activation kernels")
         else:
             yield int16
+        if opts.io == "uint8":
+            # The debugger's selective quantization can only make int8 (or float) model I/O.
+            yield Attempt(Remedy("float-layers", "int8 with the worst layers in float"), "skipped",
+                          "keeping layers in float is not available with --io uint8")
+            return
         tried: set[int] = set()
         for k in (1, 2, 4, 8):
             k = min(k, len(layers) - 1)
@@ -184,8 +190,6 @@ class TfliteInt8Converter(Converter):
         try:
             with capture_native_stderr() as native:
                 if remedy.name == "float-layers":
-                    if opts.io == "uint8":
-                        return Attempt(remedy, "skipped", "keeping layers in float is not available with --io uint8")
                     debug = ctx.calibration.head(opts.debug_samples)
                     model = float_layers_model(
                         make_converter, lambda: debug.batch1(),

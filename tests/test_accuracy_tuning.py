@@ -100,3 +100,15 @@ def test_worst_layers_kept_in_float_when_int16_is_not_allowed(sine: Path, all_at
     assert entry["inputs"][0]["dtype"] == "int8"
     assert entry["metrics"]["drop_points"] <= bound
     assert CliRunner().invoke(cli, ["verify", str(tmp_path)]).exit_code == 0
+
+
+def test_uint8_io_skips_float_layers_once_with_the_reason(sine: Path, tmp_path: Path) -> None:
+    with pytest.raises(AccuracyError) as err:
+        convert(sine / "sine.keras", ["tflite-int8"], tmp_path, calib=sine / "calib.npz",
+                eval_data=sine / "eval.npz", profile="coral-dev-board",
+                options={"max_drop": 0.0, "metric": "mae", "io": "uint8"})
+    attempts = err.value.result.manifest["artifacts"][0]["attempts"]
+    assert [(a["remedy"], a["status"]) for a in attempts] == [
+        ("int8", "drop too large"), ("int16x8", "skipped"), ("float-layers", "skipped")]
+    assert attempts[2]["reason"] == "keeping layers in float is not available with --io uint8"
+    assert err.value.result.manifest["artifacts"][0]["inputs"][0]["dtype"] == "uint8"
