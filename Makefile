@@ -8,15 +8,42 @@ ES     := $(VENV)/bin/edgeserve
 EXAMPLE := build/example
 DEMO_OUT := build/digits
 
-.PHONY: setup demo test test-fast bench clean
+# Compilers for the microcontroller target's tests (host C/C++ and GNU Arm for Cortex-M).
+ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
-setup: $(VENV)/.installed
+.PHONY: setup toolchain demo test test-fast bench clean
+
+setup: $(VENV)/.installed toolchain
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all,dev]'
 	touch $@
+
+# Installs only what is missing, so a second run does nothing. apt-get on Debian/Ubuntu
+# (through sudo unless already root); elsewhere a warning, and those tests skip
+# (outside CI) until the compilers are installed.
+toolchain:
+	@missing=""; \
+	command -v g++ >/dev/null 2>&1 || missing="g++"; \
+	command -v arm-none-eabi-g++ >/dev/null 2>&1 || missing="$$missing $(ARM_PACKAGES)"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	    echo "Installing compilers for the microcontroller tests:$$missing"; \
+	    log=$$(mktemp); \
+	    if ! { $$sudo apt-get update -qq && \
+	           $$sudo env DEBIAN_FRONTEND=noninteractive \
+	             apt-get install -y -qq --no-install-recommends $$missing; } >"$$log" 2>&1; then \
+	      cat "$$log" >&2; rm -f "$$log"; exit 1; \
+	    fi; \
+	    rm -f "$$log"; \
+	  else \
+	    echo "warning: no apt-get; install$$missing yourself" \
+	      "(the compile tests skip without them, and fail in CI)" >&2; \
+	  fi; \
+	fi
 
 demo: setup
 	$(PY) examples/digits/build_model.py --out $(EXAMPLE)

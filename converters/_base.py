@@ -29,18 +29,20 @@ class ConversionContext:
 
     source: SourceModel
     out_dir: Path
-    calibration: SampleSet
-    evaluation: SampleSet
+    calibration: SampleSet | None  # None for a .tflite source: it is already quantized
+    evaluation: SampleSet | None
     preprocess: PreprocessSpec | None
     profile: Any  # edgeserve.profiles.Profile | None
     options: Mapping[str, Any]
     progress: Progress
     workdir: Path
+    artifacts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # target -> entry, this run
     _reference: list[np.ndarray] | None = None
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The float source's outputs on ``evaluation`` (computed once, shared by targets)."""
         if self._reference is None:
+            assert self.evaluation is not None, "a .tflite source has no float reference"
             self._reference = self.source.predict(list(self.evaluation.inputs))
         return self._reference
 
@@ -77,6 +79,10 @@ class Converter(abc.ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+
+    def requires(self, source_kind: str) -> tuple[str, ...]:
+        """Targets whose artifacts this one is built from, for a source of ``source_kind``."""
+        return ()
 
     @abc.abstractmethod
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters._tflite_debug import LayerError, float_layers_model, layer_errors
-from edgeserve.errors import InputError, VerificationError
+from edgeserve.errors import InputError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, evaluate
 from edgeserve.tflite_model import TfliteModel
@@ -94,6 +94,11 @@ class TfliteInt8Converter(Converter):
     summary = "full-integer INT8 .tflite for LiteRT / TFLM, verified against the source"
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        if ctx.calibration is None or ctx.evaluation is None:
+            raise SourceModelError(
+                f"{ctx.source.path.name} is already a .tflite; tflite-int8 converts a float "
+                ".keras, .h5 or SavedModel source"
+            )
         opts = Options.from_mapping(ctx.options)
         saved_model = self.prepare(ctx)
         make_converter = self._converter_factory(ctx, saved_model, opts)

@@ -162,21 +162,25 @@ def spec_from_flags(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
               help="Type of the model's input and output tensors.")
 @click.option("--debug-samples", type=click.IntRange(min=1), default=32, show_default=True,
               help="Samples the per-layer quantization debugger runs.")
-@click.option("-p", "--profile", help="Device profile (see `edgeserve profiles`).")
+@click.option("-p", "--profile", help="Device profile (see `edgeserve profiles`); mcu checks the build fits it.")
+@click.option("--name", help="mcu: C name of the model (g_NAME_model_data, NAME_model::...). Default: from the file name.")
+@click.option("--no-fit-check", is_flag=True, help="mcu: write the build even if it does not fit the profile.")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
-            io: str, debug_samples: int, profile: str | None, preprocess_file: Path | None,
-            json_out: bool, **spec_flags: Any) -> None:
-    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir) to verified edge artifacts."""
+            io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
+            preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; or a full-INT8 .tflite for mcu)
+    to verified edge artifacts."""
     from edgeserve.pipeline import convert as run_convert
 
     if calib is not None and calib_random:
         raise click.UsageError("give either --calib or --calib-random, not both")
     spec = spec_from_flags(preprocess_file, spec_flags)
-    options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples}
+    options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
+               "name": name, "fit_check": not no_fit_check}
     try:
         with _progress(ctx) as progress:
             result = run_convert(

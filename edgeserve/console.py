@@ -51,9 +51,12 @@ def capture_native_stderr() -> Iterator[NativeOutput]:
     catches them. The lines are logged at debug level so ``--debug`` still shows them.
     """
     result = NativeOutput()
+    # Native code writes to descriptor 2 whatever sys.stderr is (pytest, Jupyter and
+    # loggers replace the Python object), so redirect the descriptor itself.
+    fd = 2
     try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
+        os.fstat(fd)
+    except OSError:  # no descriptor 2 at all (some daemons): nothing to capture
         yield result
         return
     ui_stream()  # make sure the UI keeps the real stderr before it is redirected

@@ -100,3 +100,15 @@ class AccuracyError(EdgeServeError):
 
 class VerificationError(EdgeServeError):
     """A written artifact did not compute what its source computes."""
+
+
+class DoesNotFitError(EdgeServeError):
+    """A microcontroller build needs more flash or RAM than the target device has.
+
+    ``report`` is the memory report (a dict) the message was built from, so a caller can
+    show the whole breakdown.
+    """
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report

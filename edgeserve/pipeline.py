@@ -53,8 +53,9 @@ def convert(
     from edgeserve.converters._base import ConversionContext
     from edgeserve.profiles import load_profile
 
-    converters = [get_converter(t) for t in targets]  # unknown names fail before any work
-    if not converters:
+    for target in targets:
+        get_converter(target)  # unknown names fail before any work
+    if not targets:
         raise InputError("no target given; use -t tflite-int8 (see edgeserve convert --help)")
     prof = load_profile(profile) if profile else None
     out = Path(out_dir)
@@ -63,17 +64,30 @@ def convert(
     with progress.step(f"load {Path(source).name}"), capture_native_stderr():
         model = load_source(source)
     _refuse_output_inside_source(model, out)
+    converters = [get_converter(t) for t in plan_targets(targets, model.kind)]
     spec = bind_preprocess(preprocess, model.signature.inputs, explicit=preprocess is not None)
-    calibration = load_calibration(
-        calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples
-    )
-    evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
+    if model.kind == "tflite":
+        # Already quantized: there is nothing to calibrate, and no float model to score against.
+        if calib or eval_data or calib_random:
+            raise InputError(
+                f"{Path(source).name} is already a .tflite, so --calib, --calib-random and --eval "
+                "do not apply; pass the float source model to convert and calibrate it"
+            )
+        calibration = evaluation = None
+    else:
+        calibration = load_calibration(
+            calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples
+        )
+        evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
 
     manifest_path = out / MANIFEST_NAME
+    calibration_record = None
+    if calibration is not None:
+        calibration_record = calibration.describe() | {"random": calibration.origin == "random"}
     manifest = merge_into_existing(
         manifest_path,
         new_manifest(model.describe(), spec.to_dict() if spec else None, prof.name if prof else None,
-                     calibration.describe() | {"random": calibration.origin == "random"}),
+                     calibration_record),
     )
     failures = []
     with tempfile.TemporaryDirectory(prefix="edgeserve-") as work:
@@ -83,7 +97,10 @@ def convert(
             workdir=Path(work),
         )
         for converter in converters:
+            if any(ctx.artifacts.get(name, {}).get("status") == "failed" for name in converter.requires(model.kind)):
+                continue  # built from an artifact that missed its bound: nothing sound to build on
             entry = converter.convert(ctx)
+            ctx.artifacts[converter.name] = entry
             upsert_artifact(manifest, entry)
             write_manifest(manifest_path, manifest)
             if entry["status"] != "ok":
@@ -92,6 +109,27 @@ def convert(
     if failures:
         raise AccuracyError(_failure_message(failures), result)
     return result
+
+
+def plan_targets(targets: Sequence[str], source_kind: str) -> list[str]:
+    """The targets in run order, each preceded by the targets it builds on (once each).
+
+    ``-t mcu`` from a Keras model first needs the INT8 .tflite, so it runs tflite-int8
+    first, with the same calibration, and both land in the manifest.
+    """
+    from edgeserve.converters import get_converter
+
+    ordered: list[str] = []
+
+    def add(name: str) -> None:
+        for needed in get_converter(name).requires(source_kind):
+            add(needed)
+        if name not in ordered:
+            ordered.append(name)
+
+    for target in targets:
+        add(target)
+    return ordered
 
 
 def bind_preprocess(

@@ -24,6 +24,9 @@ def print_conversion(manifest: dict[str, Any]) -> None:
 
 
 def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
+    if entry["target"] == "mcu":
+        _print_mcu(console, entry)
+        return
     status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
     console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
     m = entry.get("metrics")
@@ -57,6 +60,31 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
             sqnr = "—" if l["sqnr_db"] is None else f"{l['sqnr_db']:.1f}"
             table.add_row(l["layer"][:60], l["op"], f"{l['rmse_per_scale']:.3f}", sqnr)
         console.print(table)
+
+
+def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
+    console.print(f"\n[bold]mcu[/] → {entry['path']}/  {entry['name']}_model_*.h/.cc  [green]ok[/]")
+    console.print(
+        f"  kTensorArenaSize {entry['arena_bytes']:,} bytes (32-bit): head {entry['arena_head_bytes']:,} "
+        f"+ tail {entry['arena_tail_bytes']:,}; 64-bit host {entry['arena_bytes_host']:,}"
+    )
+    console.print(f"  model {entry['model_bytes']:,} bytes; {len(entry['ops'])} operators: "
+                  + ", ".join(f"{op}×{n}" for op, n in entry["ops"].items()), soft_wrap=True)
+    fits, memory = entry["fits"], entry["memory"]
+    if fits["profile"]:
+        verdict = {True: "[green]fits[/]", False: "[bold red]does not fit[/]", None: "unknown"}
+        console.print(f"  {fits['profile']}: flash {memory['flash_bytes']:,} B {verdict[fits['flash']]}, "
+                      f"RAM {memory['ram_bytes']:,} B {verdict[fits['ram']]}")
+    else:
+        console.print(f"  flash {memory['flash_bytes']:,} B, RAM {memory['ram_bytes']:,} B (no -p profile: no fit check)")
+    check = entry.get("verification") or {}
+    if check.get("method") == "tflm-vs-litert-reference":
+        diff = check["max_abs_diff"]
+        against = "LiteRT reference kernels: " + ("bit-exact" if diff == 0 else f"max diff {diff}") \
+            if diff is not None else check["litert_note"]
+        console.print(f"  TFLM ran it in the planned {check['arena_bytes']:,}-byte host arena; {against}")
+    elif check:
+        console.print(f"  not run in TFLM: {check.get('note')}")
 
 
 def print_inspection(info: dict[str, Any]) -> None:

@@ -56,13 +56,15 @@ def source_kind(path: Path) -> str:
             return "saved_model"
         raise SourceModelError(f"{path} is a directory without saved_model.pb; expected a SavedModel directory")
     suffix = path.suffix.lower()
+    if suffix == ".tflite":
+        return "tflite"
     if suffix == ".keras":
         return "keras"
     if suffix in (".h5", ".hdf5"):
         return "keras-h5"
     raise SourceModelError(
         f"cannot tell the model format of {path.name}: expected a .keras file, a Keras 2 "
-        ".h5 file or a SavedModel directory"
+        ".h5 file, a SavedModel directory or (for targets that start from one) a .tflite file"
     )
 
 
@@ -178,12 +180,47 @@ class SavedModelSource(SourceModel):
         return directory
 
 
+class TfliteSource(SourceModel):
+    """An already converted .tflite: a starting point for targets that only repackage it (mcu).
+
+    Read with edgeserve's own flatbuffer reader, so neither TensorFlow nor LiteRT is needed
+    and a corrupt file is a :class:`ModelFileError`, never a crash.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from edgeserve.tflite_model import TfliteModel
+
+        self.model = TfliteModel.from_file(path)
+        if not self.model.subgraphs:
+            raise SourceModelError(f"{path} has no subgraph")
+        graph = self.model.subgraphs[0]
+
+        def info(index: int) -> TensorInfo:
+            tensor = graph.tensors[index]
+            return TensorInfo(tensor.name, tuple(tensor.shape), tensor.dtype_name)
+
+        sig = Signature(inputs=tuple(info(i) for i in graph.inputs), outputs=tuple(info(i) for i in graph.outputs))
+        super().__init__(path, "tflite", sig, f"tflite schema {self.model.version}")
+        self.framework = "tflite"
+
+    def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        raise SourceModelError(
+            f"{self.path.name} is already a .tflite; this target needs the float source model "
+            "(.keras, .h5 or SavedModel) to convert and compare against"
+        )
+
+    def export_batch1_saved_model(self, directory: Path) -> Path:
+        return self._predict_batch([])  # type: ignore[return-value]
+
+
 def load_source(path: str | Path) -> SourceModel:
-    """Load a .keras, Keras 2 .h5 or SavedModel source, or raise :class:`SourceModelError`."""
+    """Load a .keras, Keras 2 .h5, SavedModel or .tflite source, or raise :class:`SourceModelError`."""
     path = Path(path)
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
     kind = source_kind(path)
+    if kind == "tflite":
+        return TfliteSource(path)
     tf = require("tensorflow", "loading a TensorFlow/Keras model")
     if kind == "saved_model":
         try:

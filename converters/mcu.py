@@ -1,0 +1,255 @@
+"""mcu: a TensorFlow Lite for Microcontrollers build that is checked before it is flashed.
+
+prepare   the full-INT8 .tflite: tflite-int8's artifact from this run, or the .tflite source
+check     every operator and version against TFLM (UnsupportedOpError, nothing written)
+plan      the arena: edgeserve's head plan + persistent/temporary estimate, 32-bit and host
+fit       flash and RAM against the profile (DoesNotFitError unless --no-fit-check)
+emit      OUT/mcu/: C array, exact op resolver, arena header, examples, memory report
+verify    TFLM runs the model in exactly the planned host arena; its outputs equal
+          LiteRT's reference kernels bit for bit; arm-none-eabi-size when installed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from edgeserve.atomic import write_bytes, write_json, write_text
+from edgeserve.converters import register
+from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.errors import InputError, ModelFileError, VerificationError
+from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.mcu.arena import HeadPlan, plan_head
+from edgeserve.mcu.names import c_identifier
+from edgeserve.tflite_model import TfliteModel
+
+OUT_DIR = "mcu"
+# The two reference implementations agree bit for bit on every shared test model but
+# one: on ad01 (ten int8 FULLY_CONNECTED layers) layers 2-10 differ by 1-3 steps given
+# identical inputs. Recorded in the manifest either way; more than this is an error.
+MAX_REFERENCE_STEPS = 3
+CHECK_SAMPLES = 3  # TFLM's reference kernels are slow on big models; 3 random frames suffice for bit-exactness
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """mcu options (CLI: --name, --no-fit-check)."""
+
+    name: str | None = None
+    fit_check: bool = True
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        name = options.get("name")
+        return cls(name=c_identifier(name) if name else None, fit_check=bool(options.get("fit_check", True)))
+
+
+def default_name(stem: str) -> str:
+    """A C identifier from a file name: ``vww_96-int8`` → ``vww_96_int8``, ``1x`` → ``m_1x``."""
+    name = re.sub(r"[^a-z0-9_]+", "_", stem.lower()).strip("_") or "model"
+    return name if not name[0].isdigit() else f"m_{name}"
+
+
+@register
+class McuConverter(Converter):
+    name = "mcu"
+    summary = "TFLM build: C array, exact op resolver, computed tensor arena, fit check"
+
+    def requires(self, source_kind: str) -> tuple[str, ...]:
+        return () if source_kind == "tflite" else ("tflite-int8",)
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        from edgeserve.mcu.memory import check_fit, memory_report
+        from edgeserve.mcu.ops import CORE_CODE_BYTES, resolve_ops
+        from edgeserve.mcu.persistent import estimate_arena
+
+        opts = Options.from_mapping(ctx.options)
+        model_bytes, origin = self.prepare(ctx)
+        name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
+                                         else Path(origin).stem)
+        model = TfliteModel.from_bytes(model_bytes)
+        integer, problems = model.is_full_integer()
+        if not integer:
+            raise InputError(
+                f"the mcu target needs a full-integer model; {len(problems)} tensor(s) are float, e.g. "
+                f"{problems[0]}. Convert with -t tflite-int8 --io int8 (the default)"
+            )
+        with ctx.progress.step("mcu: check operators against TFLM"):
+            ops = resolve_ops(model)
+        with ctx.progress.step("mcu: plan the tensor arena"):
+            head32 = plan_head(model, pointer_bytes=4)
+            head64 = plan_head(model, pointer_bytes=8)
+            target = estimate_arena(model, head32.head_bytes, pointer_bytes=4, recording=False)
+            host = estimate_arena(model, head64.head_bytes, pointer_bytes=8, recording=True)
+        memory = memory_report(
+            model_bytes=len(model_bytes), core_code_bytes=CORE_CODE_BYTES,
+            op_code_bytes=sum(op.code_bytes for op in ops), op_count=len(ops),
+            arena_bytes=target.total_bytes, profile=ctx.profile,
+        )
+        if opts.fit_check:
+            check_fit(memory, head32.largest())
+
+        files = self.emit(ctx, name, model_bytes, model, ops, head32, target, host)
+        verification = self.verify(ctx, model_bytes, model, host.total_bytes, head64)
+        toolchain = self._arm_size(ctx, files, name)
+        report = {
+            "target": self.name,
+            "name": name,
+            "model_from": origin,
+            "arena": {
+                "target_32bit": target.terms | {"head": target.head_bytes, "tail": target.tail_bytes,
+                                                "temp_peak": target.temp_peak_bytes, "total": target.total_bytes},
+                "host_64bit": host.terms | {"head": host.head_bytes, "tail": host.tail_bytes,
+                                            "temp_peak": host.temp_peak_bytes, "total": host.total_bytes},
+                "largest_buffers": [_buffer_dict(b) for b in head32.largest(8)],
+                "peak_step": head32.peak_step(),
+                "scratch_bytes": head32.scratch_bytes,
+            },
+            "memory": memory.to_dict(),
+            "ops": [dataclasses.asdict(op) for op in ops],
+            "verification": verification,
+            "arm_none_eabi_size": toolchain,
+        }
+        report_path = write_json(ctx.out_dir / "reports" / "mcu.json", report)
+        out = ctx.out_dir
+        return {
+            "target": self.name,
+            "status": "ok",
+            "path": OUT_DIR,
+            "name": name,
+            "files": [file_record(out, path) for path in files],
+            "model_bytes": len(model_bytes),
+            "model_sha256": _sha256(model_bytes),
+            "arena_bytes": target.total_bytes,
+            "arena_head_bytes": head32.head_bytes,
+            "arena_tail_bytes": target.tail_bytes,
+            "arena_bytes_host": host.total_bytes,
+            "arena_kernels": "reference",
+            "ops": {op.builtin: op.count for op in ops},
+            "op_versions": {op.builtin: op.version for op in ops},
+            "fits": memory.fits(),
+            "memory": {"flash_bytes": memory.flash_needed, "ram_bytes": memory.ram_needed},
+            "verification": verification,
+            "report": file_record(out, report_path),
+            "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
+        }
+
+    # ----- prepare ----------------------------------------------------------------------
+    def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
+        """The full-INT8 model's bytes and where they came from."""
+        if ctx.source.kind == "tflite":
+            return ctx.source.path.read_bytes(), ctx.source.path.name
+        entry = ctx.artifacts.get("tflite-int8")
+        if entry is None or entry.get("status") != "ok":
+            raise VerificationError("the mcu target is built from tflite-int8's artifact, which this run did not produce")
+        return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+
+    # ----- emit -------------------------------------------------------------------------
+    def emit(self, ctx: ConversionContext, name: str, model_bytes: bytes, model: TfliteModel,
+             ops: list[Any], head: HeadPlan, target: Any, host: Any) -> list[Path]:
+        """Write OUT/mcu/; the model's own .tflite goes beside the C array for `edgeserve verify`."""
+        from edgeserve.mcu.arena_header import render_arena_header
+        from edgeserve.mcu.carray import render_model_data
+        from edgeserve.mcu.examples import TensorDesc, render_examples, sketch_files
+        from edgeserve.mcu.ops_header import render_ops_header
+
+        directory = ctx.out_dir / OUT_DIR
+        data_h, data_cc = render_model_data(name, model_bytes, source=ctx.source.path.name)
+        arena_h = render_arena_header(
+            name, arena_bytes=target.total_bytes, head_bytes=head.head_bytes, tail_bytes=target.tail_bytes,
+            temp_peak_bytes=target.temp_peak_bytes, host_arena_bytes=host.total_bytes, terms=target.terms,
+            kernels="reference",
+        )
+        generated = {
+            f"{name}_model_data.h": data_h,
+            f"{name}_model_data.cc": data_cc,
+            f"{name}_model_ops.h": render_ops_header(name, ops),
+            f"{name}_model_arena.h": arena_h,
+        }
+        graph = model.subgraphs[0]
+        examples = render_examples(
+            name, f"{name}_model_arena.h", f"{name}_model_ops.h",
+            TensorDesc.from_tensor(graph.tensors[graph.inputs[0]]),
+            TensorDesc.from_tensor(graph.tensors[graph.outputs[0]]),
+        )
+        # The Arduino sketch folder must hold its own copies of the generated files.
+        sketch = {placed: generated[original] for original, placed in sketch_files(name, generated).items()}
+        texts = generated | examples | sketch
+        written = [write_text(directory / relative, text) for relative, text in texts.items()]
+        written.append(write_bytes(directory / f"{name}_model.tflite", model_bytes))
+        return written
+
+    # ----- verify -----------------------------------------------------------------------
+    def verify(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel,
+               host_arena: int, head64: HeadPlan) -> dict[str, Any]:
+        if importlib.util.find_spec("tflite_micro") is None:
+            return {"method": "none", "note": "tflite-micro is not installed (pip install 'edgeserve[convert]'); "
+                    "the plan was not run in TFLM"}
+        from edgeserve.mcu.check import check_with_tflm, sample_inputs
+
+        with ctx.progress.step("mcu: run in TFLM with the planned arena"):
+            result = check_with_tflm(model_bytes, host_arena, sample_inputs(model, CHECK_SAMPLES))
+        if result.tflm_head != head64.head_bytes:
+            raise VerificationError(
+                f"edgeserve planned a {head64.head_bytes}-byte head but TFLM used {result.tflm_head}; "
+                "please report this model"
+            )
+        if result.max_abs_diff is not None and result.max_abs_diff > MAX_REFERENCE_STEPS:
+            raise VerificationError(
+                f"TFLM's outputs differ from LiteRT's reference kernels by up to {result.max_abs_diff:g} "
+                f"quantization steps (at most {MAX_REFERENCE_STEPS} expected; usually 0)"
+            )
+        return {"method": "tflm-vs-litert-reference", "bit_exact": result.max_abs_diff == 0.0,
+                **result.to_dict()}
+
+    def _arm_size(self, ctx: ConversionContext, files: list[Path], name: str) -> dict[str, Any]:
+        """arm-none-eabi-size of the model array's object, when the Arm toolchain is installed."""
+        from edgeserve.mcu import toolchain
+
+        source = next(p for p in files if p.name == f"{name}_model_data.cc")
+        try:
+            with ctx.progress.step("mcu: arm-none-eabi-g++ -mcpu=cortex-m4"):
+                obj = toolchain.compile_object(source, toolchain.CORTEX_M4_FLAGS,
+                                               output=ctx.workdir / f"{name}_model_data.o")
+                sizes = toolchain.arm_size(obj)
+        except toolchain.MissingToolError as exc:
+            return {"skipped": str(exc)}
+        return {"object": f"{name}_model_data.o", "flags": " ".join(toolchain.CORTEX_M4_FLAGS), **sizes}
+
+    # ----- re-verification --------------------------------------------------------------
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        checks: list[Check] = []
+        for record in [*entry["files"], entry["report"]]:
+            problem = check_file(root, record)
+            checks.append(Check(f"{record['path']} sha256", problem is None, problem or record["sha256"][:16]))
+        if not all(c.ok for c in checks):
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+        model_path = root / OUT_DIR / f"{entry['name']}_model.tflite"
+        try:
+            model = TfliteModel.from_file(model_path)
+        except ModelFileError as exc:
+            return VerifyResult(self.name, entry["path"], (*checks, Check("model parses", False, str(exc))))
+        head = plan_head(model, pointer_bytes=4).head_bytes
+        checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
+                            f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
+        if importlib.util.find_spec("tflite_micro") is not None:
+            from edgeserve.mcu import tflm
+
+            ok = tflm.fits(model_path.read_bytes(), entry["arena_bytes_host"])
+            checks.append(Check("TFLM allocates in the planned host arena", ok, f"{entry['arena_bytes_host']} bytes"))
+        return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _buffer_dict(buffer: Any) -> dict[str, Any]:
+    return {"name": buffer.name, "tensor": buffer.tensor, "bytes": buffer.size, "offset": buffer.offset,
+            "alive": [buffer.first, buffer.last]}
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()

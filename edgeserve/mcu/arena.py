@@ -1,0 +1,290 @@
+"""edgeserve's offline plan of a TFLM tensor arena's head (the activation memory).
+
+TFLM splits its single arena in two. The *head* holds every tensor that is neither a
+weight nor persistent, plus the scratch buffers kernels ask for; tensors whose lifetimes
+do not overlap share bytes. The *tail* holds persistent data (see ``persistent.py``).
+This module reproduces the head exactly, so ``arena_head_bytes`` is a computed number
+that the real interpreter can be held to, not a guess:
+
+1. **Which buffers.** A tensor is planned when it has no data in the file (not a weight),
+   is not a variable (variables are persistent), and is not empty. Its size is the
+   element count times the element size (int4 unpacks to one byte), rounded up to TFLM's
+   16-byte buffer alignment. Kernel scratch buffers are planned after all tensors.
+2. **Lifetimes.** Time advances one step per operator, in execution order, starting
+   after a step 0 at which the subgraph's inputs exist. A tensor lives from the operator
+   that writes it (or step 0 for inputs) to the last operator that reads it; the
+   subgraph's outputs live to the last step. A scratch buffer lives for its operator.
+3. **Placement.** Greedy by size: buffers are taken largest first (ties: the one added
+   last goes first, as TFLM's stable bubble sort of a reversed list leaves them) and each
+   goes in the lowest gap, scanning buffers placed so far in offset order, that is free
+   for its whole lifetime. Buffers with an offline-planned offset (the
+   ``OfflineMemoryAllocation`` metadata) keep it and are placed first.
+4. **Head** = the highest end offset of any placed buffer.
+
+Facts about TFLM's planner (greedy_memory_planner.cc, micro_allocation_info.cc,
+micro_allocator.cc) were read from tensorflow/tflite-micro at 90b983c2 (Aug 2026) and
+are checked against the tflite-micro wheel's own report by tests/test_mcu_arena.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+from collections.abc import Sequence
+
+from edgeserve.errors import ModelFileError, UnsupportedOpError
+from edgeserve.tflite_model import Operator, Subgraph, Tensor, TfliteModel
+
+ALIGNMENT = 16  # MicroArenaBufferAlignment(): every planned buffer starts and ends on it
+_OFFLINE_METADATA = "OfflineMemoryAllocation"
+_ONLINE = -1  # an offline plan's marker for "let the online planner choose"
+_CONTROL_FLOW = ("IF", "WHILE", "CALL_ONCE")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedBuffer:
+    """One buffer of the head plan: a tensor (``tensor`` >= 0) or a kernel scratch buffer."""
+
+    name: str
+    tensor: int  # index in subgraph 0, or -1 for a scratch buffer
+    operator: int  # for scratch buffers: the operator that asked for it; else -1
+    nbytes: int  # what the tensor or kernel needs
+    size: int  # nbytes rounded up to ALIGNMENT: what the planner places
+    first: int  # first step alive (0 = before the first operator)
+    last: int  # last step alive
+    offline_offset: int = _ONLINE
+    offset: int = -1  # where the plan put it
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadPlan:
+    head_bytes: int
+    buffers: tuple[PlannedBuffer, ...]  # in the order TFLM adds them to its planner
+    scratch_bytes: int  # sum of the (aligned) scratch buffers, before sharing
+
+    def largest(self, count: int = 5) -> list[PlannedBuffer]:
+        """The biggest planned buffers: what to shrink when the model does not fit."""
+        return sorted(self.buffers, key=lambda b: (-b.size, b.name))[:count]
+
+    def peak_step(self) -> int:
+        """The step whose live buffers reach the head: where the memory pressure is."""
+        best_step, best_end = 0, -1
+        for step in range(max((b.last for b in self.buffers), default=0) + 1):
+            end = max((b.offset + b.size for b in self.buffers if b.first <= step <= b.last), default=0)
+            if end > best_end:
+                best_step, best_end = step, end
+        return best_step
+
+
+def align_up(value: int, alignment: int = ALIGNMENT) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def element_count(shape: Sequence[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _tflm_bytes(tensor: Tensor) -> int:
+    # TFLM sizes a tensor as elements x bytes per element; it unpacks int4 to one byte.
+    if any(d < 0 for d in tensor.shape):
+        raise ModelFileError(
+            f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape {list(tensor.shape)}; "
+            "TFLM needs every activation shape fixed at conversion time"
+        )
+    return element_count(tensor.shape) * tensor.element_size
+
+
+def scratch_requests(graph: Subgraph, op: Operator, pointer_bytes: int) -> list[tuple[str, int]]:
+    """The scratch buffers TFLM's reference kernel for ``op`` asks for in Prepare, in order.
+
+    Sizes come from each kernel's Prepare (tensorflow/lite/micro/kernels/*.cc). Only the
+    reference kernels are modelled: the tflite-micro wheel uses them, and optimized
+    kernel libraries (CMSIS-NN, ESP-NN) ask for different scratch, noted in the report.
+    """
+    tensors = graph.tensors
+
+    def tensor(position: int) -> Tensor | None:
+        if position >= len(op.inputs) or op.inputs[position] < 0:
+            return None
+        return tensors[op.inputs[position]]
+
+    def out(position: int = 0) -> Tensor:
+        return tensors[op.outputs[position]]
+
+    name = op.op_name
+    first = tensor(0)
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        weights = tensor(1)
+        if weights is not None and weights.dtype_name == "int4":
+            return [("unpacked int4 filter", element_count(weights.shape))]  # one byte each
+        return []
+    if name in ("MEAN", "SUM") and first is not None:
+        requests = []
+        axis = tensor(1)
+        num_axis = element_count(axis.shape) if axis is not None else 0
+        if first.dtype_name in ("int8", "int16"):
+            requests.append(("int32 accumulators", 4 * element_count(out().shape)))
+        requests.append(("input index iterator", 4 * len(first.shape)))
+        requests.append(("resolved axes", 4 * num_axis))
+        return requests
+    if name in ("REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL") and first is not None:
+        axis = tensor(1)
+        return [
+            ("input index iterator", 4 * len(first.shape)),
+            ("resolved axes", 4 * (element_count(axis.shape) if axis is not None else 0)),
+        ]
+    if name == "UNIDIRECTIONAL_SEQUENCE_LSTM" and first is not None and first.dtype_name != "float32":
+        # Four gate buffers of batch x cell units in the cell state's type: the cell state
+        # (input 19, a [batch, units] variable) has exactly that shape.
+        cell_state = tensor(19)
+        if cell_state is None:
+            return []
+        size = element_count(cell_state.shape) * cell_state.element_size
+        return [(f"LSTM gate buffer {i}", size) for i in range(4)]
+    if name == "ADD_N" and out().dtype_name in ("float32", "int8"):
+        return [("input pointers", pointer_bytes * len(op.inputs))]
+    if name == "MIRROR_PAD" and first is not None:
+        return [("output strides", 4 * len(first.shape)), ("input strides", 4 * len(first.shape))]
+    if name == "TRANSPOSE_CONV":
+        data = tensor(2)
+        bias = tensor(3)
+        requests = []
+        if data is not None and data.dtype_name == "int16":
+            if bias is not None and bias.dtype_name == "int16":
+                requests.append(("int64 bias", 8 * element_count(bias.shape)))
+            requests.append(("int64 accumulators", 8 * element_count(out().shape)))
+        elif data is not None and data.dtype_name == "int8":
+            requests.append(("int32 accumulators", 4 * element_count(out().shape)))
+        return requests
+    if name == "SVDF" and first is not None:
+        weights_feature, weights_time = tensor(1), tensor(2)
+        if weights_feature is None or weights_time is None:
+            return []
+        batch, filters = first.shape[0], weights_feature.shape[0]
+        units = out().shape[-1]
+        if first.dtype_name == "int8":
+            return [("int32 filter state", 4 * batch * filters), ("int32 output", 4 * batch * units)]
+        return [("float filter state", 4 * batch * filters)]
+    return []
+
+
+def _offline_offsets(model: TfliteModel) -> list[int] | None:
+    data = model.metadata.get(_OFFLINE_METADATA)
+    if data is None:
+        return None
+    # Layout: version, subgraph count, tensor count, then one int32 offset per tensor.
+    if len(data) < 12:
+        raise ModelFileError(f"{_OFFLINE_METADATA} metadata has {len(data)} bytes; expected at least 12")
+    count = struct.unpack_from("<I", data, 8)[0]
+    if len(data) < 12 + 4 * count:
+        raise ModelFileError(f"{_OFFLINE_METADATA} metadata lists {count} tensors but is {len(data)} bytes long")
+    return list(struct.unpack_from(f"<{count}i", data, 12))
+
+
+def plan_head(model: TfliteModel, *, pointer_bytes: int = 4) -> HeadPlan:
+    """Plan the head of the arena the way TFLM's GreedyMemoryPlanner will at AllocateTensors.
+
+    ``pointer_bytes`` only matters for kernels whose scratch holds pointers (ADD_N).
+    """
+    if not model.subgraphs:
+        raise ModelFileError("the model has no subgraph")
+    graph = model.subgraphs[0]
+    control = sorted({op.op_name for op in graph.operators if op.op_name in _CONTROL_FLOW})
+    if control or len(model.subgraphs) > 1:
+        raise UnsupportedOpError(
+            control[0] if control else "multiple subgraphs",
+            "mcu",
+            (),
+            "edgeserve's arena planner handles single-subgraph models; control flow "
+            "(IF, WHILE, CALL_ONCE) runs other subgraphs inside an operator's lifetime, "
+            "which it does not model yet. Convert without control flow (unroll loops).",
+        )
+    offline = _offline_offsets(model)
+    if offline is not None and len(offline) != len(graph.tensors):
+        raise ModelFileError(
+            f"{_OFFLINE_METADATA} gives {len(offline)} offsets for {len(graph.tensors)} tensors"
+        )
+
+    first = [-1] * len(graph.tensors)
+    last = [-1] * len(graph.tensors)
+    for index in graph.inputs:
+        first[index] = 0 if first[index] == -1 else first[index]
+        last[index] = 0
+    scratch: list[PlannedBuffer] = []
+    for step, op in enumerate(graph.operators, start=1):
+        for index in op.outputs:
+            if first[index] == -1:
+                first[index] = step
+        for index in op.inputs:
+            if index >= 0:
+                last[index] = step
+        for index in op.outputs:
+            last[index] = step
+        for label, nbytes in scratch_requests(graph, op, pointer_bytes):
+            scratch.append(
+                PlannedBuffer(
+                    name=f"{op.op_name} #{op.index} scratch: {label}", tensor=-1, operator=op.index,
+                    nbytes=nbytes, size=align_up(nbytes), first=step, last=step,
+                )
+            )
+    end = len(graph.operators)
+    for index in graph.outputs:
+        if first[index] == -1:
+            first[index] = end
+        last[index] = end
+
+    buffers: list[PlannedBuffer] = []
+    for tensor in graph.tensors:
+        nbytes = _tflm_bytes(tensor) if not tensor.is_constant else 0
+        offset = offline[tensor.index] if offline is not None else _ONLINE
+        planned = not tensor.is_constant and nbytes > 0 and (not tensor.is_variable or offset != _ONLINE)
+        if planned:
+            buffers.append(
+                PlannedBuffer(
+                    name=tensor.name, tensor=tensor.index, operator=-1, nbytes=nbytes,
+                    size=align_up(nbytes), first=first[tensor.index], last=last[tensor.index],
+                    offline_offset=offset,
+                )
+            )
+    buffers.extend(scratch)
+    placed = _place_greedy(buffers)
+    head = max((b.offset + b.size for b in placed), default=0)
+    return HeadPlan(head_bytes=head, buffers=tuple(placed), scratch_bytes=sum(b.size for b in scratch))
+
+
+def _place_greedy(buffers: list[PlannedBuffer]) -> list[PlannedBuffer]:
+    """Offsets for ``buffers`` by TFLM's greedy rule; returns them in the same order."""
+    if not buffers:
+        return []
+    offline = [i for i, b in enumerate(buffers) if b.offline_offset != _ONLINE]
+    online = [i for i, b in enumerate(buffers) if b.offline_offset == _ONLINE]
+    # TFLM fills its sort array from the back for online buffers, then bubble-sorts it
+    # by size, descending and stable: equal sizes stay in reverse order of addition.
+    order = offline + sorted(reversed(online), key=lambda i: -buffers[i].size)
+
+    offsets: dict[int, int] = {}
+    by_offset: list[int] = []  # placed buffer ids, by offset; equal offsets in placement order
+    for position, buffer_id in enumerate(order):
+        wanted = buffers[buffer_id]
+        if wanted.offline_offset != _ONLINE:
+            candidate = wanted.offline_offset
+        elif position == 0:
+            candidate = 0
+        else:
+            candidate = 0
+            for other_id in by_offset:
+                other = buffers[other_id]
+                if other.first > wanted.last or wanted.first > other.last:
+                    continue  # not alive at the same time: its bytes are free for us
+                if offsets[other_id] - candidate >= wanted.size:
+                    break  # the gap before this live buffer is big enough
+                candidate = max(candidate, offsets[other_id] + other.size)
+        offsets[buffer_id] = candidate
+        insert_at = len(by_offset)
+        for slot, other_id in enumerate(by_offset):
+            if offsets[other_id] > candidate:
+                insert_at = slot
+                break
+        by_offset.insert(insert_at, buffer_id)
+    return [dataclasses.replace(b, offset=offsets[i]) for i, b in enumerate(buffers)]

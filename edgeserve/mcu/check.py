@@ -1,0 +1,77 @@
+"""Check an mcu build against the real thing: TFLM in the planned arena, LiteRT's reference kernels.
+
+TFLM's reference kernels and LiteRT's ``BUILTIN_REF`` kernels implement the same integer
+arithmetic, so their raw outputs must be equal bit for bit. The TFLM interpreter is given
+exactly the planned host arena, so the same run also proves the plan is big enough.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgeserve.tflite_model import TfliteModel
+
+
+@dataclasses.dataclass(frozen=True)
+class TflmCheck:
+    arena_bytes: int  # the host arena TFLM was given
+    samples: int
+    allocated: bool  # TFLM allocated the model in that arena
+    tflm_head: int | None  # what TFLM reported, for the comparison with the plan
+    tflm_tail: int | None
+    max_abs_diff: float | None  # raw outputs vs LiteRT reference kernels; None when LiteRT cannot run it
+    litert_note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def sample_inputs(model: TfliteModel, count: int, seed: int = 0) -> list[list[np.ndarray]]:
+    """Deterministic batch-1 inputs over each input's whole integer range."""
+    graph = model.subgraphs[0]
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(count):
+        arrays = []
+        for index in graph.inputs:
+            tensor = graph.tensors[index]
+            dtype = tensor.numpy_dtype
+            if dtype is None:
+                raise ValueError(f"input {tensor.name!r} has type {tensor.dtype_name}, which has no array form")
+            if np.issubdtype(dtype, np.integer):
+                info = np.iinfo(dtype)
+                arrays.append(rng.integers(info.min, info.max, size=tensor.shape, endpoint=True).astype(dtype))
+            else:
+                arrays.append(rng.standard_normal(tensor.shape).astype(dtype))
+        samples.append(arrays)
+    return samples
+
+
+def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence[Sequence[np.ndarray]]) -> TflmCheck:
+    """Allocate in ``host_arena_bytes`` with TFLM, run ``samples``, compare with LiteRT BUILTIN_REF."""
+    from edgeserve.mcu import tflm
+
+    use = tflm.arena_use(model_bytes, host_arena_bytes)  # raises ArenaTooSmallError if the plan is short
+    tflm_outputs = [tflm.run(model_bytes, host_arena_bytes, list(sample)) for sample in samples]
+    try:
+        from edgeserve.console import capture_native_stderr
+        from edgeserve.runtime.litert import TfliteRunner
+
+        with capture_native_stderr():
+            runner = TfliteRunner(model_bytes, reference_kernels=True)
+    except Exception as exc:  # LiteRT refuses some models TFLM runs (e.g. person_detect)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return TflmCheck(host_arena_bytes, len(samples), True, use.head, use.tail, None,
+                         f"LiteRT could not load the model for the comparison: {reason}")
+    worst = 0.0
+    for sample, ours in zip(samples, tflm_outputs):
+        reference = runner.run_raw(list(sample))
+        for a, b in zip(ours, reference):
+            a = np.asarray(a).reshape(b.shape)
+            if a.size:  # float64 holds every int8/int16/int32 value exactly
+                worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+    return TflmCheck(host_arena_bytes, len(samples), True, use.head, use.tail, worst)

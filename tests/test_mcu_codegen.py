@@ -1,0 +1,323 @@
+"""The C array, the examples and the toolchain helper: compiled, run and measured.
+
+The model data files are compiled with the host C and C++ compilers into programs that
+write the array back out (byte-identical to the .tflite, 16-byte aligned), and with the
+Arm compiler for a Cortex-M4 (all of it in flash, none in RAM). A missing compiler fails
+these tests in CI (CI=true) and skips them elsewhere, with the package that provides it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from edgeserve.errors import InputError
+from edgeserve.mcu import toolchain
+from edgeserve.mcu.carray import render_model_data, symbol_names
+from edgeserve.mcu.examples import TensorDesc, render_examples, sketch_files
+from edgeserve.tflite_model import TfliteModel
+
+MODELS = {
+    "hello_world": "tflm/hello_world_int8.tflite",
+    "vww": "mlperf-tiny/vww_96_int8.tflite",
+}
+BIG_MODEL = "tflm/mobilenet_v2_quantized_1x3x224x224.tflite"  # 3.98 MB
+
+STRICT_C = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"]
+STRICT_CXX = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic"]
+
+# Valid C and C++: the same text is compiled as dump.c and as dump.cc. With WITH_PROBE it
+# also checks that a C translation unit sees the very same array (C linkage both ways).
+DUMP_PROGRAM = """\
+#include <stdint.h>
+#include <stdio.h>
+#include "{name}_model_data.h"
+
+#ifdef WITH_PROBE
+#ifdef __cplusplus
+extern "C" {{
+#endif
+const unsigned char* probe_data(void);
+unsigned int probe_len(void);
+#ifdef __cplusplus
+}}
+#endif
+#endif
+
+int main(int argc, char** argv) {{
+  FILE* out;
+  size_t written;
+  if (argc != 2) return 2;
+  if ((uintptr_t){array} % 16u != 0) {{
+    fprintf(stderr, "misaligned: %p\\n", (const void*){array});
+    return 3;
+  }}
+#ifdef WITH_PROBE
+  if (probe_data() != {array} || probe_len() != {length}) return 4;
+#endif
+  out = fopen(argv[1], "wb");
+  if (out == NULL) return 5;
+  written = fwrite({array}, 1, {length}, out);
+  fclose(out);
+  return written == {length} ? 0 : 6;
+}}
+"""
+
+PROBE_UNIT = """\
+#include "{name}_model_data.h"
+
+const unsigned char* probe_data(void) {{ return {array}; }}
+unsigned int probe_len(void) {{ return {length}; }}
+"""
+
+
+def compiler(kind: str) -> Path:
+    """The compiler, or a failure in CI and a skip elsewhere that names the package."""
+    try:
+        return toolchain.find_compiler(kind)
+    except toolchain.MissingToolError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+def run(command: list[str | Path]) -> None:
+    done = subprocess.run([str(part) for part in command], capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(map(str, command))}\n{done.stdout}{done.stderr}"
+
+
+def write_data_files(directory: Path, name: str, model: bytes) -> None:
+    header, source = render_model_data(name, model)
+    (directory / f"{name}_model_data.h").write_text(header)
+    (directory / f"{name}_model_data.cc").write_text(source)
+    (directory / f"{name}_model_data.c").write_text(source)  # the same text, as C
+
+
+@pytest.fixture(params=sorted(MODELS))
+def model(request, testdata) -> tuple[str, bytes]:
+    return request.param, (testdata / MODELS[request.param]).read_bytes()
+
+
+def test_cxx_program_with_a_c_unit_writes_back_the_exact_model(model, tmp_path):
+    gcc, gxx = compiler("host-c"), compiler("host-c++")
+    name, data = model
+    array, length = symbol_names(name)
+    write_data_files(tmp_path, name, data)
+    (tmp_path / "dump.cc").write_text(DUMP_PROGRAM.format(name=name, array=array, length=length))
+    (tmp_path / "probe.c").write_text(PROBE_UNIT.format(name=name, array=array, length=length))
+
+    run([gcc, *STRICT_C, "-c", tmp_path / "probe.c", "-o", tmp_path / "probe.o"])
+    # The header alone must also be plain C99 (no alignas, no C11 keywords).
+    run([gcc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only",
+         tmp_path / "probe.c"])
+    run([gxx, *STRICT_CXX, "-DWITH_PROBE", tmp_path / "dump.cc",
+         tmp_path / f"{name}_model_data.cc", tmp_path / "probe.o", "-o", tmp_path / "dump"])
+    run([tmp_path / "dump", tmp_path / "out.tflite"])
+
+    assert (tmp_path / "out.tflite").read_bytes() == data
+
+
+def test_source_renamed_to_c_builds_a_c11_program_that_writes_back_the_exact_model(model, tmp_path):
+    gcc = compiler("host-c")
+    name, data = model
+    array, length = symbol_names(name)
+    write_data_files(tmp_path, name, data)
+    (tmp_path / "dump.c").write_text(DUMP_PROGRAM.format(name=name, array=array, length=length))
+
+    run([gcc, *STRICT_C, tmp_path / "dump.c", tmp_path / f"{name}_model_data.c",
+         "-o", tmp_path / "dump"])
+    run([tmp_path / "dump", tmp_path / "out.tflite"])
+
+    assert (tmp_path / "out.tflite").read_bytes() == data
+
+
+def test_cortex_m4_object_keeps_the_whole_model_in_flash(model, tmp_path):
+    compiler("arm-c++")
+    compiler("arm-size")
+    name, data = model
+    write_data_files(tmp_path, name, data)
+
+    obj = toolchain.compile_object(tmp_path / f"{name}_model_data.cc", toolchain.CORTEX_M4_FLAGS)
+    sizes = toolchain.arm_size(obj)
+
+    # text holds .rodata: the array, its length and at most alignment padding. Nothing in
+    # data or bss, i.e. no RAM copy of the model at startup.
+    assert len(data) <= sizes["text"] <= len(data) + 32
+    assert sizes["data"] == 0
+    assert sizes["bss"] == 0
+    # The converter's report figure: the same compile, with the compiler named and dated.
+    report = toolchain.arm_data_object_size(tmp_path / f"{name}_model_data.cc", tmp_path)
+    assert {key: report[key] for key in ("text", "data", "bss")} == sizes
+    assert report["compiler"] == "arm-none-eabi-g++" and report["version"][0].isdigit()
+    assert report["flags"] == list(toolchain.CORTEX_M4_FLAGS)
+
+
+def test_multi_megabyte_model_renders_fast_and_identically(testdata):
+    data = (testdata / BIG_MODEL).read_bytes()
+    timings, outputs = [], []
+    for _ in range(2):
+        started = time.perf_counter()
+        outputs.append(render_model_data("mobilenet", data))
+        timings.append(time.perf_counter() - started)
+
+    assert outputs[0] == outputs[1]
+    assert min(timings) < 1.0, f"rendering {len(data)} bytes took {min(timings):.2f} s"
+    header, source = outputs[0]
+    assert hashlib.sha256(data).hexdigest() in header
+    assert f"Size: {len(data)} bytes" in header
+    assert source.count(" 0x") == len(data)
+    assert f"g_mobilenet_model_data_len = {len(data)}u;" in source
+
+
+def test_partial_last_row_and_comment_header():
+    data = bytes(range(25))  # two full rows of 12 and one byte
+    header, source = render_model_data("tiny", data, source="tiny.tflite")
+
+    rows = source.split("g_tiny_model_data[] = {\n", 1)[1].split("};", 1)[0].splitlines()
+    assert rows == [
+        "  " + " ".join(f"0x{b:02x}," for b in range(0, 12)),
+        "  " + " ".join(f"0x{b:02x}," for b in range(12, 24)),
+        "  0x18,",
+    ]
+    assert "Source file: tiny.tflite" in header
+    assert 'extern "C"' in header and "alignas(16)" in source
+
+
+@pytest.mark.parametrize("bad_name", ["9lives", "Hello", "int", "kws-int8", ""])
+def test_bad_names_are_rejected(bad_name):
+    with pytest.raises(InputError, match="lowercase letters"):
+        render_model_data(bad_name, b"\x00")
+
+
+def test_empty_model_is_rejected():
+    with pytest.raises(InputError, match="empty"):
+        render_model_data("kws", b"")
+
+
+def test_missing_tool_names_the_debian_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(toolchain.MissingToolError) as caught:
+        toolchain.find_compiler("arm-c++")
+    message = str(caught.value)
+    assert "arm-none-eabi-g++" in message
+    assert "gcc-arm-none-eabi" in message and "libstdc++-arm-none-eabi-newlib" in message
+
+
+def test_compile_error_carries_the_compiler_output(tmp_path):
+    compiler("host-c")
+    broken = tmp_path / "broken.c"
+    broken.write_text("int main(void) { return undeclared_name; }\n")
+    with pytest.raises(toolchain.CompileError, match="undeclared_name"):
+        toolchain.compile_object(broken, ["-std=c11"], kind="host-c")
+
+
+def test_examples_use_the_generated_names(testdata):
+    model = TfliteModel.from_file(testdata / MODELS["hello_world"])
+    graph = model.subgraphs[0]
+    inp = TensorDesc.from_tensor(graph.tensors[graph.inputs[0]])
+    assert (inp.dtype, inp.shape, inp.quantized, inp.zero_point) == ("int8", (1, 1), True, -128)
+
+    out = TensorDesc.from_tensor(graph.tensors[graph.outputs[0]])
+    files = render_examples("hello_world", "hello_world_model_arena.h",
+                            "hello_world_model_ops.h", inp, out)
+
+    assert sorted(files) == ["CMakeLists.txt", "hello_world/hello_world.ino", "main.cc"]
+    main = files["main.cc"]
+    for needed in ('#include "hello_world_model_ops.h"', '#include "hello_world_model_arena.h"',
+                   "tflite::GetModel(g_hello_world_model_data)", "TFLITE_SCHEMA_VERSION",
+                   "static hello_world_model::OpResolver resolver;",
+                   "hello_world_model::RegisterOps(resolver)",
+                   "alignas(16) static uint8_t tensor_arena[hello_world_model::kTensorArenaSize];",
+                   "interpreter.arena_used_bytes()", "input->data.int8[i]", "interpreter.Invoke()"):
+        assert needed in main
+    sketch = files["hello_world/hello_world.ino"]
+    assert "void setup()" in sketch and "void loop()" in sketch and "Serial.begin" in sketch
+    cmake = files["CMakeLists.txt"]
+    assert "add_library(hello_world_model STATIC hello_world_model_data.cc)" in cmake
+    generated = {"hello_world_model_data.cc": "", "hello_world_model_ops.h": "", **files}
+    assert sketch_files("hello_world", generated) == {
+        "hello_world_model_data.cc": "hello_world/hello_world_model_data.cpp",
+        "hello_world_model_ops.h": "hello_world/hello_world_model_ops.h",
+    }
+
+
+def test_float_and_unquantized_tensors_skip_the_conversion_helpers():
+    files = render_examples("f", "f_model_arena.h", "f_model_ops.h",
+                            TensorDesc((1, 4), "float32"), TensorDesc((1, 3), "int32"))
+    main = files["main.cc"]
+    assert "Quantize(" not in main and "Dequantize(" not in main
+    assert "input->data.f[i] = ExampleInput(i);" in " ".join(main.split())
+
+
+def test_unknown_tensor_type_is_rejected():
+    with pytest.raises(InputError, match="handle int8"):
+        TensorDesc((1,), "complex64")
+
+
+# Stand-ins for the ops and arena headers (written by other modules): this test checks
+# main.cc and the data files against real TFLM, not the op and arena planners.
+HELLO_WORLD_OPS = """\
+#include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
+namespace hello_world_model {
+constexpr int kOpCount = 1;
+using OpResolver = tflite::MicroMutableOpResolver<kOpCount>;
+inline TfLiteStatus RegisterOps(OpResolver& resolver) { return resolver.AddFullyConnected(); }
+}  // namespace hello_world_model
+"""
+ARENA = """\
+#define HELLO_WORLD_MODEL_TENSOR_ARENA_SIZE {size}u
+#include <cstddef>
+namespace hello_world_model {{
+constexpr std::size_t kTensorArenaSize = HELLO_WORLD_MODEL_TENSOR_ARENA_SIZE;
+}}
+"""
+
+
+@pytest.mark.parametrize("arena_bytes, works", [(8192, True), (256, False)])
+def test_main_cc_runs_hello_world_on_host_tflm(testdata, tmp_path, arena_bytes, works):
+    """Opt-in: EDGESERVE_TFLM_DIR is a tflite-micro checkout where
+    `make -f tensorflow/lite/micro/tools/make/Makefile microlite` was run (host build)."""
+    tflm_dir = os.environ.get("EDGESERVE_TFLM_DIR")
+    if not tflm_dir:
+        pytest.skip("set EDGESERVE_TFLM_DIR to a tflite-micro checkout with a host microlite build")
+    root = Path(tflm_dir)
+    library = root / "gen/linux_x86_64_default_gcc/lib/libtensorflow-microlite.a"
+    assert library.is_file(), f"no host TFLM library at {library}"
+    downloads = root / "tensorflow/lite/micro/tools/make/downloads"
+    gxx = compiler("host-c++")
+
+    data = (testdata / MODELS["hello_world"]).read_bytes()
+    write_data_files(tmp_path, "hello_world", data)
+    graph = TfliteModel.from_bytes(data).subgraphs[0]
+    files = render_examples("hello_world", "hello_world_model_arena.h", "hello_world_model_ops.h",
+                            TensorDesc.from_tensor(graph.tensors[graph.inputs[0]]),
+                            TensorDesc.from_tensor(graph.tensors[graph.outputs[0]]))
+    (tmp_path / "main.cc").write_text(files["main.cc"])
+    (tmp_path / "hello_world_model_ops.h").write_text(HELLO_WORLD_OPS)
+    (tmp_path / "hello_world_model_arena.h").write_text(ARENA.format(size=arena_bytes))
+
+    # -isystem: TFLM's own headers are not -Wextra clean; the generated code must be.
+    run([gxx, *STRICT_CXX, "-DTF_LITE_STATIC_MEMORY", "-I", tmp_path,
+         "-isystem", root, "-isystem", downloads / "flatbuffers/include",
+         "-isystem", downloads / "gemmlowp", tmp_path / "main.cc",
+         tmp_path / "hello_world_model_data.cc", library, "-o", tmp_path / "main"])
+    done = subprocess.run([tmp_path / "main"], capture_output=True, text=True, timeout=60)
+    log = done.stdout + done.stderr
+
+    if works:
+        assert done.returncode == 0, log
+        # ExampleInput(0) = 0.0, and the model approximates sin(x): sin(0) = 0 within one
+        # output quantization step or two.
+        value = float(log.split("output[0] = ")[1].split()[0])
+        assert abs(value) < 0.05, log
+        used = int(log.split("Arena: ")[1].split()[0])
+        assert 0 < used <= arena_bytes
+    else:
+        assert done.returncode == 1, log
+        assert "AllocateTensors failed in a 256-byte arena" in log
+        assert "HELLO_WORLD_MODEL_TENSOR_ARENA_SIZE in hello_world_model_arena.h" in log
