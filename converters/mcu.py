@@ -134,6 +134,7 @@ class McuConverter(Converter):
             "fits": memory.fits(),
             "memory": {"flash_bytes": memory.flash_needed, "ram_bytes": memory.ram_needed},
             "verification": verification,
+            "arm_none_eabi_size": toolchain,
             "report": file_record(out, report_path),
             "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
         }

@@ -16,9 +16,10 @@ def print_conversion(manifest: dict[str, Any]) -> None:
     console = _console()
     src = manifest["source"]
     console.print(f"source  {src['path']}  ({src['kind']}, {src['framework_version']})")
-    calib = manifest.get("calibration") or {}
-    console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples"
-                  + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
+    calib = manifest.get("calibration")
+    if calib:  # a .tflite source is already quantized: no calibration
+        console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples"
+                      + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
     for entry in manifest["artifacts"]:
         _print_artifact(console, entry)
 
@@ -85,6 +86,10 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
         console.print(f"  TFLM ran it in the planned {check['arena_bytes']:,}-byte host arena; {against}")
     elif check:
         console.print(f"  not run in TFLM: {check.get('note')}")
+    size = entry.get("arm_none_eabi_size") or {}
+    if "text" in size:
+        console.print(f"  arm-none-eabi-size of the model array: text {size['text']:,} data {size['data']:,} "
+                      f"bss {size['bss']:,} ({size['flags']})")
 
 
 def print_inspection(info: dict[str, Any]) -> None:

@@ -34,9 +34,9 @@ def render_arena_header(
 // The same plan for a 64-bit host, as the tflite-micro Python interpreter allocates it:
 // {host_arena_bytes:,} bytes.
 //
-// If AllocateTensors() still fails, TFLM prints how many bytes were missing; the
-// interpreter's arena_used_bytes() after a successful AllocateTensors() is the ground
-// truth on the device.
+// If AllocateTensors() still fails, TFLM prints how many bytes were missing. Do not
+// shrink the arena to arena_used_bytes(): it counts what stays in use after allocation,
+// not the temporary memory allocation itself needs.
 #ifndef {guard}
 #define {guard}
 
