@@ -154,3 +154,40 @@ def test_a_tflite_source_refuses_calibration_flags(testdata, tmp_path):
 def test_profile_of_another_kind_is_refused(testdata, tmp_path):
     with pytest.raises(InputError, match="microcontroller profile"):
         convert(testdata / INT8_MODELS["hello_world"], ["mcu"], tmp_path, profile="raspberry-pi-5")
+
+
+@pytest.mark.parametrize("compiler, flags", [
+    ("g++", ["-std=c++17", "-Wall", "-Wextra", "-Werror"]),
+    ("arm-none-eabi-g++", ["-std=c++17", "-mcpu=cortex-m4", "-mthumb", "-Os", "-Wall", "-Wextra", "-Werror"]),
+])
+def test_every_generated_file_compiles(kws_build, tmp_path, compiler, flags):
+    """The data, ops and arena files of one build, together, with the host and the Arm compiler."""
+    import os
+    import subprocess
+
+    from test_mcu_ops import _shim_header  # a MicroMutableOpResolver stand-in with the table's methods
+
+    if shutil.which(compiler) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{compiler} is missing; `make setup` installs it")
+        pytest.skip(f"{compiler} is not installed")
+    shim = tmp_path / "shim" / "tensorflow" / "lite" / "micro" / "micro_mutable_op_resolver.h"
+    shim.parent.mkdir(parents=True)
+    shim.write_text(_shim_header())
+    unit = tmp_path / "use_all.cc"
+    unit.write_text(
+        '#include "kws_model_data.h"\n#include "kws_model_ops.h"\n#include "kws_model_arena.h"\n'
+        "alignas(16) static unsigned char arena[kws_model::kTensorArenaSize];\n"
+        "int use_all() {\n"
+        "  static kws_model::OpResolver resolver;\n"
+        "  static_assert(kws_model::kTensorArenaSize == KWS_MODEL_TENSOR_ARENA_SIZE, \"C and C++ agree\");\n"
+        "  return kws_model::RegisterOps(resolver) == kTfLiteOk && arena[0] == 0 && g_kws_model_data_len > 0;\n"
+        "}\n"
+    )
+    mcu = kws_build / "mcu"
+    for source in (unit, mcu / "kws_model_data.cc"):
+        done = subprocess.run(
+            [compiler, *flags, f"-I{mcu}", f"-I{tmp_path / 'shim'}", "-c", str(source), "-o", str(tmp_path / "x.o")],
+            capture_output=True, text=True,
+        )
+        assert done.returncode == 0, done.stderr
