@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.console import Progress, capture_native_stderr
-from edgeserve.datasets import SampleSet, load_calibration, load_eval
+from edgeserve.datasets import load_calibration, load_eval
 from edgeserve.errors import AccuracyError, InputError, PreprocessSpecError
 from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
 from edgeserve.preprocess import PreprocessSpec
