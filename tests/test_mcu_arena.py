@@ -8,20 +8,12 @@ from edgeserve.errors import ModelFileError
 from edgeserve.mcu.arena import PlannedBuffer, _place_greedy, align_up, plan_head
 from edgeserve.tflite_model import TfliteModel
 
-# Every INT8 model in ../shared/testdata that TFLM runs, plus the float ones it also
-# plans (the planner does not care about types, only sizes and lifetimes).
+from mcu_models import INT8_MODELS  # tests/ is on sys.path
+
+# The INT8 models, plus files TFLM also plans: the planner does not care about types,
+# only sizes and lifetimes.
 MODELS = [
-    "mlperf-tiny/kws_ref_model.tflite",
-    "mlperf-tiny/vww_96_int8.tflite",
-    "mlperf-tiny/pretrainedResnet_quant.tflite",
-    "mlperf-tiny/ad01_int8.tflite",
-    "mlperf-tiny/str_ww_ref_model.tflite",
-    "tflm/person_detect.tflite",
-    "tflm/micro_speech_quantized.tflite",
-    "tflm/hello_world_int8.tflite",
-    "tflm/keyword_scrambled.tflite",  # SVDF: int32 scratch buffers per operator
-    "tflm/trained_lstm_int8.tflite",  # LSTM: four int16 gate scratch buffers
-    "tflm/mobilenet_v2_quantized_1x3x224x224.tflite",
+    *INT8_MODELS,
     "tflm/audio_preprocessor_int8.tflite",
     "mlperf-tiny/vww_96_float.tflite",
     "tflm/hello_world_float.tflite",

@@ -33,20 +33,7 @@ from edgeserve.mcu.ops import (
 from edgeserve.mcu.ops_header import render_ops_header
 from edgeserve.tflite_model import TfliteModel
 
-# Every full-integer model the mcu target must accept (testdata/README.md).
-INT8_MODELS = [
-    "mlperf-tiny/kws_ref_model.tflite",
-    "mlperf-tiny/vww_96_int8.tflite",
-    "mlperf-tiny/pretrainedResnet_quant.tflite",
-    "mlperf-tiny/ad01_int8.tflite",
-    "mlperf-tiny/str_ww_ref_model.tflite",
-    "tflm/person_detect.tflite",
-    "tflm/micro_speech_quantized.tflite",
-    "tflm/hello_world_int8.tflite",
-    "tflm/trained_lstm_int8.tflite",
-    "tflm/keyword_scrambled.tflite",
-    "tflm/mobilenet_v2_quantized_1x3x224x224.tflite",
-]
+from mcu_models import INT8_MODELS  # noqa: E402  (tests/ is on sys.path)
 
 
 # --- an independent reader -------------------------------------------------------------------

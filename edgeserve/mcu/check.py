@@ -18,9 +18,8 @@ from edgeserve.tflite_model import TfliteModel
 
 @dataclasses.dataclass(frozen=True)
 class TflmCheck:
-    arena_bytes: int  # the host arena TFLM was given
+    arena_bytes: int  # the host arena TFLM allocated the model in (a shorter one raises)
     samples: int
-    allocated: bool  # TFLM allocated the model in that arena
     tflm_head: int | None  # what TFLM reported, for the comparison with the plan
     tflm_tail: int | None
     max_abs_diff: float | None  # raw outputs vs LiteRT reference kernels; None when LiteRT cannot run it
@@ -56,7 +55,7 @@ def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence
     from edgeserve.mcu import tflm
 
     use = tflm.arena_use(model_bytes, host_arena_bytes)  # raises ArenaTooSmallError if the plan is short
-    tflm_outputs = [tflm.run(model_bytes, host_arena_bytes, list(sample)) for sample in samples]
+    tflm_outputs = tflm.run(model_bytes, host_arena_bytes, samples)
     try:
         from edgeserve.console import capture_native_stderr
         from edgeserve.runtime.litert import TfliteRunner
@@ -65,7 +64,7 @@ def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence
             runner = TfliteRunner(model_bytes, reference_kernels=True)
     except Exception as exc:  # LiteRT refuses some models TFLM runs (e.g. person_detect)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return TflmCheck(host_arena_bytes, len(samples), True, use.head, use.tail, None,
+        return TflmCheck(host_arena_bytes, len(samples), use.head, use.tail, None,
                          f"LiteRT could not load the model for the comparison: {reason}")
     worst = 0.0
     for sample, ours in zip(samples, tflm_outputs):
@@ -74,4 +73,4 @@ def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence
             a = np.asarray(a).reshape(b.shape)
             if a.size:  # float64 holds every int8/int16/int32 value exactly
                 worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
-    return TflmCheck(host_arena_bytes, len(samples), True, use.head, use.tail, worst)
+    return TflmCheck(host_arena_bytes, len(samples), use.head, use.tail, worst)

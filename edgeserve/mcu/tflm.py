@@ -101,19 +101,13 @@ def arena_use(model_bytes: bytes, arena_bytes: int) -> ArenaUse:
 
 def fits(model_bytes: bytes, arena_bytes: int) -> bool:
     """Whether TFLM allocates the model in ``arena_bytes``; other refusals still raise."""
-    try:
-        _interpreter(model_bytes, arena_bytes)
-    except ArenaTooSmallError:
-        return False
-    return True
+    return _allocates(model_bytes, arena_bytes, ArenaTooSmallError)
 
 
-def _works_below_known_size(model_bytes: bytes, arena_bytes: int) -> bool:
-    # Called only below a size known to work, so any refusal is the arena's size, whatever
-    # TFLM printed about it.
+def _allocates(model_bytes: bytes, arena_bytes: int, refusal: type[TflmError]) -> bool:
     try:
         _interpreter(model_bytes, arena_bytes)
-    except TflmError:
+    except refusal:
         return False
     return True
 
@@ -132,24 +126,34 @@ def smallest_arena(model_bytes: bytes, upper: int | None = None) -> int:
     lo = 0
     while lo < hi:
         mid = (lo + hi) // 2
-        if _works_below_known_size(model_bytes, mid):
+        # Below a size known to work, any refusal is the arena's size, whatever TFLM printed.
+        if _allocates(model_bytes, mid, TflmError):
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
-def run(model_bytes: bytes, arena_bytes: int, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run one batch-1 inference with TFLM's reference kernels; outputs in model order."""
+def run(
+    model_bytes: bytes, arena_bytes: int, samples: Sequence[Sequence[np.ndarray]]
+) -> list[list[np.ndarray]]:
+    """Run batch-1 samples in order on one TFLM interpreter (reference kernels).
+
+    One interpreter for all samples, like a device and like LiteRT's runner, so models
+    with state (variable tensors) carry it from sample to sample on both sides.
+    Returns each sample's outputs in model order.
+    """
     interpreter, _ = _interpreter(model_bytes, arena_bytes)
-    model = TfliteModel.from_bytes(model_bytes)
-    graph = model.subgraphs[0]
-    if len(inputs) != len(graph.inputs):
-        raise ValueError(f"the model takes {len(graph.inputs)} inputs, {len(inputs)} were given")
-    for index, array in enumerate(inputs):
-        interpreter.set_input(np.ascontiguousarray(array), index)
-    with capture_native_stderr() as native:
-        interpreter.invoke()
-    if "failed" in native.text.lower():
-        raise EdgeServeError(f"TFLM failed to invoke the model: {native.text.strip()}")
-    return [np.array(interpreter.get_output(i)) for i in range(len(graph.outputs))]
+    graph = TfliteModel.from_bytes(model_bytes).subgraphs[0]
+    results = []
+    for inputs in samples:
+        if len(inputs) != len(graph.inputs):
+            raise ValueError(f"the model takes {len(graph.inputs)} inputs, {len(inputs)} were given")
+        for index, array in enumerate(inputs):
+            interpreter.set_input(np.ascontiguousarray(array), index)
+        with capture_native_stderr() as native:
+            interpreter.invoke()
+        if "failed" in native.text.lower():
+            raise EdgeServeError(f"TFLM failed to invoke the model: {native.text.strip()}")
+        results.append([np.array(interpreter.get_output(i)) for i in range(len(graph.outputs))])
+    return results
