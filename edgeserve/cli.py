@@ -7,9 +7,7 @@ traceback); a usage error exits 2. Heavy frameworks are imported inside commands
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import click
 
 from edgeserve import __version__
+from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError, EdgeServeError
 
 log = logging.getLogger("edgeserve")
@@ -61,89 +60,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     _setup_logging(debug, quiet)
 
 
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
-
-
-def _progress(ctx: click.Context) -> Any:
-    from edgeserve.console import Progress
-
-    return Progress(enabled=not ctx.obj["quiet"] and sys.stderr.isatty())
-
-
 # ----- convert ----------------------------------------------------------------------------
-def _parse_floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
-    if value is None:
-        return None
-    try:
-        return tuple(float(v) for v in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, e.g. 0.485,0.456,0.406; got {value!r}")
-
-
-def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    try:
-        h, w = (int(v) for v in value.lower().split("x"))
-        return (h, w)
-    except ValueError:
-        raise click.BadParameter(f"expected HEIGHTxWIDTH, e.g. 224x224; got {value!r}")
-
-
-def _scale(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        if "/" in value:
-            num, den = value.split("/")
-            return float(num) / float(den)
-        return float(value)
-    except (ValueError, ZeroDivisionError):
-        raise click.BadParameter(f"expected a number or a fraction such as 1/255; got {value!r}")
-
-
-def preprocess_options(f: Any) -> Any:
-    """The PreprocessSpec flags, shared by every command that reads images."""
-    from edgeserve.preprocess import COLORS, CROPS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES
-
-    opts = [
-        click.option("--preprocess", "preprocess_file", type=click.Path(dir_okay=False, path_type=Path),
-                     help="PreprocessSpec TOML file; the flags below override its values."),
-        click.option("--size", callback=_parse_size, help="Model input HEIGHTxWIDTH (default: from the model)."),
-        click.option("--color", type=click.Choice(COLORS), help="Channel order the model expects."),
-        click.option("--layout", type=click.Choice(LAYOUTS), help="Input tensor layout."),
-        click.option("--resize-mode", type=click.Choice(RESIZE_MODES), help="stretch, or letterbox (keep aspect, pad)."),
-        click.option("--crop", type=click.Choice(CROPS), help="Centre-crop to the input aspect ratio before resizing."),
-        click.option("--crop-fraction", type=float, help="Fraction kept by --crop center (ImageNet: 0.875)."),
-        click.option("--interpolation", type=click.Choice(INTERPOLATIONS), help="Resize filter."),
-        click.option("--scale", callback=_scale, help="Multiply raw pixels by this first (default 1/255)."),
-        click.option("--mean", callback=_parse_floats, help="Per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406."),
-        click.option("--std", callback=_parse_floats, help="Per-channel std divided after the mean."),
-    ]
-    for option in reversed(opts):
-        f = option(f)
-    return f
-
-
-_SPEC_FLAGS = ("size", "color", "layout", "resize_mode", "crop", "crop_fraction", "interpolation", "scale", "mean", "std")
-
-
-def spec_from_flags(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
-    """A PreprocessSpec from a TOML file and/or flags, or None when neither was given."""
-    import dataclasses
-
-    from edgeserve.preprocess import PreprocessSpec
-
-    given = {k: flags[k] for k in _SPEC_FLAGS if flags.get(k) is not None}
-    if preprocess_file is None and not given:
-        return None
-    base = PreprocessSpec.from_toml(preprocess_file) if preprocess_file else PreprocessSpec()
-    if given.get("color") == "gray" and "mean" not in given and len(base.mean) > 1:
-        given["mean"], given["std"] = (0.0,), (1.0,)
-    return dataclasses.replace(base, **given)
-
-
 @cli.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("-t", "--target", "targets", multiple=True, required=True,
@@ -165,13 +82,17 @@ def spec_from_flags(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
 @click.option("-p", "--profile", help="Device profile (see `edgeserve profiles`); mcu checks the build fits it.")
 @click.option("--name", help="mcu: C name of the model (g_NAME_model_data, NAME_model::...). Default: from the file name.")
 @click.option("--no-fit-check", is_flag=True, help="mcu: write the build even if it does not fit the profile.")
+@click.option("--coreml-precision", type=click.Choice(["fp16", "int8-weights", "w8a8"]), default="fp16",
+              show_default=True, help="coreml: FP16 weights and activations, INT8 weights, or INT8 weights and activations.")
+@click.option("--deployment-target", default="iOS17", show_default=True,
+              help="coreml: minimum OS the package runs on (iOS16, iOS17, iOS18, macOS13, ...).")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
-            preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+            coreml_precision: str, deployment_target: str, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; or a full-INT8 .tflite for mcu)
     to verified edge artifacts."""
     from edgeserve.pipeline import convert as run_convert
@@ -180,9 +101,10 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
         raise click.UsageError("give either --calib or --calib-random, not both")
     spec = spec_from_flags(preprocess_file, spec_flags)
     options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
-               "name": name, "fit_check": not no_fit_check}
+               "name": name, "fit_check": not no_fit_check,
+               "coreml_precision": coreml_precision, "deployment_target": deployment_target}
     try:
-        with _progress(ctx) as progress:
+        with progress_for(ctx) as progress:
             result = run_convert(
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
@@ -197,7 +119,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
 
 def _show_manifest(manifest: dict[str, Any], json_out: bool) -> None:
     if json_out:
-        _emit_json(manifest)
+        emit_json(manifest)
         return
     from edgeserve.report import print_conversion
 
@@ -214,7 +136,7 @@ def inspect(artifact: Path, json_out: bool) -> None:
 
     info = inspect_path(artifact)
     if json_out:
-        _emit_json(info)
+        emit_json(info)
     else:
         from edgeserve.report import print_inspection
 
@@ -232,7 +154,7 @@ def verify(ctx: click.Context, manifest: Path, json_out: bool) -> None:
     results = verify_manifest(manifest)
     ok = all(results)
     if json_out:
-        _emit_json({"ok": ok, "artifacts": [r.to_dict() for r in results]})
+        emit_json({"ok": ok, "artifacts": [r.to_dict() for r in results]})
     else:
         for r in results:
             click.echo(str(r))
@@ -251,7 +173,7 @@ def targets(json_out: bool) -> None:
 
     rows = [{"name": n, "summary": get_converter(n).summary} for n in target_names()]
     if json_out:
-        _emit_json(rows)
+        emit_json(rows)
     else:
         for r in rows:
             click.echo(f"{r['name']:<14} {r['summary']}")
@@ -268,7 +190,7 @@ def profiles(ctx: click.Context, json_out: bool) -> None:
 
     rows = [load_profile(n) for n in list_profiles()]
     if json_out:
-        _emit_json([{"name": p.name, "kind": p.kind, "description": p.description} for p in rows])
+        emit_json([{"name": p.name, "kind": p.kind, "description": p.description} for p in rows])
     else:
         from edgeserve.report import print_profiles
 
@@ -284,11 +206,20 @@ def profiles_show(name: str, json_out: bool) -> None:
 
     profile = load_profile(name)
     if json_out:
-        _emit_json(profile.to_dict())
+        emit_json(profile.to_dict())
     else:
         from edgeserve.report import print_profile
 
         print_profile(profile)
+
+
+# Commands that live in their own modules (each imports only click at module level).
+from edgeserve.cli_runtime import bench, run  # noqa: E402
+from edgeserve.cli_profile import profile  # noqa: E402
+
+cli.add_command(run)
+cli.add_command(bench)
+cli.add_command(profile)
 
 
 def main() -> None:

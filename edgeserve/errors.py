@@ -112,3 +112,19 @@ class DoesNotFitError(EdgeServeError):
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class BackendError(EdgeServeError):
+    """No backend could run the model (or, with ``strict``/``require``, not the one asked for).
+
+    ``attempts`` lists every backend tried, in order, with the reason it failed.
+    """
+
+    def __init__(self, message: str, attempts: object = ()) -> None:
+        lines = [message] + [f"  - {a}" for a in attempts]  # type: ignore[attr-defined]
+        super().__init__("\n".join(lines))
+        self.attempts = list(attempts)  # type: ignore[call-overload]
+
+
+class InferenceError(EdgeServeError):
+    """The engine failed while running a model that had opened (and no fallback was left)."""

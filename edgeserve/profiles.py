@@ -81,11 +81,12 @@ ARCHITECTURES: tuple[str, ...] = (
 )
 
 #: ``<engine>:<backend>`` names a profile may list in ``[runtime] backends``.
+#: litert: ``npu`` = the external delegate named by the profile's npu accelerator ``library``.
 #: coreml: ``ane`` = CPU_AND_NE compute units, ``gpu`` = CPU_AND_GPU, ``cpu`` = CPU_ONLY.
 #: tflm: ``cmsis-nn`` (Arm Cortex-M), ``esp-nn`` (Espressif), ``reference`` (portable C++).
 KNOWN_BACKENDS: Mapping[str, tuple[str, ...]] = {
-    "litert": ("edgetpu", "gpu", "xnnpack", "cpu"),
-    "onnxruntime": ("tensorrt", "cuda", "coreml", "nnapi", "xnnpack", "cpu"),
+    "litert": ("edgetpu", "npu", "gpu", "xnnpack", "cpu"),
+    "onnxruntime": ("tensorrt", "cuda", "openvino", "qnn", "coreml", "nnapi", "xnnpack", "cpu"),
     "coreml": ("ane", "gpu", "cpu"),
     "tflm": ("cmsis-nn", "esp-nn", "reference"),
 }
@@ -95,6 +96,8 @@ KNOWN_BACKENDS: Mapping[str, tuple[str, ...]] = {
 ORT_BACKEND_PROVIDERS: Mapping[str, str] = {
     "tensorrt": "TensorrtExecutionProvider",
     "cuda": "CUDAExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "qnn": "QNNExecutionProvider",
     "coreml": "CoreMLExecutionProvider",
     "nnapi": "NnapiExecutionProvider",
     "xnnpack": "XnnpackExecutionProvider",

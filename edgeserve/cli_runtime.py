@@ -1,0 +1,162 @@
+"""``edgeserve run`` and ``edgeserve bench``: serve an artifact with the on-device runtime."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edgeserve.cli_common import emit_json, preprocess_options, spec_from_flags
+
+_KINDS = ("npu", "gpu", "cpu")
+
+
+def session_options(f: Any) -> Any:
+    """Options every command that opens a Session shares."""
+    opts = [
+        click.option("-p", "--profile", help="Device profile: the backend chain, threads, delegate libraries."),
+        click.option("--backend", default="auto", show_default=True,
+                     help="auto (the profile's chain) or one backend, e.g. litert:xnnpack, onnxruntime:cuda."),
+        click.option("--require", type=click.Choice(_KINDS),
+                     help="Fail unless a backend of this kind runs the model (no fallback to others)."),
+        click.option("--threads", type=click.IntRange(min=1), help="CPU threads (default: the profile's)."),
+        click.option("--target", help="Serve this manifest target only (e.g. tflite-int8)."),
+        click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), help="Class names, one per line."),
+    ]
+    for option in reversed(opts):
+        f = option(f)
+    return preprocess_options(f)
+
+
+def open_session(artifact: Path, profile: str | None, backend: str, require: str | None, threads: int | None,
+                 target: str | None, labels: Path | None, preprocess_file: Path | None,
+                 spec_flags: dict[str, Any]) -> Any:
+    from edgeserve.runtime import Session
+
+    spec = spec_from_flags(preprocess_file, spec_flags)
+    return Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
+                   target=target, labels=labels)
+
+
+@click.command()
+@click.argument("artifact", type=click.Path(path_type=Path))
+@click.option("-i", "--input", "inputs", multiple=True, required=True,
+              help="Image, .npy, folder, video, camera[:N], /dev/videoN or picamera2 (repeatable).")
+@click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
+@click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
+@click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
+@session_options
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
+        profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
+        labels: Path | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+    """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes."""
+    from edgeserve.runtime.inputs import iter_inputs
+    from edgeserve.runtime.outputs import top_k as best
+
+    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
+    results = []
+    with session:
+        for name, frame in iter_inputs(inputs, max_frames):
+            outputs = session.run(frame)
+            entry: dict[str, Any] = {"input": name,
+                                     "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
+            if show_outputs:
+                entry["outputs"] = [o.tolist() for o in outputs]
+            results.append(entry)
+            if not json_out:
+                _print_result(entry)
+        summary = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
+                   "placement": session.placement.to_dict(), "results": results}
+    if json_out:
+        emit_json(summary)
+    else:
+        _print_backend(summary)
+
+
+@click.command()
+@click.argument("artifact", type=click.Path(path_type=Path))
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Benchmark on this image (or .npy tensor).")
+@click.option("--synthetic", metavar="WxH", help="Benchmark on a synthetic WIDTHxHEIGHT camera frame, e.g. 640x480.")
+@click.option("--frames", type=click.IntRange(min=1), default=500, show_default=True, help="Timed frames.")
+@click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed frames first.")
+@session_options
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, warmup: int,
+          profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
+          labels: Path | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+    """Measure cold start, end-to-end latency (p50/p95/p99), stage times and allocations of ARTIFACT."""
+    from edgeserve.runtime.bench import benchmark, synthetic_frame
+    from edgeserve.runtime.inputs import iter_inputs
+
+    if input_path is not None and synthetic is not None:
+        raise click.UsageError("give either --input or --synthetic, not both")
+    t0 = time.perf_counter()
+    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
+    with session:
+        if input_path is not None:
+            frame = next(iter(iter_inputs([input_path])))[1]
+        elif synthetic is not None:
+            w, h = _parse_wxh(synthetic)
+            frame = synthetic_frame(w, h) if session.preprocess is not None else session.example_input()
+        else:
+            frame = session.example_input()
+        session.run(frame)
+        cold_ms = (time.perf_counter() - t0) * 1e3
+        result = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
+                  "placement": session.placement.to_dict(), "threads": session.threads,
+                  "input_shape": list(frame.shape), "cold_start_ms": round(cold_ms, 3),
+                  **benchmark(session, frame, frames=frames, warmup=warmup)}
+    if json_out:
+        emit_json(result)
+    else:
+        _print_bench(result)
+
+
+def _parse_wxh(value: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"expected WIDTHxHEIGHT, e.g. 640x480; got {value!r}", param_hint="--synthetic")
+    if w < 1 or h < 1:
+        raise click.BadParameter(f"width and height must be positive; got {value!r}", param_hint="--synthetic")
+    return w, h
+
+
+def _print_result(entry: dict[str, Any]) -> None:
+    best = ", ".join(
+        f"{p.get('label', p['index'])}={p['score']:.3f}" for p in entry["top_k"]
+    )
+    click.echo(f"{entry['input']}: {best}")
+
+
+def _print_backend(summary: dict[str, Any]) -> None:
+    click.echo(f"backend: {summary['backend']} ({_placement(summary['placement'])})", err=True)
+    for a in summary["attempts"]:
+        if not a["ok"]:
+            click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}", err=True)
+
+
+def _placement(p: dict[str, Any]) -> str:
+    if p["total_ops"] is None or p["accelerated_ops"] is None:
+        return p["note"] or "placement unknown"
+    return f"{p['accelerated_ops']}/{p['total_ops']} ops on {p['taken_by']}"
+
+
+def _print_bench(r: dict[str, Any]) -> None:
+    lat, st = r["latency_ms"], r["stages_ms"]
+    click.echo(f"backend        {r['backend']} ({_placement(r['placement'])}), threads {r['threads']}")
+    click.echo(f"cold start     {r['cold_start_ms']:.1f} ms (open + first inference)")
+    click.echo(f"latency        p50 {lat['p50']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f} ms  "
+               f"({r['frames']} frames, input {'x'.join(map(str, r['input_shape']))})")
+    click.echo(f"stages (p50)   preprocess {st['preprocess']:.3f}  invoke {st['invoke']:.3f}  "
+               f"postprocess {st['postprocess']:.3f} ms")
+    click.echo(f"throughput     {r['throughput_fps']:.1f} frames/s")
+    click.echo(f"allocations    {r['alloc_bytes_per_frame']} B/frame kept, {r['transient_peak_bytes']} B transient peak")
+    for a in r["attempts"]:
+        if not a["ok"]:
+            click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}")

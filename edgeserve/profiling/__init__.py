@@ -1,0 +1,1 @@
+"""Energy, power sources, thermal sampling and the thermal governor (``edgeserve profile``)."""

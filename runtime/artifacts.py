@@ -1,0 +1,164 @@
+"""What a Session serves: the runnable artifacts of a manifest, or one model file.
+
+A manifest names several artifacts (tflite-int8, onnx, coreml, mcu...). The runtime can
+serve the ones whose format a backend engine runs; each backend in the chain takes the
+first of those in its format. An artifact's bytes are checked against the manifest's
+sha256 before any engine sees them, so a swapped or damaged file is refused, not run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeserve.errors import InputError, ManifestError, ModelFileError
+from edgeserve.manifest import MANIFEST_NAME, load_manifest
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.runtime.backend import ENGINE_SUFFIXES
+
+log = logging.getLogger(__name__)
+
+#: Manifest targets that are not served by this runtime (their files are for other devices).
+_NOT_SERVED = {"mcu"}
+
+
+@dataclasses.dataclass
+class Artifact:
+    """One model file the runtime could open."""
+
+    path: Path
+    engine: str
+    target: str | None  # manifest target, None for a bare model file
+    sha256: str | None  # expected digest (manifest), None for a bare file
+    bytes: int
+    _data: bytes | None = None
+
+    def read(self) -> bytes:
+        """The file's bytes, checked against the manifest's sha256 (once)."""
+        if self._data is None:
+            if self.path.is_dir():  # .mlpackage: the engine reads the directory itself
+                data = b""
+                if self.sha256 is not None:
+                    from edgeserve.atomic import sha256_file
+
+                    _check_digest(self, sha256_file(self.path))
+            else:
+                try:
+                    data = self.path.read_bytes()
+                except OSError as exc:
+                    raise ModelFileError(f"cannot read {self.path}: {exc}") from exc
+                if self.sha256 is not None:
+                    _check_digest(self, hashlib.sha256(data).hexdigest())
+            self._data = data
+        return self._data
+
+
+def _check_digest(artifact: Artifact, digest: str) -> None:
+    if digest != artifact.sha256:
+        raise ManifestError(
+            f"{artifact.path} does not match its manifest: sha256 {digest[:16]}… expected {artifact.sha256[:16]}…; "
+            "refusing to run it (re-run `edgeserve convert`, or `edgeserve verify` to see what changed)"
+        )
+
+
+@dataclasses.dataclass
+class ServedModel:
+    """The artifacts, preprocessing and labels one Session works from."""
+
+    artifacts: list[Artifact]
+    preprocess: PreprocessSpec | None
+    labels: list[str] | None
+    manifest_path: Path | None
+
+
+def engine_of(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    for engine, suffixes in ENGINE_SUFFIXES.items():
+        if suffix in suffixes:
+            return engine
+    return None
+
+
+def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = None,
+            labels: Sequence[str] | str | Path | None = None) -> ServedModel:
+    """Read a manifest (file or its directory) or a bare model file into a ServedModel."""
+    path = Path(path)
+    if path.is_dir() and (path / MANIFEST_NAME).is_file():
+        path = path / MANIFEST_NAME
+    if not path.exists():
+        raise InputError(f"no such artifact: {path}")
+    if path.suffix.lower() == ".json":
+        served = _from_manifest(path, target)
+    else:
+        engine = engine_of(path)
+        if engine is None:
+            suffixes = sorted(s for group in ENGINE_SUFFIXES.values() for s in group)
+            raise InputError(f"{path}: expected a manifest.json or a model file ({', '.join(suffixes)}), got '{path.suffix}'")
+        size = path.stat().st_size if path.is_file() else 0
+        served = ServedModel([Artifact(path, engine, None, None, size)], _embedded_spec(path), None, None)
+    if preprocess is not None:
+        served.preprocess = _as_spec(preprocess)
+    if labels is not None:
+        served.labels = _as_labels(labels)
+    return served
+
+
+def _from_manifest(path: Path, target: str | None) -> ServedModel:
+    manifest = load_manifest(path)
+    root = path.parent
+    artifacts = []
+    for entry in manifest["artifacts"]:
+        if entry.get("status") != "ok" or entry.get("target") in _NOT_SERVED or not entry.get("path"):
+            continue
+        if target is not None and entry.get("target") != target:
+            continue
+        file = root / entry["path"]
+        engine = engine_of(file)
+        if engine is None:
+            continue
+        artifacts.append(Artifact(file, engine, entry["target"], entry.get("sha256"), int(entry.get("bytes") or 0)))
+    if not artifacts:
+        targets = [a.get("target") for a in manifest["artifacts"]]
+        wanted = f"target {target!r}" if target else "an artifact the runtime can serve (.tflite, .onnx, .mlpackage)"
+        raise ManifestError(f"{path} has no {wanted} with status ok; it lists {targets}")
+    spec = PreprocessSpec.from_dict(manifest["preprocess"], where=f"{path} preprocess") if manifest.get("preprocess") else None
+    labels = manifest.get("labels")
+    return ServedModel(artifacts, spec, list(labels) if labels else None, path)
+
+
+def _embedded_spec(path: Path) -> PreprocessSpec | None:
+    """The PreprocessSpec edgeserve stamped into a .tflite's metadata, if any."""
+    if path.suffix.lower() != ".tflite":
+        return None
+    from edgeserve.tflite_model import TfliteModel
+
+    try:
+        raw = TfliteModel.from_file(path).metadata.get("edgeserve")
+        spec = json.loads(bytes(raw).decode()).get("preprocess") if raw else None
+    except (ModelFileError, ValueError, AttributeError):
+        return None  # a damaged file is reported when it is opened, with the reason
+    return PreprocessSpec.from_dict(spec, where=f"{path} metadata") if spec else None
+
+
+def _as_spec(value: Any) -> PreprocessSpec:
+    if isinstance(value, PreprocessSpec):
+        return value
+    if isinstance(value, dict):
+        return PreprocessSpec.from_dict(value)
+    if isinstance(value, (str, Path)):
+        return PreprocessSpec.from_toml(value)
+    raise InputError(f"preprocess must be a PreprocessSpec, a dict or a .toml path, got {type(value).__name__}")
+
+
+def _as_labels(value: Sequence[str] | str | Path) -> list[str]:
+    if isinstance(value, (str, Path)):
+        try:
+            return [line.strip() for line in Path(value).read_text(encoding="utf-8").splitlines() if line.strip()]
+        except OSError as exc:
+            raise InputError(f"cannot read labels file {value}: {exc}") from exc
+    return [str(v) for v in value]

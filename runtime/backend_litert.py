@@ -1,0 +1,194 @@
+"""LiteRT backends: Edge TPU and vendor NPU delegates, the GPU delegate, XNNPACK, plain CPU.
+
+The interpreter module is ai-edge-litert's, else tflite_runtime's, else TensorFlow's
+(``edgeserve.runtime.litert.interpreter_module``). Input and output memory is the
+interpreter's own: the Session gets it through the ``tensor(idx)`` functions, which are
+held for the interpreter's lifetime (the arrays they return must not outlive an invoke).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from edgeserve.runtime.backend import Backend, BackendOptions, BackendUnavailable, Placement
+
+log = logging.getLogger(__name__)
+
+ENGINE = "litert"
+
+#: Delegate libraries by backend when neither the profile nor the caller names one.
+DEFAULT_LIBRARIES: Mapping[str, str] = {
+    "edgetpu": "libedgetpu.so.1",
+    "gpu": "libtensorflowlite_gpu_delegate.so",
+}
+
+
+class LiteRTBackend(Backend):
+    """A LiteRT interpreter, optionally with one delegate."""
+
+    def __init__(self, name: str, kind: str, data: bytes, options: BackendOptions,
+                 delegate_library: str | None = None, builtin_only: bool = False) -> None:
+        from edgeserve.console import capture_native_stderr
+        from edgeserve.runtime.litert import _detail, interpreter_module
+
+        try:
+            mod = interpreter_module()
+        except Exception as exc:  # MissingDependencyError: say it as this backend's reason
+            raise BackendUnavailable(str(exc)) from exc
+        self.name, self.kind = name, kind
+        self._data = data  # the interpreter reads weights from this buffer: keep it alive
+        kwargs: dict[str, Any] = {"model_content": data, "num_threads": options.threads}
+        delegates = []
+        if delegate_library is not None:
+            delegates.append(_load_delegate(mod, delegate_library))
+            kwargs["experimental_delegates"] = delegates
+        if builtin_only:
+            kwargs["experimental_op_resolver_type"] = mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        failure: Exception | None = None
+        with capture_native_stderr() as captured:  # "INFO: Created TensorFlow Lite XNNPACK delegate"
+            try:
+                self._interp = mod.Interpreter(**kwargs)
+                self._interp.allocate_tensors()
+            except (ValueError, RuntimeError) as exc:
+                failure = exc
+        if failure is not None:  # raised here: the native log is complete only after the block
+            raise BackendUnavailable(f"{_first_line(failure)}{_native(captured)}") from failure
+        self._delegates = delegates
+        self.inputs = tuple(_detail(d) for d in self._interp.get_input_details())
+        self.outputs = tuple(_detail(d) for d in self._interp.get_output_details())
+        # Held for the interpreter's lifetime; calling one returns a fresh view of the tensor.
+        self._input_fns = [self._interp.tensor(d.index) for d in self.inputs]
+        self._output_fns = [self._interp.tensor(d.index) for d in self.outputs]
+        self.placement = litert_placement(self._interp._get_ops_details(), _TAKEN_BY.get(name.split(":")[1], "delegate"))
+        if delegate_library is not None and not self.placement.accelerated:
+            raise BackendUnavailable(
+                f"the {delegate_library} delegate took none of the model's {self.placement.total} operators"
+                + (" (an Edge TPU runs only models compiled by edgetpu_compiler)" if name.endswith("edgetpu") else "")
+            )
+
+    def input_buffer(self, i: int) -> np.ndarray:
+        return self._input_fns[i]()
+
+    def invoke(self) -> None:
+        self._interp.invoke()
+
+    def output_buffer(self, i: int) -> np.ndarray:
+        return self._output_fns[i]()
+
+    def set_threads(self, n: int) -> None:
+        self._interp._interpreter.SetNumThreads(int(n))
+
+    def close(self) -> None:
+        self._input_fns = self._output_fns = []
+        self._interp = None  # type: ignore[assignment]
+        self._delegates = []
+
+
+_TAKEN_BY = {"edgetpu": "Edge TPU", "npu": "NPU delegate", "gpu": "GPU delegate", "xnnpack": "XNNPACK",
+             "cpu": "delegate"}
+
+
+def litert_placement(ops: list[dict[str, Any]], taken_by: str = "delegate") -> Placement:
+    """Which model operators sit inside DELEGATE nodes.
+
+    LiteRT lists the model's own nodes first and appends one DELEGATE node per partition.
+    A partition replaces the nodes between its inputs and its outputs, so walking back
+    from each DELEGATE node's outputs through the model's producers, stopping at the
+    partition's inputs, finds exactly the nodes it took.
+    """
+    model_ops = [o for o in ops if o["op_name"] != "DELEGATE"]
+    partitions = [o for o in ops if o["op_name"] == "DELEGATE"]
+    producer: dict[int, int] = {}
+    for i, op in enumerate(model_ops):
+        for t in op["outputs"]:
+            producer[int(t)] = i
+    taken: set[int] = set()
+    for part in partitions:
+        boundary = {int(t) for t in part["inputs"]}
+        stack = [int(t) for t in part["outputs"]]
+        while stack:
+            node = producer.get(stack.pop())
+            if node is None or node in taken:
+                continue
+            taken.add(node)
+            stack.extend(int(t) for t in model_ops[node]["inputs"] if int(t) >= 0 and int(t) not in boundary)
+    on_cpu = tuple(o["op_name"] for i, o in enumerate(model_ops) if i not in taken)
+    return Placement(total=len(model_ops), accelerated=len(taken), partitions=len(partitions), on_cpu=on_cpu,
+                     taken_by=taken_by)
+
+
+def _load_delegate(mod: Any, library: str) -> Any:
+    # ai-edge-litert's Delegate.__del__ raises AttributeError after a failed load, which
+    # Python prints as "Exception ignored in ..."; silence that one report.
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        try:
+            return mod.load_delegate(library)
+        except (OSError, ValueError, RuntimeError) as exc:
+            reason = _first_line(exc).removeprefix(f"{library}: ")
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    raise BackendUnavailable(f"cannot load delegate {library}: {reason}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _native(captured: Any) -> str:
+    text = captured.text.strip() if captured is not None else ""
+    lines = [ln for ln in text.splitlines() if ln.startswith(("ERROR", "E ", "W "))]
+    return f" ({'; '.join(lines[:3])})" if lines else ""
+
+
+def _accelerator_library(options: BackendOptions, kind: str) -> str | None:
+    """The delegate library the profile names for an accelerator of ``kind``."""
+    profile = options.profile
+    for acc in getattr(profile, "accelerators", ()) or ():
+        lib = getattr(acc, "library", None)
+        if getattr(acc, "kind", None) == kind and lib and "tensorrt" not in lib and "onnxruntime" not in lib:
+            return lib
+    return None
+
+
+def _edgetpu(path: str, data: bytes, options: BackendOptions) -> Backend:
+    lib = options.libraries.get("edgetpu") or DEFAULT_LIBRARIES["edgetpu"]
+    return LiteRTBackend("litert:edgetpu", "npu", data, options, delegate_library=lib)
+
+
+def _npu(path: str, data: bytes, options: BackendOptions) -> Backend:
+    lib = options.libraries.get("npu") or _accelerator_library(options, "npu")
+    if lib is None:
+        raise BackendUnavailable("no NPU delegate library: the profile lists none; pass libraries={'npu': PATH}")
+    return LiteRTBackend("litert:npu", "npu", data, options, delegate_library=lib)
+
+
+def _gpu(path: str, data: bytes, options: BackendOptions) -> Backend:
+    lib = options.libraries.get("gpu") or DEFAULT_LIBRARIES["gpu"]
+    return LiteRTBackend("litert:gpu", "gpu", data, options, delegate_library=lib)
+
+
+def _xnnpack(path: str, data: bytes, options: BackendOptions) -> Backend:
+    return LiteRTBackend("litert:xnnpack", "cpu", data, options)
+
+
+def _cpu(path: str, data: bytes, options: BackendOptions) -> Backend:
+    return LiteRTBackend("litert:cpu", "cpu", data, options, builtin_only=True)
+
+
+BACKENDS = (
+    ("litert:edgetpu", "npu", _edgetpu),
+    ("litert:npu", "npu", _npu),
+    ("litert:gpu", "gpu", _gpu),
+    ("litert:xnnpack", "cpu", _xnnpack),
+    ("litert:cpu", "cpu", _cpu),
+)

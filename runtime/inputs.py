@@ -1,0 +1,137 @@
+"""Where frames come from: arrays, .npy files, images, folders, videos and cameras.
+
+Every source yields ``(name, array)``: a uint8 RGB H x W x C image for pictures, video
+and cameras, or an ``.npy`` file's array as it is (the Session treats a model-shaped
+array as the model's input tensor, quantizing floats for integer models).
+
+Camera specs: ``camera`` or ``camera:N`` (OpenCV device N), ``/dev/videoN``, and
+``picamera2`` (Raspberry Pi camera, when the picamera2 package is installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import InputError, MissingDependencyError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm")
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+
+
+def iter_inputs(specs: Sequence[str | Path], max_frames: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """Frames from each spec in order; a folder gives its images/.npy/videos sorted by name."""
+    for spec in specs:
+        yield from _one(str(spec), max_frames)
+
+
+def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
+    if spec == "picamera2":
+        yield from _picamera(max_frames)
+        return
+    if spec == "camera" or spec.startswith("camera:") or spec.startswith("/dev/video"):
+        index: Any = spec if spec.startswith("/dev/") else int(spec.partition(":")[2] or 0)
+        yield from _video(index, f"{spec}", max_frames)
+        return
+    path = Path(spec)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES + (".npy",))
+        if not files:
+            raise InputError(f"{path} holds no images, videos or .npy files")
+        for f in files:
+            yield from _one(str(f), max_frames)
+        return
+    if not path.exists():
+        raise InputError(f"input not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        yield str(path), load_npy(path)
+    elif suffix in IMAGE_SUFFIXES:
+        yield str(path), read_image(path)
+    elif suffix in VIDEO_SUFFIXES:
+        yield from _video(str(path), str(path), max_frames)
+    else:
+        raise InputError(f"{path}: expected an image ({', '.join(IMAGE_SUFFIXES)}), a video, a .npy file, "
+                         f"a folder or a camera, got '{path.suffix}'")
+
+
+def load_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not a readable .npy array: {exc}") from exc
+
+
+def read_image(path: Path) -> np.ndarray:
+    """An image file as uint8 RGB (or H x W x 1 gray), decoded by OpenCV, else Pillow."""
+    try:
+        import cv2
+    except ImportError:
+        cv2 = None
+    if cv2 is not None:
+        data = np.fromfile(path, np.uint8)  # imdecode: no locale/unicode path issues
+        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+        if img is None:
+            raise InputError(f"{path} is not an image OpenCV can decode")
+        if img.dtype != np.uint8:  # 16-bit PNG/TIFF: keep the high byte
+            img = (img >> 8).astype(np.uint8) if img.dtype == np.uint16 else img.astype(np.uint8)
+        if img.ndim == 2:
+            return img[:, :, None]
+        code = cv2.COLOR_BGRA2RGBA if img.shape[2] == 4 else cv2.COLOR_BGR2RGB
+        return cv2.cvtColor(img, code)
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB") if im.mode not in ("RGB", "L") else im
+            arr = np.asarray(im)
+    except (OSError, UnidentifiedImageError) as exc:
+        raise InputError(f"{path} is not an image Pillow can decode: {exc}") from exc
+    return arr[:, :, None] if arr.ndim == 2 else arr
+
+
+def _video(source: Any, name: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
+    try:
+        import cv2
+    except ImportError as exc:
+        raise MissingDependencyError("opencv-python-headless", "images", "reading video and cameras") from exc
+    cap = cv2.VideoCapture(source)
+    if not cap.isOpened():
+        raise InputError(f"cannot open video source {name}")
+    try:
+        n = 0
+        rgb: np.ndarray | None = None
+        while max_frames is None or n < max_frames:
+            ok, bgr = cap.read()
+            if not ok:
+                break
+            if rgb is None or rgb.shape != bgr.shape:
+                rgb = np.empty_like(bgr)
+            cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=rgb)
+            yield f"{name}#{n}", rgb
+            n += 1
+        if n == 0:
+            raise InputError(f"{name} gave no frames")
+    finally:
+        cap.release()
+
+
+def _picamera(max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
+    try:
+        from picamera2 import Picamera2
+    except ImportError as exc:
+        raise InputError("picamera2 is not installed (Raspberry Pi OS: sudo apt install python3-picamera2)") from exc
+    cam = Picamera2()
+    cam.configure(cam.create_video_configuration(main={"format": "RGB888", "size": (640, 480)}))
+    cam.start()
+    try:
+        n = 0
+        while max_frames is None or n < max_frames:
+            # picamera2's "RGB888" is B, G, R in memory; reverse to RGB as a view.
+            yield f"picamera2#{n}", np.ascontiguousarray(cam.capture_array()[:, :, ::-1])
+            n += 1
+    finally:
+        cam.stop()

@@ -1,0 +1,56 @@
+"""Raw engine outputs to float32 in buffers allocated once, and top-k."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgeserve.runtime.litert import TensorDetail
+
+
+class Dequantizer:
+    """Writes one output's raw values as float32 into ``self.out`` (allocated once)."""
+
+    def __init__(self, detail: TensorDetail) -> None:
+        self.detail = detail
+        self.out = np.zeros(detail.shape, np.float32)
+        self._zero_point = np.float32(detail.zero_point)
+        self._scale = np.float32(detail.scale)
+
+    def __call__(self, raw: np.ndarray) -> np.ndarray:
+        if self.detail.quantized:
+            # Two in-place float32 ufuncs. Not np.take over a 256-entry table: np.take turns
+            # its uint8 indices into a fresh intp array on every call.
+            np.subtract(raw, self._zero_point, out=self.out, dtype=np.float32)
+            np.multiply(self.out, self._scale, out=self.out)
+        else:
+            np.copyto(self.out, raw, casting="unsafe")
+        return self.out
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    index: int
+    score: float
+    label: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"index": self.index, "score": self.score}
+        if self.label is not None:
+            d["label"] = self.label
+        return d
+
+
+def top_k(scores: np.ndarray, k: int, labels: Sequence[str] | None = None) -> list[Prediction]:
+    """The k highest scores of a (1, N) or (N,) output, best first (ties: lower index first)."""
+    flat = scores.reshape(-1)
+    k = max(1, min(int(k), flat.size))
+    # A stable sort of the negated scores keeps the lower index first among equal scores,
+    # which int8 outputs produce often.
+    best = np.argsort(-flat, kind="stable")[:k]
+    return [
+        Prediction(int(i), float(flat[i]), labels[i] if labels is not None and i < len(labels) else None)
+        for i in best
+    ]

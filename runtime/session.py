@@ -1,0 +1,476 @@
+"""Session: serve one model at batch 1 on the best backend that works, and say which and why.
+
+    >>> s = Session("build/manifest.json", profile="raspberry-pi-5")   # doctest: +SKIP
+    >>> s.backend, s.attempts, s.placement                                # doctest: +SKIP
+    >>> s.classify(frame, k=5)                                            # doctest: +SKIP
+
+The backend chain comes from the profile (``[runtime] backends``), else from defaults per
+format (accelerators first, CPU last). A backend is dropped, with the reason recorded in
+:attr:`Session.attempts`, when
+
+* it cannot open (library missing, provider absent, the delegate took no operator),
+* its first invoke raises,
+* its first ``parity_frames`` results differ from the CPU backend's beyond tolerance.
+
+``strict=True`` raises instead of falling back; ``require="npu"|"gpu"|"cpu"`` accepts
+only backends of that kind.
+
+Frames go from the camera's uint8 H x W x C straight into the engine's input memory
+(resize into a buffer allocated once, then one lookup-table pass that normalises and
+quantises), and outputs are dequantized into arrays allocated once, so steady-state
+inference allocates nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError
+from edgeserve.runtime.artifacts import Artifact, ServedModel, resolve
+from edgeserve.runtime.backend import KINDS, Backend, BackendOptions, BackendUnavailable, Placement, backend_info
+from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
+
+log = logging.getLogger(__name__)
+
+#: Chains used without a profile: every accelerator the engine can use, then the CPU.
+DEFAULT_CHAINS = {
+    "litert": ("litert:edgetpu", "litert:gpu", "litert:xnnpack"),
+    "onnxruntime": ("onnxruntime:tensorrt", "onnxruntime:cuda", "onnxruntime:cpu"),
+    "coreml": ("coreml:ane", "coreml:cpu"),
+}
+
+#: The CPU backend each engine's accelerators are checked against.
+REFERENCE_BACKEND = {"litert": "litert:xnnpack", "onnxruntime": "onnxruntime:cpu", "coreml": "coreml:cpu"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One backend tried, at one stage, and what happened."""
+
+    backend: str
+    stage: str  # "select" (not tried: no artifact/unknown), "open", "invoke", "parity"
+    ok: bool
+    reason: str
+    artifact: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.backend} [{self.stage}] {'ok' if self.ok else 'failed'}: {self.reason}"
+
+
+class Session:
+    """Batch-1 inference on one artifact, on the best backend that works.
+
+    Args:
+        artifact: a manifest.json (or its directory), or a .tflite / .onnx / .mlpackage file.
+        profile: a profile name, path or :class:`~edgeserve.profiles.Profile`; gives the
+            backend chain, the thread count and the delegate libraries.
+        preprocess: a PreprocessSpec (or dict / .toml path) for camera frames; default: the
+            manifest's, or the one edgeserve stamped into the .tflite.
+        backend: "auto" (the chain) or one backend name ("litert:xnnpack").
+        require: only backends of this kind ("npu", "gpu", "cpu").
+        strict: raise instead of falling back from the first backend of the chain.
+        threads: CPU threads (default: the profile's, else the engine's).
+        parity_frames: how many first inferences an accelerator is checked against the CPU.
+        parity_rtol: allowed difference, relative to the largest CPU output magnitude, on
+            top of two quantisation steps for quantized outputs.
+        labels: class names (list or a text file, one per line) for :meth:`classify`.
+        libraries: delegate library paths by accelerator ("edgetpu", "npu", "gpu").
+        target: serve this manifest target only (e.g. "tflite-int8").
+    """
+
+    def __init__(
+        self,
+        artifact: str | Path,
+        profile: Any = None,
+        *,
+        preprocess: Any = None,
+        backend: str = "auto",
+        require: str | None = None,
+        strict: bool = False,
+        threads: int | None = None,
+        parity_frames: int = 3,
+        parity_rtol: float = 0.05,
+        labels: Sequence[str] | str | Path | None = None,
+        libraries: dict[str, str] | None = None,
+        target: str | None = None,
+    ) -> None:
+        t0 = time.perf_counter()
+        if require is not None and require not in KINDS:
+            raise InputError(f"require must be one of {', '.join(KINDS)}; got {require!r}")
+        self.profile = _load_profile(profile)
+        self._served: ServedModel = resolve(artifact, target=target, preprocess=preprocess, labels=labels)
+        self.labels = self._served.labels
+        self.threads: int | None = threads or (self.profile.runtime.threads if self.profile else None)
+        self._libraries = dict(libraries or {})
+        self._strict, self._require = strict, require
+        self._parity_frames, self._parity_rtol = max(0, int(parity_frames)), float(parity_rtol)
+        self.attempts: list[Attempt] = []
+        self._chain = self._plan_chain(backend)
+        self._next = 0
+        self._validated: set[int] = set()
+        self._active: Backend | None = None
+        self._active_artifact: Artifact | None = None
+        self._reference: Backend | None = None
+        self._parity_left = 0
+        self._parity_max: list[float] = []
+        self._invoked = False
+        self.stages_ns = np.zeros(3, np.int64)  # preprocess, invoke, postprocess of the last run
+        self._open_next()
+        self.open_ms = (time.perf_counter() - t0) * 1e3
+
+    # ----- public ---------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        assert self._active is not None
+        return self._active.name
+
+    @property
+    def kind(self) -> str:
+        assert self._active is not None
+        return self._active.kind
+
+    @property
+    def placement(self) -> Placement:
+        assert self._active is not None
+        return self._active.placement
+
+    @property
+    def artifact(self) -> Path:
+        assert self._active_artifact is not None
+        return self._active_artifact.path
+
+    @property
+    def artifact_bytes(self) -> int:
+        assert self._active_artifact is not None
+        return self._active_artifact.bytes
+
+    @property
+    def preprocess(self) -> Any:
+        return self._served.preprocess
+
+    @property
+    def inputs(self) -> tuple[Any, ...]:
+        assert self._active is not None
+        return self._active.inputs
+
+    @property
+    def outputs(self) -> tuple[Any, ...]:
+        assert self._active is not None
+        return self._active.outputs
+
+    def run(self, frame: np.ndarray) -> list[np.ndarray]:
+        """One inference; returns the dequantized float32 outputs.
+
+        ``frame`` is a camera image (uint8 H x W x 3/1/4, any size) when the session has a
+        PreprocessSpec, or an array shaped like the model input (with or without the batch
+        dimension; float arrays are quantized for integer models).
+
+        The returned arrays are reused by the next call: copy them to keep them.
+        """
+        while True:
+            active = self._active
+            assert active is not None
+            t0 = time.perf_counter_ns()
+            self._write_input(active, frame)
+            t1 = time.perf_counter_ns()
+            try:
+                active.invoke()
+            except Exception as exc:  # engines raise RuntimeError/ValueError/their own types
+                if self._invoked:
+                    raise InferenceError(f"{active.name} failed: {exc}") from exc
+                self._drop(active, "invoke", f"first invoke raised {type(exc).__name__}: {_first_line(exc)}")
+                continue  # preprocess again into the next backend's buffer
+            t2 = time.perf_counter_ns()
+            if self._parity_left and not self._check_parity(active):
+                continue
+            self._invoked = True
+            outputs = [dq(active.output_buffer(i)) for i, dq in enumerate(self._dequantizers)]
+            t3 = time.perf_counter_ns()
+            self.stages_ns[0], self.stages_ns[1], self.stages_ns[2] = t1 - t0, t2 - t1, t3 - t2
+            return outputs
+
+    def classify(self, frame: np.ndarray, k: int = 5) -> list[Prediction]:
+        """The k best classes of the first output, with labels when known."""
+        return top_k(self.run(frame)[0], k, self.labels)
+
+    def example_input(self, height: int = 480, width: int = 640) -> np.ndarray:
+        """A valid input for :meth:`run`: a synthetic camera frame, or a model-shaped tensor."""
+        rng = np.random.default_rng(0)
+        if self._preprocessor is not None:
+            return rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        d = self.inputs[0]
+        if d.quantized or d.dtype.kind == "f":
+            return rng.random(d.shape, dtype=np.float32)
+        return np.zeros(d.shape, d.dtype)
+
+    def set_threads(self, n: int) -> None:
+        """Reopen the active backend with ``n`` CPU threads (XNNPACK fixes them at creation)."""
+        assert self._active is not None and self._active_artifact is not None
+        if n == self.threads:
+            return
+        info = backend_info(self._active.name)
+        assert info is not None
+        self.threads = int(n)
+        fresh = info.factory(str(self._active_artifact.path), self._active_artifact.read(), self._options())
+        self._active.close()
+        self._activate(fresh, self._active_artifact)
+        log.info("%s reopened with %d thread(s)", fresh.name, n)
+
+    def alternatives(self) -> list[str]:
+        """Other served artifacts of the manifest, lightest first (for switching under load)."""
+        current = self._active_artifact.path if self._active_artifact else None
+        others = [a for a in self._served.artifacts if a.path != current]
+        return [str(a.path) for a in sorted(others, key=lambda a: a.bytes)]
+
+    def describe(self) -> dict[str, Any]:
+        """What runs and why, as JSON-ready data."""
+        return {
+            "artifact": str(self.artifact),
+            "backend": self.backend,
+            "kind": self.kind,
+            "threads": self.threads,
+            "placement": self.placement.to_dict(),
+            "attempts": [a.to_dict() for a in self.attempts],
+            "inputs": [d.to_dict() for d in self.inputs],
+            "outputs": [d.to_dict() for d in self.outputs],
+            "preprocess": self.preprocess.to_dict() if self.preprocess else None,
+        }
+
+    def close(self) -> None:
+        for b in (self._active, self._reference):
+            if b is not None:
+                b.close()
+        self._active = self._reference = None
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        name = self._active.name if self._active else "closed"
+        return f"Session({str(self._active_artifact.path) if self._active_artifact else '?'!r}, backend={name!r})"
+
+    # ----- backend chain -------------------------------------------------------------
+    def _plan_chain(self, backend: str) -> list[str]:
+        engines = []
+        for a in self._served.artifacts:
+            if a.engine not in engines:
+                engines.append(a.engine)
+        if backend != "auto":
+            chain = [backend]
+        elif self.profile is not None and self.profile.runtime.backends:
+            chain = list(self.profile.runtime.backends)
+        else:
+            chain = [name for e in engines for name in DEFAULT_CHAINS[e]]
+        if self._require is not None:
+            kept = []
+            for name in chain:
+                info = backend_info(name)
+                if info is not None and info.kind == self._require:
+                    kept.append(name)
+                else:
+                    kind = info.kind if info else "unknown"
+                    self.attempts.append(Attempt(name, "select", False, f"is {kind}, require={self._require}"))
+            chain = kept
+        return chain
+
+    def _options(self) -> BackendOptions:
+        return BackendOptions(threads=self.threads, profile=self.profile, libraries=self._libraries)
+
+    def _open_next(self) -> None:
+        """Open the next backend of the chain that works, recording every attempt."""
+        while self._next < len(self._chain):
+            name = self._chain[self._next]
+            self._next += 1
+            if self._strict and any(not a.ok and a.stage != "select" for a in self.attempts):
+                break
+            info = backend_info(name)
+            if info is None:
+                self.attempts.append(Attempt(name, "select", False, "unknown backend name"))
+                continue
+            artifact = next((a for a in self._served.artifacts if a.engine == info.engine), None)
+            if artifact is None:
+                have = ", ".join(sorted({a.path.suffix for a in self._served.artifacts}))
+                self.attempts.append(Attempt(name, "select", False, f"no {info.engine} artifact to run (have {have})"))
+                continue
+            if self._reference is not None and self._reference.name == name:
+                backend, self._reference = self._reference, None  # the parity reference is already open
+            else:
+                data = self._validated_bytes(artifact)
+                try:
+                    backend = info.factory(str(artifact.path), data, self._options())
+                except BackendUnavailable as exc:
+                    self.attempts.append(Attempt(name, "open", False, str(exc), str(artifact.path)))
+                    continue
+                except EdgeServeError:
+                    raise
+                except Exception as exc:  # a backend bug must not hide the next backend
+                    log.debug("opening %s failed", name, exc_info=True)
+                    self.attempts.append(Attempt(name, "open", False, f"{type(exc).__name__}: {_first_line(exc)}",
+                                                 str(artifact.path)))
+                    continue
+            self.attempts.append(Attempt(name, "open", True, str(backend.placement), str(artifact.path)))
+            self._activate(backend, artifact)
+            return
+        self._active = None
+        if self._strict:
+            raise BackendError("strict: the first backend of the chain did not work; not falling back", self.attempts)
+        wanted = f" of kind {self._require}" if self._require else ""
+        raise BackendError(f"no backend{wanted} could run the model", self.attempts)
+
+    def _validated_bytes(self, artifact: Artifact) -> bytes:
+        data = artifact.read()
+        key = id(artifact)
+        if key not in self._validated:
+            from edgeserve.runtime import validate
+
+            if artifact.engine == "litert":
+                validate.validate_tflite(data)
+            elif artifact.engine == "onnxruntime":
+                validate.validate_onnx(data)
+            self._validated.add(key)
+        return data
+
+    def _activate(self, backend: Backend, artifact: Artifact) -> None:
+        self._active, self._active_artifact = backend, artifact
+        self._invoked = False
+        self._dequantizers = [Dequantizer(d) for d in backend.outputs]
+        self._preprocessor = self._make_preprocessor(backend)
+        self._parity_left = self._parity_frames if backend.kind != "cpu" else 0
+        self._parity_max = []
+
+    def _make_preprocessor(self, backend: Backend) -> Any:
+        spec = self._served.preprocess
+        if spec is None or len(backend.inputs) != 1 or len(backend.inputs[0].shape) != 4:
+            return None
+        from edgeserve.runtime.preprocess_fast import FramePreprocessor
+
+        d = backend.inputs[0]
+        try:
+            spec = spec.bind_to_input(d.shape)
+        except PreprocessSpecError as exc:
+            raise PreprocessSpecError(f"{self._served.manifest_path or 'preprocess'}: {exc}") from exc
+        return FramePreprocessor(spec, dtype=d.dtype, scale=d.scale, zero_point=d.zero_point)
+
+    def _drop(self, backend: Backend, stage: str, reason: str) -> None:
+        """Record why ``backend`` is abandoned and move to the next one (or raise)."""
+        self.attempts.append(Attempt(backend.name, stage, False, reason, str(self.artifact)))
+        backend.close()
+        self._active = None
+        if self._strict:
+            raise BackendError(f"strict: {backend.name} failed at {stage}; not falling back", self.attempts)
+        self._open_next()
+
+    # ----- per frame ------------------------------------------------------------------
+    def _write_input(self, backend: Backend, frame: Any) -> None:
+        if self._preprocessor is not None and _is_image(frame):
+            buf = backend.input_buffer(0)
+            self._preprocessor(frame, buf)
+            del buf  # LiteRT refuses to invoke while a view of its memory is alive
+            return
+        arrays = frame if isinstance(frame, (list, tuple)) else [frame]
+        if len(arrays) != len(backend.inputs):
+            raise InputError(f"the model has {len(backend.inputs)} input(s); got {len(arrays)}")
+        for i, (d, x) in enumerate(zip(backend.inputs, arrays)):
+            buf = backend.input_buffer(i)
+            write_tensor(d, x, buf, has_spec=self._preprocessor is not None)
+            del buf
+
+    def _check_parity(self, active: Backend) -> bool:
+        """Compare this frame's accelerator result with the CPU reference; False if dropped."""
+        ref = self._reference
+        if ref is None:
+            name = REFERENCE_BACKEND.get(backend_info(active.name).engine)  # type: ignore[union-attr]
+            info = backend_info(name) if name else None
+            try:
+                assert info is not None and self._active_artifact is not None
+                ref = info.factory(str(self._active_artifact.path), self._active_artifact.read(), self._options())
+            except (AssertionError, BackendUnavailable) as exc:
+                self.attempts.append(Attempt(active.name, "parity", True, f"not checked: no CPU reference ({exc})"))
+                self._parity_left = 0
+                return True
+            self._reference = ref
+        for i in range(len(active.inputs)):
+            src, dst = active.input_buffer(i), ref.input_buffer(i)
+            np.copyto(dst, src)
+            del src, dst
+        ref.invoke()
+        frame = self._parity_frames - self._parity_left + 1
+        worst = 0.0
+        for i, d in enumerate(active.outputs):
+            got = Dequantizer(d)(active.output_buffer(i))
+            want = Dequantizer(ref.outputs[i])(ref.output_buffer(i))
+            diff = float(np.max(np.abs(got - want))) if got.size else 0.0
+            tol = self._parity_rtol * max(1.0, float(np.max(np.abs(want)))) + (2 * d.scale if d.quantized else 1e-4)
+            if not np.isfinite(diff) or diff > tol:
+                self._drop(active, "parity",
+                           f"output '{d.name}' differs from {ref.name} by {diff:.4g} (tolerance {tol:.4g}) "
+                           f"on parity frame {frame}")
+                return False
+            worst = max(worst, diff / tol)
+        self._parity_max.append(worst)
+        self._parity_left -= 1
+        if self._parity_left == 0:
+            self.attempts.append(Attempt(active.name, "parity", True,
+                                         f"matched {ref.name} on {self._parity_frames} frame(s); worst diff "
+                                         f"{max(self._parity_max):.0%} of tolerance", str(self.artifact)))
+            ref.close()
+            self._reference = None
+        return True
+
+
+def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
+    """Write one model-shaped array into an input buffer, quantizing floats for integer models."""
+    x = np.asarray(x)
+    shape = tuple(d.shape)
+    if x.shape == shape[1:] and len(shape) > 1:
+        x = x[None]
+    if x.shape != shape:
+        hint = "" if has_spec else " (camera frames need a PreprocessSpec: pass preprocess=...)"
+        raise InputError(f"input '{d.name}' expects shape {shape} {d.dtype.name}, got {x.shape} {x.dtype.name}{hint}")
+    if x.dtype.kind == "f":
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"input '{d.name}' contains NaN or infinity")
+        if d.quantized:
+            from edgeserve.runtime.preprocess_fast import quantize  # TFLite's rounding: half away from zero
+
+            np.copyto(out, quantize(x, d.dtype, d.scale, d.zero_point))
+        elif d.dtype.kind == "f":
+            np.copyto(out, x, casting="same_kind")
+        else:
+            raise InputError(f"input '{d.name}' expects {d.dtype.name}, got {x.dtype.name}")
+    elif x.dtype == d.dtype:
+        np.copyto(out, x)
+    elif x.dtype.kind in "iub" and d.dtype.kind == "f":
+        np.copyto(out, x, casting="unsafe")
+    else:
+        raise InputError(f"input '{d.name}' expects {d.dtype.name} (or float to quantize), got {x.dtype.name}")
+
+
+def _is_image(frame: Any) -> bool:
+    return isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim in (2, 3)
+
+
+def _load_profile(profile: Any) -> Any:
+    if profile is None or not isinstance(profile, (str, Path)):
+        return profile
+    from edgeserve.profiles import load_profile
+
+    return load_profile(str(profile))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
