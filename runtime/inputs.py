@@ -103,15 +103,13 @@ def _video(source: Any, name: str, max_frames: int | None) -> Iterator[tuple[str
         raise InputError(f"cannot open video source {name}")
     try:
         n = 0
-        rgb: np.ndarray | None = None
         while max_frames is None or n < max_frames:
             ok, bgr = cap.read()
             if not ok:
                 break
-            if rgb is None or rgb.shape != bgr.shape:
-                rgb = np.empty_like(bgr)
-            cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=rgb)
-            yield f"{name}#{n}", rgb
+            # Converted in place: the decoder hands out a new array per frame anyway, and
+            # a caller may keep frames (list(iter_inputs(...))), so none is reused.
+            yield f"{name}#{n}", cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=bgr)
             n += 1
         if n == 0:
             raise InputError(f"{name} gave no frames")

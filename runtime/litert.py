@@ -69,9 +69,9 @@ class TensorDetail:
         """Float values to this tensor's integer type (round half away from zero, like TFLite)."""
         if not self.quantized:
             return x.astype(self.dtype, copy=False)
-        info = np.iinfo(self.dtype)
-        q = np.round(x / self.scale) + self.zero_point
-        return np.clip(q, info.min, info.max).astype(self.dtype)
+        from edgeserve.runtime.preprocess_fast import quantize  # the same arithmetic the runtime's tables use
+
+        return quantize(x, self.dtype, self.scale, self.zero_point)
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         if not self.quantized:

@@ -362,6 +362,10 @@ class Session:
             spec = spec.bind_to_input(d.shape)
         except PreprocessSpecError as exc:
             raise PreprocessSpecError(f"{self._served.manifest_path or 'preprocess'}: {exc}") from exc
+        if d.dtype.kind in "iu" and not d.quantized:
+            # An integer input without quantization parameters takes the spec's values as
+            # they are (e.g. raw 0..255 pixels with scale 1): quantize with scale 1, zero point 0.
+            return FramePreprocessor(spec, dtype=d.dtype, scale=1.0, zero_point=0)
         return FramePreprocessor(spec, dtype=d.dtype, scale=d.scale, zero_point=d.zero_point)
 
     def _drop(self, backend: Backend, stage: str, reason: str) -> None:
@@ -444,9 +448,7 @@ def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
         if not np.all(np.isfinite(x)):
             raise InputError(f"input '{d.name}' contains NaN or infinity")
         if d.quantized:
-            from edgeserve.runtime.preprocess_fast import quantize  # TFLite's rounding: half away from zero
-
-            np.copyto(out, quantize(x, d.dtype, d.scale, d.zero_point))
+            np.copyto(out, d.quantize(x))
         elif d.dtype.kind == "f":
             np.copyto(out, x, casting="same_kind")
         else:

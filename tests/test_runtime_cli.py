@@ -1,0 +1,121 @@
+"""`edgeserve run` / `edgeserve bench`, and the input sources they read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import InputError
+from edgeserve.runtime.inputs import iter_inputs
+
+
+def invoke(*args: object) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def digit_files(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    import cv2
+
+    folder = tmp_path_factory.mktemp("digit_images")
+    data = np.load(digits_example / "frames.npz")
+    for i in range(6):
+        cv2.imwrite(str(folder / f"{i:02d}.png"), data["frames"][i])
+    return folder, data["y"][:6]
+
+
+def test_run_json_reports_backend_attempts_and_top_k(digits_conversion: Path, digit_files: tuple,
+                                                      tmp_path: Path) -> None:
+    folder, labels = digit_files
+    names = tmp_path / "labels.txt"
+    names.write_text("\n".join(f"digit-{i}" for i in range(10)))
+    result = invoke("run", digits_conversion / "manifest.json", "--input", folder, "-k", "3", "--labels", names,
+                    "-p", "coral-dev-board", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["backend"] == "litert:xnnpack"
+    assert [a["backend"] for a in out["attempts"]] == ["litert:edgetpu", "litert:xnnpack"]
+    assert out["attempts"][0]["ok"] is False and "libedgetpu" in out["attempts"][0]["reason"]
+    assert [Path(r["input"]).name for r in out["results"]] == [f"{i:02d}.png" for i in range(6)]
+    predicted = [r["top_k"][0]["index"] for r in out["results"]]
+    assert sum(p == y for p, y in zip(predicted, labels)) >= 5
+    first = out["results"][0]["top_k"]
+    assert len(first) == 3 and first[0]["label"] == f"digit-{first[0]['index']}"
+    assert first[0]["score"] >= first[1]["score"] >= first[2]["score"]
+
+
+def test_run_require_npu_fails_with_the_attempts(digits_conversion: Path, digit_files: tuple) -> None:
+    result = CliRunner().invoke(cli, ["run", str(digits_conversion / "manifest.json"), "-i", str(digit_files[0]),
+                                      "-p", "coral-dev-board", "--require", "npu"])
+    assert result.exit_code == 1
+    assert "no backend of kind npu could run the model" in result.output
+    assert "litert:edgetpu [open] failed: cannot load delegate libedgetpu.so.1" in result.output
+
+
+def test_run_npy_is_the_input_tensor(digits_conversion: Path, digits_example: Path, tmp_path: Path) -> None:
+    calib = np.load(digits_example / "eval.npz")
+    np.save(tmp_path / "x.npy", calib["x"][0])
+    result = invoke("run", digits_conversion / "manifest.json", "-i", tmp_path / "x.npy", "--outputs", "--json")
+    out = json.loads(result.output)["results"][0]
+    assert out["top_k"][0]["index"] == int(calib["y"][0])
+    assert len(out["outputs"][0][0]) == 10
+
+
+def test_bench_json_fields(digits_conversion: Path) -> None:
+    result = invoke("bench", digits_conversion / "manifest.json", "--synthetic", "640x480", "--frames", "60",
+                    "--warmup", "5", "--threads", "1", "--json")
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.output)
+    assert r["backend"] == "litert:xnnpack" and r["threads"] == 1
+    assert r["input_shape"] == [480, 640, 3] and r["frames"] == 60
+    lat = r["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"]
+    assert set(r["stages_ms"]) == {"preprocess", "invoke", "postprocess"}
+    assert sum(r["stages_ms"].values()) <= lat["p95"]  # the stages are inside the end-to-end time
+    assert r["cold_start_ms"] > lat["p50"] and r["throughput_fps"] > 0
+    assert r["alloc_bytes_per_frame"] == 0
+
+
+def test_bench_rejects_bad_synthetic_sizes(digits_conversion: Path) -> None:
+    result = CliRunner().invoke(cli, ["bench", str(digits_conversion / "manifest.json"), "--synthetic", "640"])
+    assert result.exit_code == 2 and "expected WIDTHxHEIGHT" in result.output
+
+
+def test_inputs_folder_video_and_bad_files(tmp_path: Path) -> None:
+    import cv2
+
+    frames = [np.full((24, 32, 3), v, np.uint8) for v in (10, 120, 240)]
+    writer = cv2.VideoWriter(str(tmp_path / "clip.avi"), cv2.VideoWriter_fourcc(*"MJPG"), 10, (32, 24))
+    for f in frames:
+        writer.write(f)
+    writer.release()
+    got = list(iter_inputs([tmp_path / "clip.avi"]))
+    assert [name for name, _ in got] == [f"{tmp_path / 'clip.avi'}#{i}" for i in range(3)]
+    assert np.allclose([f.mean() for _, f in got], [10, 120, 240], atol=2)  # MJPG: flat frames stay near flat
+    assert len(list(iter_inputs([tmp_path / "clip.avi"], max_frames=2))) == 2
+
+    rgb = np.zeros((4, 5, 3), np.uint8)
+    rgb[..., 0] = 200  # red
+    cv2.imwrite(str(tmp_path / "red.png"), rgb[..., ::-1])
+    (name, image), = iter_inputs([tmp_path / "red.png"])
+    assert image.shape == (4, 5, 3) and image[0, 0].tolist() == [200, 0, 0]  # decoded as RGB
+
+    (tmp_path / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(InputError, match="not an image"):
+        list(iter_inputs([tmp_path / "broken.png"]))
+    (tmp_path / "x.txt").write_text("x")
+    with pytest.raises(InputError, match="expected an image"):
+        list(iter_inputs([tmp_path / "x.txt"]))
+    with pytest.raises(InputError, match="input not found"):
+        list(iter_inputs([tmp_path / "nope.png"]))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="holds no images"):
+        list(iter_inputs([empty]))
+    with pytest.raises(InputError, match="cannot open video source"):
+        list(iter_inputs(["camera:7"]))
