@@ -23,6 +23,8 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "ai_edge_litert": ("ai-edge-litert", "tflite"),
     "onnxruntime": ("onnxruntime", "onnx"),
     "cv2": ("opencv-python-headless", "images"),
+    "torch": ("torch", "torch"),
+    "matplotlib": ("matplotlib", "report"),
 }
 
 

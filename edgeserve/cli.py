@@ -86,15 +86,22 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               show_default=True, help="coreml: FP16 weights and activations, INT8 weights, or INT8 weights and activations.")
 @click.option("--deployment-target", default="iOS17", show_default=True,
               help="coreml: minimum OS the package runs on (iOS16, iOS17, iOS18, macOS13, ...).")
+@click.option("--labels", "labels_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Class labels, one per line: stored in the manifest (the runtime's classify uses them); "
+                   "coreml: makes the package a classifier.")
+@click.option("--author", help="coreml: author in the package metadata.")
+@click.option("--license", "license_", help="coreml: licence in the package metadata.")
+@click.option("--model-version", help="coreml: version in the package metadata (default: source sha256[:12]).")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
-            coreml_precision: str, deployment_target: str, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
-    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; or a full-INT8 .tflite for mcu)
-    to verified edge artifacts."""
+            coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
+            license_: str | None, model_version: str | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; PyTorch .pt2/.pt for coreml; or a
+    full-INT8 .tflite for mcu) to verified edge artifacts."""
     from edgeserve.pipeline import convert as run_convert
 
     if calib is not None and calib_random:
@@ -102,7 +109,9 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
     spec = spec_from_flags(preprocess_file, spec_flags)
     options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
                "name": name, "fit_check": not no_fit_check,
-               "coreml_precision": coreml_precision, "deployment_target": deployment_target}
+               "coreml_precision": coreml_precision, "deployment_target": deployment_target,
+               "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,
+               "model_version": model_version}
     try:
         with progress_for(ctx) as progress:
             result = run_convert(

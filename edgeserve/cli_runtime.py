@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from edgeserve.cli_common import emit_json, preprocess_options, spec_from_flags
+from edgeserve.cli_profile import governor_for, thermal_budget_options
 
 _KINDS = ("npu", "gpu", "cpu")
 
@@ -49,10 +50,12 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
 @session_options
+@thermal_budget_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
         profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
-        labels: Path | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+        labels: Path | None, preprocess_file: Path | None, thermal_budget: float | None, governor_policy: str,
+        sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes."""
     from edgeserve.runtime.inputs import iter_inputs
     from edgeserve.runtime.outputs import top_k as best
@@ -60,8 +63,10 @@ def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | Non
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
     results = []
     with session:
+        governor = governor_for(session, session.profile, thermal_budget, governor_policy, sysfs_root)
+        runner = governor or session
         for name, frame in iter_inputs(inputs, max_frames):
-            outputs = session.run(frame)
+            outputs = runner.run(frame)
             entry: dict[str, Any] = {"input": name,
                                      "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
             if show_outputs:
@@ -71,6 +76,9 @@ def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | Non
                 _print_result(entry)
         summary = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
                    "placement": session.placement.to_dict(), "results": results}
+        if governor is not None:
+            summary["governor"] = {"stats": governor.stats(), "decisions": [_as_dict(d) for d in governor.decisions]}
+            governor.close()
     if json_out:
         emit_json(summary)
     else:
@@ -115,6 +123,11 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
         emit_json(result)
     else:
         _print_bench(result)
+
+
+def _as_dict(decision: Any) -> Any:
+    to_dict = getattr(decision, "to_dict", None)
+    return to_dict() if to_dict else decision
 
 
 def _parse_wxh(value: str) -> tuple[int, int]:

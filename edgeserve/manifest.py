@@ -55,7 +55,8 @@ def new_manifest(
         "provenance": {
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "packages": package_versions("numpy", "tensorflow-cpu", "tensorflow", "keras", "ai-edge-litert"),
+            "packages": package_versions("numpy", "tensorflow-cpu", "tensorflow", "keras", "ai-edge-litert",
+                                         "coremltools", "torch"),
         },
         "artifacts": [],
     }

@@ -89,6 +89,9 @@ def convert(
         new_manifest(model.describe(), spec.to_dict() if spec else None, prof.name if prof else None,
                      calibration_record),
     )
+    labels = (options or {}).get("labels")
+    if labels:
+        manifest["labels"] = read_labels(labels)
     failures = []
     with tempfile.TemporaryDirectory(prefix="edgeserve-") as work:
         ctx = ConversionContext(
@@ -109,6 +112,17 @@ def convert(
     if failures:
         raise AccuracyError(_failure_message(failures), result)
     return result
+
+
+def read_labels(labels: str | Path | Sequence[str]) -> list[str]:
+    """Class labels from a list or a text file (one per line, blank lines ignored)."""
+    if isinstance(labels, (str, Path)):
+        try:
+            text = Path(labels).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read labels file {labels}: {exc}") from exc
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    return [str(label) for label in labels]
 
 
 def plan_targets(targets: Sequence[str], source_kind: str) -> list[str]:
@@ -137,17 +151,24 @@ def bind_preprocess(
 ) -> PreprocessSpec | None:
     """The spec bound to the model's image input, or None for a model that takes no image.
 
-    An explicit spec must fit the model. Without one, a 4-D NHWC input with 1 or 3
-    channels gets the default spec (gray for one channel) so the runtime can feed frames.
+    An explicit spec must fit the model. Without one, a 4-D input with 1 or 3 channels last
+    (NHWC) or, failing that, first (NCHW, PyTorch) gets the default spec (gray for one
+    channel) so the runtime can feed frames.
     """
     if explicit:
         assert spec is not None
         if len(inputs) != 1:
             raise PreprocessSpecError(f"image preprocessing needs a single-input model; this one has {len(inputs)}")
         return spec.bind_to_input(inputs[0].shape)
-    if len(inputs) != 1 or len(inputs[0].shape) != 4 or inputs[0].shape[-1] not in (1, 3):
+    if len(inputs) != 1 or len(inputs[0].shape) != 4:
         return None
-    default = PreprocessSpec(color="gray" if inputs[0].shape[-1] == 1 else "rgb")
+    shape = inputs[0].shape
+    if shape[-1] in (1, 3):
+        default = PreprocessSpec(color="gray" if shape[-1] == 1 else "rgb")
+    elif shape[1] in (1, 3):  # NCHW, as PyTorch image models take it
+        default = PreprocessSpec(color="gray" if shape[1] == 1 else "rgb", layout="nchw")
+    else:
+        return None
     try:
         return default.bind_to_input(inputs[0].shape)
     except PreprocessSpecError:

@@ -119,3 +119,36 @@ def test_inputs_folder_video_and_bad_files(tmp_path: Path) -> None:
         list(iter_inputs([empty]))
     with pytest.raises(InputError, match="cannot open video source"):
         list(iter_inputs(["camera:7"]))
+
+
+def test_the_demo_example_serves_the_build(digits_conversion: Path, digits_example: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "digits" / "run_artifact.py"
+    out = subprocess.run([sys.executable, str(script), str(digits_conversion), str(digits_example / "frames.npz")],
+                         capture_output=True, text=True, check=True).stdout
+    manifest = json.loads((digits_conversion / "manifest.json").read_text())
+    quantized = manifest["artifacts"][0]["metrics"]["quantized"]
+    assert f"top-1 {quantized:.4f}" in out  # frames through the Session score what the converter measured
+    assert "with litert:xnnpack" in out and "not used: litert:edgetpu [open]" in out
+
+
+def test_run_with_a_thermal_budget_goes_through_the_governor(digits_conversion: Path, digit_files: tuple,
+                                                              tmp_path: Path) -> None:
+    zone = tmp_path / "sys" / "class" / "thermal" / "thermal_zone0"
+    zone.mkdir(parents=True)
+    (zone / "type").write_text("cpu-thermal\n")
+    (zone / "temp").write_text("41500\n")
+    result = invoke("run", digits_conversion / "manifest.json", "-i", digit_files[0], "-p", "raspberry-pi-5",
+                    "--thermal-budget", "70", "--sysfs-root", tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    stats = out["governor"]["stats"]
+    assert stats["policy"] == "pace" and stats["budget_c"] == 70.0 and stats["inferences"] == 6
+    assert stats["max_temp_c"] == 41.5  # read from the tree, far under the budget: no pacing
+    assert len(out["results"]) == 6
+    # Without readable zones a budget cannot be kept: an error, not a silent unguarded run.
+    bad = CliRunner().invoke(cli, ["run", str(digits_conversion / "manifest.json"), "-i", str(digit_files[0]),
+                                   "--thermal-budget", "70", "--sysfs-root", str(tmp_path / "empty")])
+    assert bad.exit_code == 1 and "thermal" in bad.output

@@ -1,51 +1,47 @@
-"""Run the converted digits model on raw uint8 frames, with the preprocessing from its manifest.
+"""Serve the converted digits model on raw uint8 frames with edgeserve's runtime Session.
 
-    python examples/digits/run_artifact.py build/digits build/example/frames.npz
+    python examples/digits/run_artifact.py build/digits build/example/frames.npz [-p raspberry-pi-5]
 
 The PreprocessSpec comes from manifest.json, i.e. it is the one the model was calibrated
-with; nothing about preprocessing is restated here.
+with; nothing about preprocessing is restated here. The Session says which backend runs
+and why the others in the profile's chain did not.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
 
-from edgeserve.manifest import load_manifest
-from edgeserve.preprocess import PreprocessSpec
-from edgeserve.runtime.litert import TfliteRunner
+from edgeserve.runtime import Session
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", type=Path, help="conversion output directory (holds manifest.json)")
     parser.add_argument("frames", type=Path, help=".npz with uint8 'frames' and labels 'y'")
+    parser.add_argument("-p", "--profile", help="device profile (default: try every accelerator, then the CPU)")
     args = parser.parse_args()
 
-    manifest = load_manifest(args.build)
-    spec = PreprocessSpec.from_dict(manifest["preprocess"])
-    entry = next(a for a in manifest["artifacts"] if a["target"] == "tflite-int8")
-    runner = TfliteRunner((args.build / entry["path"]).read_bytes())
     data = np.load(args.frames)
     frames, labels = data["frames"], data["y"]
-
-    predictions, latencies = [], []
-    for frame in frames:
-        start = time.perf_counter()
-        scores, _ = runner.predict([spec.apply(frame)])
-        latencies.append(time.perf_counter() - start)
-        predictions.append(int(scores[0].argmax()))
-    predictions = np.asarray(predictions)
-    accuracy = float(np.mean(predictions == labels))
-    p50 = 1000 * float(np.median(latencies))
-    print(f"ran {entry['path']} ({entry['bytes']:,} bytes, {entry['quantization']['io']} io) on {len(frames)} raw frames")
-    print(f"  preprocessing from manifest: {spec.color}, size {spec.size}, scale {spec.scale:.5f}")
-    print(f"  top-1 {accuracy:.4f} (manifest: float {entry['metrics']['float']:.4f}, "
-          f"int8 {entry['metrics']['quantized']:.4f}); p50 {p50:.3f} ms per frame incl. preprocessing")
-    print(f"  first predictions {predictions[:10].tolist()} labels {labels[:10].tolist()}")
+    with Session(args.build, args.profile) as session:
+        predictions = np.array([session.classify(frame, k=1)[0].index for frame in frames])
+        stages = np.zeros(3)
+        for frame in frames[:200]:
+            session.run(frame)
+            stages += session.stages_ns / 1e6
+        print(f"ran {session.artifact.name} on {len(frames)} raw frames with {session.backend} ({session.placement})")
+        for attempt in session.attempts:
+            if not attempt.ok:
+                print(f"  not used: {attempt.backend} [{attempt.stage}]: {attempt.reason}")
+        spec = session.preprocess
+        print(f"  preprocessing from the manifest: {spec.color}, size {spec.size}, scale {spec.scale:.5f}")
+        mean = stages / min(200, len(frames))
+        print(f"  top-1 {np.mean(predictions == labels):.4f}; mean ms per frame: preprocess {mean[0]:.3f}, "
+              f"invoke {mean[1]:.3f}, postprocess {mean[2]:.3f}")
+        print(f"  first predictions {predictions[:10].tolist()} labels {labels[:10].tolist()}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""PyTorch sources to Core ML: ExportedProgram (.pt2) and TorchScript, checked against torch.
+
+The model is a tiny CNN trained for a few seconds (seeded) on scikit-learn's digits, shown
+as RGB frames with ImageNet-style per-channel normalization: Core ML's ImageType has one
+scale for all channels, so this also exercises the per-channel affine traced into the graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import SourceModelError, UnsupportedOpError
+from edgeserve.preprocess import PreprocessSpec
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("coremltools")
+
+SPEC = PreprocessSpec(color="rgb", layout="nchw", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+@dataclasses.dataclass
+class TorchExample:
+    root: Path
+    frames: np.ndarray  # uint8, N x 8 x 8 x 3 (RGB), the held-out digits
+    module: torch.nn.Module
+
+
+def _frames() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    gray = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    return np.repeat(gray[..., None], 3, axis=3), digits.target.astype(np.int64)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> TorchExample:
+    root = tmp_path_factory.mktemp("torch_digits")
+    frames, labels = _frames()
+    order = np.random.default_rng(0).permutation(len(frames))
+    test, train = order[:200], order[200:]
+    spec = SPEC.bind_to_input((1, 3, 8, 8))
+    x = np.concatenate([spec.apply(f) for f in frames])  # N x 3 x 8 x 8, normalized
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(16, 10), torch.nn.Softmax(dim=-1),
+    )
+    optimizer = torch.optim.Adam(net.parameters(), 1e-2)
+    xt, yt = torch.from_numpy(x[train]), torch.from_numpy(labels[train])
+    for _ in range(4):
+        for i in range(0, len(xt), 128):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.nll_loss(torch.log(net(xt[i:i + 128]) + 1e-9), yt[i:i + 128])
+            loss.backward()
+            optimizer.step()
+    net.eval()
+    example_input = (torch.zeros(1, 3, 8, 8),)
+    torch.export.save(torch.export.export(net, example_input), root / "digits.pt2")
+    torch.jit.trace(net, example_input).save(str(root / "digits.pt"))
+    np.savez(root / "calib.npz", x=x[train][:200])
+    np.savez(root / "eval.npz", x=x[test], y=labels[test])
+    return TorchExample(root, frames[test], net)
+
+
+def convert(example: TorchExample, source: str, out: Path, **kwargs: object) -> dict:
+    from edgeserve.pipeline import convert as run
+
+    result = run(example.root / source, ["coreml"], out, calib=example.root / "calib.npz",
+                 eval_data=example.root / "eval.npz", **kwargs)  # type: ignore[arg-type]
+    (entry,) = result.manifest["artifacts"]
+    return entry | {"_manifest": result.manifest}
+
+
+def test_exported_program_with_image_input(example: TorchExample, tmp_path: Path) -> None:
+    from edgeserve.coreml.evaluator import MilEvaluator
+    from edgeserve.coreml.program import MilProgram
+
+    entry = convert(example, "digits.pt2", tmp_path, preprocess=SPEC,
+                    options={"coreml_precision": "int8-weights", "labels": [str(i) for i in range(10)]})
+    assert entry["_manifest"]["source"]["kind"] == "torch-export"
+    assert entry["_manifest"]["source"]["framework"] == "pytorch"
+    assert entry["status"] == "ok"
+    (inp,) = entry["inputs"]
+    # ImageType cannot scale channels differently: raw pixels in, the affine in the graph
+    assert inp["kind"] == "image" and inp["color_layout"] == "RGB" and inp["scale"] == 1.0
+    assert inp["in_graph"]["scale"] == pytest.approx([1 / 255 / s for s in SPEC.std], rel=1e-6)
+    v = entry["verification"]
+    assert v["top1_agreement"] >= 0.98 and v["max_abs_diff"] < 0.2
+    assert entry["metrics"]["float"] > 0.6  # it did learn something, so agreement is meaningful
+
+    # Independently: raw RGB frames into the package vs torch on the spec's preprocessing.
+    program = MilProgram.load(tmp_path / "model.mlpackage")
+    evaluator = MilEvaluator(program)
+    name = program.inputs[0][0]
+    got = np.array([[evaluator.run({name: f.transpose(2, 0, 1)[None].astype(np.float32)})["classLabel_probs"][str(c)]
+                     for c in range(10)] for f in example.frames[:80]])
+    spec = SPEC.bind_to_input((1, 3, 8, 8))
+    with torch.no_grad():
+        expected = example.module(torch.from_numpy(np.concatenate([spec.apply(f) for f in example.frames[:80]])))
+    expected = expected.numpy()
+    assert np.mean(got.argmax(1) == expected.argmax(1)) >= 0.98
+    assert np.abs(got - expected).max() < 0.2
+
+
+def test_torchscript_with_tensor_input_and_a_fake_core_ml(example: TorchExample, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """TorchScript, fp16, no PreprocessSpec given: a 1x3xHxW input still gets the default spec
+    (RGB, NCHW, 1/255), so the package takes an image. Core ML predict is faked (as on a Mac,
+    where it runs too) by the evaluator plus a tiny offset, to check how both are recorded."""
+    from edgeserve.coreml import predict, toolchain
+    from edgeserve.coreml.evaluator import MilEvaluator
+
+    def fake_core_ml(package: Path, program: object, feeds: object) -> list[np.ndarray]:
+        evaluator = MilEvaluator(program)  # type: ignore[arg-type]
+        rows = [predict.numeric_outputs(program, evaluator.run(feed))[0] for feed in feeds]  # type: ignore[arg-type,attr-defined]
+        return [np.concatenate(rows) + 1e-4]
+
+    monkeypatch.setattr(toolchain, "predict_available", lambda: (True, ""))
+    monkeypatch.setattr(predict, "run_core_ml", fake_core_ml)
+    entry = convert(example, "digits.pt", tmp_path, options={"coreml_precision": "fp16"})
+    assert entry["_manifest"]["source"]["kind"] == "torchscript"
+    (inp,) = entry["inputs"]
+    assert inp["kind"] == "image" and inp["color_layout"] == "RGB" and inp["shape"] == [1, 3, 8, 8]
+    assert inp["scale"] == pytest.approx(1 / 255) and inp["bias"] == [0.0, 0.0, 0.0]
+    v = entry["verification"]
+    assert v["method"] == "coreml-predict" and v["coreml_predict"]["compute_units"] == "CPU_ONLY"
+    assert v["top1_agreement"] >= 0.98
+    numpy_diff = v["mil_numpy"]["max_abs_diff"]
+    assert numpy_diff < 0.01 and v["max_abs_diff"] == pytest.approx(v["coreml_predict"]["max_abs_diff"])
+    with np.load(tmp_path / "verify" / "coreml.npz") as fixture:
+        np.testing.assert_allclose(fixture["predict_0"] - fixture["raw_0"], 1e-4, atol=1e-6)
+    verified = CliRunner().invoke(cli, ["verify", str(tmp_path), "--json"])
+    assert verified.exit_code == 0, verified.output
+    names = [c["name"] for c in json.loads(verified.stdout)["artifacts"][0]["checks"]]
+    assert "outputs equal the recorded ones (Core ML predict)" in names
+
+
+def test_an_op_the_evaluator_cannot_run_fails_the_conversion(example: TorchExample, tmp_path: Path) -> None:
+    class CumulativeSum(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(x.flatten(1), dim=1)
+
+    torch.export.save(torch.export.export(CumulativeSum(), (torch.zeros(1, 3, 8, 8),)), tmp_path / "cumsum.pt2")
+    from edgeserve.pipeline import convert as run
+
+    out = tmp_path / "out"
+    with pytest.raises(UnsupportedOpError) as err:
+        run(tmp_path / "cumsum.pt2", ["coreml"], out, calib=example.root / "calib.npz")
+    assert err.value.op == "cumsum"
+    assert "not verified: op cumsum" in str(err.value)
+    assert not (out / "model.mlpackage").exists()  # nothing unverified is written
+
+
+def test_onnx_is_not_a_core_ml_source(tmp_path: Path) -> None:
+    onnx = tmp_path / "model.onnx"
+    onnx.write_bytes(b"\x08\x07")
+    result = CliRunner().invoke(cli, ["convert", str(onnx), "-t", "coreml", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "ONNX is not a source" in result.stderr and "torch.export.save" in result.stderr
+
+
+def test_pytorch_sources_are_coreml_only_and_need_shapes(example: TorchExample, tmp_path: Path) -> None:
+    from edgeserve.pipeline import convert as run
+    from edgeserve.source import load_source
+
+    with pytest.raises(SourceModelError, match="converts to -t coreml only"):
+        run(example.root / "digits.pt2", ["tflite-int8"], tmp_path / "t", calib=example.root / "calib.npz")
+    scripted = tmp_path / "scripted.pt"
+    torch.jit.script(example.module).save(str(scripted))  # scripted: no recorded input shapes
+    with pytest.raises(SourceModelError, match="records no input shapes"):
+        load_source(scripted)
+    state = tmp_path / "weights.pt"
+    torch.save(example.module.state_dict(), state)
+    with pytest.raises(SourceModelError, match="not a TorchScript archive"):
+        load_source(state)
+    source = load_source(example.root / "digits.pt")
+    assert [(t.name, t.shape) for t in source.signature.inputs] == [("input", (1, 3, 8, 8))]
+    assert [t.shape for t in source.signature.outputs] == [(1, 10)]
