@@ -47,10 +47,11 @@ toolchain:
 
 demo: setup
 	$(PY) examples/digits/build_model.py --out $(EXAMPLE)
-	$(ES) convert $(EXAMPLE)/digits_cnn.keras -t tflite-int8 -t mcu -p arduino-nano-33-ble --name digits \
+	$(ES) convert $(EXAMPLE)/digits_cnn.keras -t tflite-int8 -t mcu -t coreml -p arduino-nano-33-ble --name digits \
 	    --calib $(EXAMPLE)/calib.npz --eval $(EXAMPLE)/eval.npz -o $(DEMO_OUT)
 	$(ES) verify $(DEMO_OUT)
 	$(PY) examples/digits/run_artifact.py $(DEMO_OUT) $(EXAMPLE)/frames.npz
+	$(ES) bench $(DEMO_OUT) --synthetic 640x480 --frames 300
 
 test: setup
 	$(PY) -m pytest
@@ -60,6 +61,7 @@ test-fast: setup
 
 bench: setup
 	$(PY) benchmarks/convert.py
+	$(PY) benchmarks/runtime.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -162,7 +162,8 @@ def _placement(p: dict[str, Any]) -> str:
 
 def _print_bench(r: dict[str, Any]) -> None:
     lat, st = r["latency_ms"], r["stages_ms"]
-    click.echo(f"backend        {r['backend']} ({_placement(r['placement'])}), threads {r['threads']}")
+    threads = r["threads"] or "engine default"
+    click.echo(f"backend        {r['backend']} ({_placement(r['placement'])}), threads {threads}")
     click.echo(f"cold start     {r['cold_start_ms']:.1f} ms (open + first inference)")
     click.echo(f"latency        p50 {lat['p50']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f} ms  "
                f"({r['frames']} frames, input {'x'.join(map(str, r['input_shape']))})")

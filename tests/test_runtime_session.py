@@ -319,3 +319,15 @@ def test_set_threads_reopens_the_same_backend(digits_conversion: Path, frames: t
     s.set_threads(2)
     assert s.threads == 2 and s.backend == "litert:xnnpack"
     assert np.array_equal(s.run(frames[0][3])[0], want)
+
+
+def test_labels_recorded_in_the_manifest_name_the_classes(digits_conversion: Path, tmp_path: Path,
+                                                          frames: tuple) -> None:
+    copy = tmp_path / "build"
+    shutil.copytree(digits_conversion, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["labels"] = [f"class {i}" for i in range(10)]  # what `convert --labels FILE` writes
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    best = Session(copy).classify(frames[0][0], k=2)
+    assert [p.label for p in best] == [f"class {p.index}" for p in best]
+    assert best[0].index == frames[1][0]
