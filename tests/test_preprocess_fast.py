@@ -322,13 +322,16 @@ def test_onnxruntime_iobinding_reads_the_written_buffer(photos) -> None:
 
 
 def test_benchmark_measures_both_paths_side_by_side(testdata: Path) -> None:
-    """benchmarks/runtime.py: one row per measurement and the speed-up ratio (README: >= 8x)."""
+    """benchmarks/runtime.py: one row per measurement and both ratios (README: >= 8x, <= 1.15x).
+
+    Only the shape of the result is asserted: timings on a shared machine are for the README.
+    """
     bench = load_script(ROOT / "benchmarks" / "runtime.py")
     result = bench.run(frames=20)
     rows = {r["measurement"]: r for r in result["rows"]}
-    assert set(rows) == {"straightforward", "fused"} and all(r["p50_ms"] > 0 for r in rows.values())
-    (ratio,) = result["ratios"]
-    assert ratio["ratio"] == "straightforward / fused" and ratio["value"] > 1
+    assert set(rows) == {"straightforward", "fused", "session", "bare_invoke"}
+    assert all(r["p50_ms"] > 0 for r in rows.values())
+    assert [r["ratio"] for r in result["ratios"]] == ["straightforward / fused", "session / bare_invoke"]
 
 
 # ----- errors -----------------------------------------------------------------------------------
