@@ -1,0 +1,1209 @@
+"""Validate model files before a native runtime sees them.
+
+A corrupted model must raise :class:`~edgeserve.errors.ModelFileError`, never crash the
+process inside C++. Three layers, cheapest first:
+
+1. :func:`validate_tflite` verifies the flatbuffer against the TFLite schema the way the
+   flatbuffers ``Verifier`` does (every table, vtable, vector, string and union in bounds and
+   aligned, the file identifier, nesting depth and table count), then checks what LiteRT and
+   TFLM dereference without checking: indices (tensor, buffer, operator code, subgraph),
+   shapes, constant buffer sizes, quantization and sparsity parameters, the data flow
+   (nothing reads a tensor before it has data, nothing writes a constant), the subgraph
+   call graph, and the quantization parameters that LiteRT kernels turn into fixed-point
+   multipliers with checks that abort the process.
+2. :func:`validate_onnx` parses with ``onnx`` and runs ``onnx.checker`` (or, without onnx, a
+   protobuf wire-format walk) and checks what onnxruntime trusts.
+3. :func:`probe_in_subprocess` runs what static checks cannot reach (a kernel's own Prepare
+   bugs) in a child process once per model, and remembers the verdict by sha256.
+
+Example:
+    >>> model = validate_tflite(open("model.tflite", "rb").read())  # doctest: +SKIP
+    >>> interpreter = Interpreter(model_content=model.file_bytes)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple, NoReturn
+
+import numpy as np
+
+from edgeserve import atomic
+from edgeserve.errors import ModelFileError
+from edgeserve.tflite_model import INTEGER_DTYPES, TENSOR_TYPES, TfliteModel
+
+__all__ = ["ProbeResult", "cache_dir", "probe_in_subprocess", "validate_onnx", "validate_tflite"]
+
+log = logging.getLogger(__name__)
+
+_MAX_BUFFER = (1 << 31) - 1  # FLATBUFFERS_MAX_BUFFER_SIZE: 32-bit offsets
+_MAX_DEPTH = 64  # flatbuffers::Verifier::Options().max_depth
+_MAX_ELEMENTS = (1 << 31) - 1  # kernels count elements in int32
+_UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, ArithmeticError, struct.error,
+               MemoryError, RecursionError, OverflowError)
+
+
+@contextmanager
+def _guarded(action: str) -> Iterator[None]:
+    """Turn a bug in our own checks into ModelFileError, so callers see one exception type."""
+    try:
+        yield
+    except _UNEXPECTED as exc:
+        raise ModelFileError(f"malformed model while {action} ({type(exc).__name__}: {exc}); "
+                             "an edgeserve check missed this, please report it") from exc
+
+
+# --- the schema -------------------------------------------------------------------------------
+
+class _Field(NamedTuple):
+    name: str
+    kind: str  # "scalar", "string", "vector", "table", "union_type", "union"
+    arg: str  # struct format, element format / table name, or union name
+    default: Any
+    deprecated: bool
+
+
+def _parse_schema(tables: str, unions: dict[str, str]) -> dict[str, tuple[_Field, ...]]:
+    """Field tables by field id from the compact spec at the end of this file."""
+    union_names = set(unions)
+    schema: dict[str, tuple[_Field, ...]] = {}
+    for line in tables.strip().replace("\n    ", " ").splitlines():
+        name, *decls = line.split()
+        fields: list[_Field] = []
+        for decl in decls:
+            deprecated = decl.startswith("-")
+            fname, _, ftype = decl.lstrip("-").partition(":")
+            ftype, _, default_text = ftype.partition("=")
+            if ftype.startswith("~"):
+                assert ftype[1:] in union_names, ftype
+                fields.append(_Field(f"{fname}_type", "union_type", ftype[1:], 0, deprecated))
+                fields.append(_Field(fname, "union", ftype[1:], None, deprecated))
+            elif ftype == "s":
+                fields.append(_Field(fname, "string", "", None, deprecated))
+            elif ftype.startswith("["):
+                fields.append(_Field(fname, "vector", ftype[1:-1], None, deprecated))
+            elif ftype in _SCALAR_FORMATS:
+                default: Any = (float if ftype in "fd" else int)(default_text or 0)
+                fields.append(_Field(fname, "scalar", ftype, default, deprecated))
+            else:
+                fields.append(_Field(fname, "table", ftype, None, deprecated))
+        schema[name] = tuple(fields)
+    for kind_name, fields_ in schema.items():  # every referenced table exists
+        for f in fields_:
+            if f.kind in ("table", "vector") and f.arg not in _SCALAR_FORMATS and f.arg != "s":
+                assert f.arg in schema, (kind_name, f)
+    return schema
+
+
+_SCALAR_FORMATS = {"b": "<b", "B": "<B", "?": "<?", "h": "<h", "H": "<H", "i": "<i", "I": "<I",
+                   "f": "<f", "q": "<q", "Q": "<Q", "d": "<d"}
+_DTYPES = {k: np.dtype(v) for k, v in _SCALAR_FORMATS.items()}
+_STRUCTS = {k: struct.Struct(v) for k, v in _SCALAR_FORMATS.items()}
+
+
+# --- layer 1: the flatbuffer verifier ---------------------------------------------------------
+
+class _Table:
+    """A verified table: its schema type, position, a path for messages and its fields."""
+
+    __slots__ = ("fields", "kind", "path", "pos")
+
+    def __init__(self, kind: str, pos: int, path: str) -> None:
+        self.kind, self.pos, self.path = kind, pos, path
+        self.fields: dict[str, Any] = {}
+
+    def get(self, name: str) -> Any:
+        """A field's value: scalar, bytes (string), ndarray or list (vector), _Table or None."""
+        if name in self.fields:
+            return self.fields[name]
+        return _DEFAULTS[self.kind][name]
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.path} at byte {self.pos}>"
+
+
+class _Verifier:
+    """flatbuffers::Verifier for the TFLite schema, decoding as it goes.
+
+    Rules from flatbuffers/verifier.h, each checked before the bytes are used: every
+    offset is non-zero, below 2**31 and lands inside the buffer; tables, vtables, offsets and
+    scalars are aligned to their size; a vtable's size is even and lies in the buffer;
+    vectors fit and strings end in NUL; nesting depth <= 64; the number of tables visited is
+    bounded (shared sub-tables cannot make verification quadratic). Stricter than the
+    reference in two places, like :mod:`edgeserve.tflite_model`: each field must lie inside
+    its table's declared inline size, and vector elements that are offsets must be non-zero.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        # LiteRT verifies at most 2 GB; data past it is only reached through buffer offsets.
+        self.end = min(len(data), _MAX_BUFFER - 1)
+        # Without sharing every table holds at least its own 4-byte vtable offset.
+        self.tables_left = min(1_000_000, self.end // 4 + 64)
+        self.depth = 0
+
+    def fail(self, path: str, pos: int, problem: str) -> NoReturn:
+        raise ModelFileError(f"{path or 'model'} at byte {pos}: {problem} "
+                             f"(file is {len(self.data)} bytes)")
+
+    def check(self, pos: int, size: int, align: int, path: str, what: str) -> None:
+        if pos < 0 or pos + size > self.end:
+            self.fail(path, pos, f"{what} ({size} bytes) lies outside the file")
+        if pos % align:
+            self.fail(path, pos, f"{what} is not {align}-byte aligned")
+
+    def scalar(self, fmt: str, pos: int, path: str, what: str) -> Any:
+        s = _STRUCTS[fmt]
+        self.check(pos, s.size, s.size, path, what)
+        return s.unpack_from(self.data, pos)[0]
+
+    def offset(self, pos: int, path: str) -> int:
+        """VerifyOffset: follow the uoffset at ``pos``; return the absolute target."""
+        rel = self.scalar("I", pos, path, "offset")
+        if rel == 0 or rel >= 1 << 31:
+            self.fail(path, pos, f"invalid offset {rel}")
+        target = pos + rel
+        if target >= self.end:
+            self.fail(path, pos, f"offset points to byte {target}, past the end")
+        return target
+
+    def root(self) -> _Table:
+        if len(self.data) < 8:
+            self.fail("file header", 0, "too short to be a TFLite model (needs at least 8 bytes)")
+        if self.data[4:8] != b"TFL3":
+            self.fail("file identifier", 4, f"found {self.data[4:8]!r}, expected b'TFL3': "
+                      "not a TFLite model")
+        return self.table(self.offset(0, "root offset"), "Model", "model")
+
+    def table(self, pos: int, kind: str, path: str) -> _Table:
+        self.depth += 1
+        self.tables_left -= 1
+        if self.depth > _MAX_DEPTH:
+            self.fail(path, pos, f"tables nest deeper than {_MAX_DEPTH} levels")
+        if self.tables_left < 0:
+            self.fail(path, pos, "too many tables for the file size (shared sub-tables?)")
+        vt = pos - self.scalar("i", pos, path, "vtable offset")
+        if vt < 0 or vt + 4 > self.end or vt % 2:
+            self.fail(path, pos, f"its vtable offset points to byte {vt}, outside the file "
+                      "or misaligned")
+        vt_size = self.scalar("H", vt, path, "vtable")
+        size = self.scalar("H", vt + 2, path, "vtable")
+        if vt_size < 4 or vt_size % 2 or vt + vt_size > self.end:
+            self.fail(f"{path} vtable", vt, f"invalid vtable size {vt_size}")
+        if size < 4 or pos + size > self.end:
+            self.fail(path, pos, f"invalid table size {size}")
+        table = _Table(kind, pos, path)
+        n_slots = (vt_size - 4) // 2
+        for fid, f in enumerate(_SCHEMA[kind][:n_slots]):
+            off = struct.unpack_from("<H", self.data, vt + 4 + 2 * fid)[0]
+            if off == 0 or f.deprecated:
+                continue
+            fsize = _STRUCTS[f.arg].size if f.kind == "scalar" else (
+                1 if f.kind == "union_type" else 4)
+            fpath = f"{path}.{f.name}"
+            if off < 4 or off + fsize > size:
+                self.fail(fpath, pos, f"field offset {off} lies outside the table's {size} bytes")
+            at = pos + off
+            if f.kind == "scalar":
+                table.fields[f.name] = self.scalar(f.arg, at, fpath, "field")
+            elif f.kind == "union_type":
+                table.fields[f.name] = self.data[at]
+            elif f.kind == "union":
+                target = self.offset(at, fpath)
+                code = table.fields.get(f"{f.name}_type", 0)
+                members = _UNION_MEMBERS[f.arg]
+                if 1 <= code <= len(members):  # NONE and unknown types are ignored, as in C++
+                    table.fields[f.name] = self.table(target, members[code - 1],
+                                                      f"{fpath}<{members[code - 1]}>")
+            elif f.kind == "table":
+                table.fields[f.name] = self.table(self.offset(at, fpath), f.arg, fpath)
+            elif f.kind == "string":
+                table.fields[f.name] = self.string(self.offset(at, fpath), fpath)
+            else:
+                table.fields[f.name] = self.vector(self.offset(at, fpath), f.arg, fpath)
+        self.depth -= 1
+        return table
+
+    def _vector_start(self, pos: int, elem_size: int, path: str) -> int:
+        count: int = self.scalar("I", pos, path, "vector length")
+        if count >= _MAX_BUFFER // elem_size or pos + 4 + count * elem_size > self.end:
+            self.fail(path, pos, f"{count} elements of {elem_size} bytes run past the end of "
+                      "the file")
+        return count
+
+    def string(self, pos: int, path: str) -> bytes:
+        count = self._vector_start(pos, 1, path)
+        end = pos + 4 + count
+        if end >= self.end or self.data[end] != 0:
+            self.fail(path, pos, "string is not NUL-terminated")
+        return self.data[pos + 4 : end]
+
+    def vector(self, pos: int, elem: str, path: str) -> Any:
+        if elem in _DTYPES:
+            dtype = _DTYPES[elem]
+            count = self._vector_start(pos, dtype.itemsize, path)
+            array = np.frombuffer(self.data, dtype, count, pos + 4)
+            return array
+        count = self._vector_start(pos, 4, path)
+        items = []
+        for i in range(count):
+            at = pos + 4 + 4 * i
+            target = self.offset(at, f"{path}[{i}]")
+            items.append(self.string(target, f"{path}[{i}]") if elem == "s"
+                         else self.table(target, elem, f"{path}[{i}]"))
+        return items
+
+
+def verify_flatbuffer(data: bytes) -> _Table:
+    """Verify the whole flatbuffer against the TFLite schema; return the decoded root table.
+
+    Raises:
+        ModelFileError: naming the structure (a path such as
+            ``model.subgraphs[0].tensors[5].quantization``) and the byte at fault.
+    """
+    with _guarded("verifying the flatbuffer"):
+        return _Verifier(data).root()
+
+
+# --- layer 1b: what the interpreter trusts ----------------------------------------------------
+
+def validate_tflite(data: bytes) -> TfliteModel:
+    """Check a .tflite file thoroughly enough that LiteRT can load and run it without crashing.
+
+    Args:
+        data: The whole file.
+
+    Returns:
+        The parsed model (its ``file_bytes`` are the bytes to hand to the interpreter).
+
+    Raises:
+        ModelFileError: The file is truncated, corrupted or inconsistent; the message names
+            the structure and the byte offset at fault.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    root = verify_flatbuffer(data)
+    model = TfliteModel.from_bytes(data)
+    with _guarded("checking the model"):
+        _Semantics(data, root, model).check()
+    return model
+
+
+class _Semantics:
+    """The checks LiteRT's InterpreterBuilder and kernels (and TFLM) do not do before use."""
+
+    def __init__(self, data: bytes, root: _Table, model: TfliteModel) -> None:
+        self.data, self.root, self.model = data, root, model
+
+    def fail(self, where: _Table, problem: str) -> NoReturn:
+        raise ModelFileError(f"{where.path} at byte {where.pos}: {problem}")
+
+    def check(self) -> None:
+        root, model = self.root, self.model
+        buffers: list[_Table] = root.get("buffers") or []
+        if not buffers:
+            self.fail(root, "has no buffers (buffer 0 must exist and be empty)")
+        if model.buffers[0].size:
+            self.fail(buffers[0], "the 0th buffer must be empty: tensors without data use it")
+        for code, t in zip(model.operator_codes, root.get("operator_codes") or []):
+            if code.is_custom and not code.custom_code:
+                self.fail(t, "custom operator without a custom_code")
+            if code.version < 1:
+                self.fail(t, f"operator version {code.version} (versions start at 1)")
+        for t in root.get("metadata") or []:
+            if t.get("name") is None:
+                self.fail(t, "metadata entry without a name")
+        meta_buffers = root.get("metadata_buffer")
+        if meta_buffers is not None and ((meta_buffers < 0) | (meta_buffers >= len(buffers))).any():
+            self.fail(root, f"metadata_buffer names a buffer outside [0, {len(buffers)})")
+        for t in root.get("signature_defs") or []:
+            if t.get("signature_key") is None:
+                self.fail(t, "signature without a signature_key")
+        subgraphs: list[_Table] = root.get("subgraphs") or []
+        for sg, st in zip(model.subgraphs, subgraphs):
+            if st.get("tensors") is None:
+                self.fail(st, "subgraph without a tensors vector")
+            for t, tt in zip(sg.tensors, st.get("tensors")):
+                self._tensor(sg, t, tt)
+            # What an operator may read: constants, variables, the subgraph's inputs and what
+            # earlier operators wrote. Anything else has no data yet, and kernels that read
+            # weights in Prepare (LSTM, FULLY_CONNECTED) dereference its null pointer.
+            ready = set(sg.inputs) | {t.index for t in sg.tensors if t.is_constant or t.is_variable}
+            for op, ot in zip(sg.operators, st.get("operators") or []):
+                self._operator(sg, op, ot, ready)
+                ready.update(op.outputs)
+        self._call_graph(subgraphs)
+
+    def _tensor(self, sg: Any, t: Any, tt: _Table) -> None:
+        count = math.prod(t.shape)
+        if count > _MAX_ELEMENTS:
+            self.fail(tt, f"shape {list(t.shape)} has {count} elements; kernels count in int32")
+        signature = tt.get("shape_signature")
+        signature = [] if signature is None or not t.shape else signature.tolist()
+        if signature and (len(signature) != len(t.shape) or any(
+                s not in (d, -1) for s, d in zip(signature, t.shape))):
+            self.fail(tt, f"shape_signature {signature[:16]} does not match shape "
+                      f"{list(t.shape)[:16]}")
+        buf = self.model.buffers[t.buffer_index]
+        sparsity = tt.get("sparsity")
+        if t.is_constant:
+            info = TENSOR_TYPES[t.type_code]
+            if t.is_variable:
+                self.fail(tt, "a variable tensor cannot have constant data")
+            if sparsity is not None:
+                self._sparsity(t, sparsity, buf.size)
+            elif info.name == "string":
+                self._string_buffer(tt, t, buf.offset, buf.size, count)
+            elif info.bits == 0:
+                self.fail(tt, f"a {info.name} tensor cannot have constant data")
+            elif buf.size != t.nbytes:
+                self.fail(tt, f"buffer {t.buffer_index} holds {buf.size} bytes, but shape "
+                          f"{list(t.shape)[:16]} of {info.name} needs {t.nbytes}")
+        q = tt.get("quantization")
+        if q is not None:
+            self._quantization(sg, t, q)
+
+    def _string_buffer(self, tt: _Table, t: Any, offset: int, size: int, count: int) -> None:
+        """TFLite string tensors: int32 n, n+1 int32 offsets, then the bytes."""
+        if size < 4:
+            self.fail(tt, f"string buffer of {size} bytes has no header")
+        n = struct.unpack_from("<i", self.data, offset)[0]
+        if n != count or size < 4 * (n + 2):
+            self.fail(tt, f"string buffer holds {n} strings in {size} bytes; shape needs {count}")
+        offsets = np.frombuffer(self.data, "<i4", n + 1, offset + 4)
+        if offsets[0] != 4 * (n + 2) or offsets[-1] != size or (np.diff(offsets) < 0).any():
+            self.fail(tt, "string buffer offsets are out of order or outside the buffer")
+
+    def _quantization(self, sg: Any, t: Any, q: _Table) -> None:
+        scale, zero_point = q.get("scale"), q.get("zero_point")
+        n_scales = 0 if scale is None else len(scale)
+        if n_scales:
+            if zero_point is None or len(zero_point) != n_scales:
+                self.fail(q, f"{n_scales} scales but "
+                          f"{0 if zero_point is None else len(zero_point)} zero points")
+            info = TENSOR_TYPES[t.type_code]
+            # Kernels turn scale ratios into fixed-point multipliers; quantization_util.cc
+            # aborts (TFLITE_CHECK) on a zero, negative or NaN one. Activations and weights
+            # (8 and 16 bits, packed 4 and 2 bits) must have a positive scale; wider integers
+            # (int32 biases, int64 indices) and floats only a finite, non-negative one.
+            narrow = info.name in INTEGER_DTYPES and info.bits <= 16
+            bad = ~np.isfinite(scale) | ((scale <= 0) if narrow else (scale < 0))
+            if bad.any():
+                self.fail(q, f"{info.name} scales must be finite and "
+                          f"{'positive' if narrow else 'not negative'}, found "
+                          f"{scale[bad][:4].tolist()}")
+            dim = q.get("quantized_dimension")
+            rank = len(t.shape)
+            if not (0 <= dim < max(rank, 1)):
+                self.fail(q, f"quantized_dimension {dim} outside [0, {rank}) for shape "
+                          f"{list(t.shape)[:16]}")
+            if n_scales != 1 and (rank == 0 or n_scales != t.shape[dim]):
+                self.fail(q, f"{n_scales} scales for dimension {dim} of shape "
+                          f"{list(t.shape)[:16]} (needs 1 or one per slice)")
+            if info.numpy and np.dtype(info.numpy).kind in "iu" and info.bits <= 16:
+                lo, hi = ((-(1 << (info.bits - 1)), (1 << (info.bits - 1)) - 1)
+                          if np.dtype(info.numpy).kind == "i" else (0, (1 << info.bits) - 1))
+                if ((zero_point < lo) | (zero_point > hi)).any():
+                    self.fail(q, f"zero point outside the {info.name} range [{lo}, {hi}]")
+        details = q.get("details")
+        n = len(sg.tensors)
+        if details is not None and details.kind in ("BlockwiseQuantization",
+                                                    "MultiAxisQuantization"):
+            for name in ("scales", "zero_points"):
+                index = details.get(name)
+                if not -1 <= index < n or (name == "scales" and index < 0):
+                    self.fail(details, f"{name} names tensor {index}, outside [0, {n})")
+            if details.get("block_size") <= 0 and details.kind == "BlockwiseQuantization":
+                self.fail(details, f"block_size {details.get('block_size')} must be positive")
+            dims = details.get("quantized_dimensions") if details.kind != \
+                "BlockwiseQuantization" else None
+            if dims is not None and ((dims < 0) | (dims >= max(len(t.shape), 1))).any():
+                self.fail(details, f"quantized_dimensions {dims.tolist()[:16]} outside the rank")
+
+    def _sparsity(self, t: Any, sp: _Table, nbytes: int) -> None:
+        """Check a sparse constant's metadata the way FormatConverter will walk it."""
+        order, block_map = sp.get("traversal_order"), sp.get("block_map")
+        dim_metadata: list[_Table] = sp.get("dim_metadata") or []
+        rank = len(t.shape)
+        order = [] if order is None else order.tolist()
+        block_map = [] if block_map is None else block_map.tolist()
+        total = rank + len(block_map)
+        if sorted(order) != list(range(total)) or sorted(order[:rank]) != list(range(rank)):
+            self.fail(sp, f"traversal_order {order[:16]} is not a permutation of "
+                      f"{total} dimensions, original ones first")
+        if len(dim_metadata) != total:
+            self.fail(sp, f"{len(dim_metadata)} dim_metadata entries for {total} dimensions")
+        if len(set(block_map)) != len(block_map) or any(not 0 <= b < rank for b in block_map):
+            self.fail(sp, f"block_map {block_map[:16]} names dimensions outside [0, {rank})")
+        sizes = list(t.shape)
+        for i, b in enumerate(block_map):
+            block = dim_metadata[order.index(rank + i)].get("dense_size")
+            if block <= 0 or sizes[b] % block:
+                self.fail(sp, f"block size {block} does not divide dimension {b} ({sizes[b]})")
+            sizes[b] //= block
+            sizes.append(block)
+        values = 1  # positions stored at the current level
+        for level, dm in enumerate(dim_metadata):
+            size = sizes[order[level]]
+            if dm.get("format") == 0:  # DENSE
+                if dm.get("dense_size") != size:
+                    self.fail(dm, f"dense_size {dm.get('dense_size')} != dimension size {size}")
+                values *= size
+            elif dm.get("format") == 1:  # SPARSE_CSR
+                seg, idx = dm.get("array_segments"), dm.get("array_indices")
+                if seg is None or idx is None:
+                    self.fail(dm, "sparse dimension without array_segments and array_indices")
+                seg, idx = seg.get("values"), idx.get("values")
+                if seg is None or idx is None or len(seg) != values + 1 or int(seg[0]) != 0 \
+                        or (np.diff(seg.astype(np.int64)) < 0).any() \
+                        or int(seg[-1]) != len(idx) or (idx.astype(np.int64) >= size).any() \
+                        or (idx.astype(np.int64) < 0).any():
+                    self.fail(dm, "array_segments/array_indices are inconsistent with the "
+                              f"{values} positions and dimension size {size}")
+                values = len(idx)
+            else:
+                self.fail(dm, f"unknown dimension format {dm.get('format')}")
+        expected = (values * TENSOR_TYPES[t.type_code].bits + 7) // 8
+        if expected != nbytes:
+            self.fail(sp, f"sparse data needs {expected} bytes, the buffer holds {nbytes}")
+
+    def _operator(self, sg: Any, op: Any, ot: _Table, ready: set[int]) -> None:
+        for i in op.inputs:
+            if i >= 0 and i not in ready:
+                t = sg.tensors[i]
+                self.fail(ot, f"{op.op_name} reads tensor {i} '{t.name}' before anything wrote "
+                          "it (it is not constant, a variable or a subgraph input)")
+        for i in op.outputs:
+            if i < 0:
+                self.fail(ot, f"{op.op_name} output cannot be omitted (-1)")
+            if sg.tensors[i].is_constant:
+                self.fail(ot, f"{op.op_name} writes tensor {i}, which is constant data")
+        options = ot.get("builtin_options")
+        rule = _KERNEL_RULES.get(op.op_name)
+        if rule is not None:
+            problem = rule(sg, op, options)
+            if problem:
+                self.fail(ot, f"{op.op_name}: {problem}; LiteRT's kernel would abort the process")
+
+    def _call_graph(self, subgraphs: list[_Table]) -> None:
+        """Subgraph indices in control-flow options exist and never recurse."""
+        n = len(subgraphs)
+        calls: list[set[int]] = [set() for _ in range(n)]
+        for s, st in enumerate(subgraphs):
+            for ot in st.get("operators") or []:
+                for options in (ot.get("builtin_options"), ot.get("builtin_options_2")):
+                    for target in _called_subgraphs(options):
+                        if not 0 <= target < n:
+                            self.fail(options, f"calls subgraph {target}, outside [0, {n})")
+                        calls[s].add(target)
+        state = [0] * n  # 0 unvisited, 1 on the stack, 2 done
+        for start in range(n):
+            stack = [(start, iter(sorted(calls[start])))]
+            if state[start]:
+                continue
+            state[start] = 1
+            while stack:
+                node, children = stack[-1]
+                child = next(children, None)
+                if child is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state[child] == 1:
+                    self.fail(subgraphs[node], f"subgraph {node} calls subgraph {child}, "
+                              "which is already running: recursion would never end")
+                elif state[child] == 0:
+                    state[child] = 1
+                    stack.append((child, iter(sorted(calls[child]))))
+
+
+_SUBGRAPH_FIELDS = {
+    "IfOptions": ("then_subgraph_index", "else_subgraph_index"),
+    "WhileOptions": ("cond_subgraph_index", "body_subgraph_index"),
+    "CallOptions": ("subgraph",),
+    "CallOnceOptions": ("init_subgraph_index",),
+    "StablehloWhileOptions": ("cond_subgraph_index", "body_subgraph_index"),
+    "StablehloReduceOptions": ("body_subgraph_index",),
+    "StablehloReduceWindowOptions": ("body_subgraph_index",),
+    "StablehloSortOptions": ("comparator_subgraph_index",),
+    "StablehloScatterOptions": ("update_computation_subgraph_index",),
+    "StableHLOCompositeOptions": ("decomposition_subgraph_index",),
+    "StablehloCaseOptions": ("branch_subgraph_indices",),
+    "StablehloCustomCallOptions": ("called_computations",),
+}
+
+
+def _called_subgraphs(options: _Table | None) -> list[int]:
+    if options is None:
+        return []
+    out: list[int] = []
+    for name in _SUBGRAPH_FIELDS.get(options.kind, ()):
+        value = options.get(name)
+        if isinstance(value, np.ndarray):
+            out.extend(int(v) for v in value)
+        elif value is not None:
+            out.append(int(value))
+    return out
+
+
+# --- kernel preconditions that end in abort() ---------------------------------------------------
+# LiteRT kernels turn quantization scales into fixed-point multipliers in Prepare (or Eval) with
+# functions from kernels/internal/quantization_util.cc that TFLITE_CHECK their argument: a
+# failed check aborts the process instead of returning an error. Each rule returns the problem,
+# or None. The int8/uint8 (and non-power-of-two int16) paths are the ones that call them.
+
+def _scale(sg: Any, index: int) -> float:
+    """The per-tensor scale a kernel sees (TfLiteTensor.params.scale): the first, or 0."""
+    if index < 0:
+        return 0.0
+    q = sg.tensors[index].quantization
+    return float(np.float32(q.scale[0])) if q is not None and q.scale else 0.0
+
+
+def _quantized_io(sg: Any, op: Any, n_inputs: int) -> tuple[str, list[float], float] | None:
+    if len(op.inputs) < n_inputs or not op.outputs or min(op.inputs[:n_inputs]) < 0:
+        return None
+    out = sg.tensors[op.outputs[0]]
+    return (out.dtype_name, [_scale(sg, i) for i in op.inputs[:n_inputs]],
+            _scale(sg, op.outputs[0]))
+
+
+def _is_pot(scale: float) -> bool:
+    return scale > 0 and abs(math.log2(scale) - round(math.log2(scale))) < 1e-3
+
+
+def _add_sub_rule(sg: Any, op: Any, options: _Table | None) -> str | None:
+    io = _quantized_io(sg, op, 2)
+    if io is None or io[0] not in ("int8", "uint8", "int16"):
+        return None
+    dtype, (s1, s2), so = io
+    if dtype == "int16" and all(_is_pot(s) for s in (s1, s2, so)):
+        return None  # the power-of-two int16 path computes no multipliers
+    if min(s1, s2, so) <= 0:
+        return f"input scales {s1:g}, {s2:g} and output scale {so:g} must be positive"
+    left_shift = 15 if dtype == "int16" else 20
+    out_multiplier = 2 * max(s1, s2) / ((1 << left_shift) * so)
+    if op.op_name == "ADD" and out_multiplier >= 1:
+        return (f"output multiplier {out_multiplier:g} (2 * max input scale / 2**{left_shift} / "
+                "output scale) must be below 1")
+    if out_multiplier == 1:  # SUB picks GreaterThanOne only above 1, SmallerThanOne below
+        return "output multiplier is exactly 1"
+    return None
+
+
+def _squared_difference_rule(sg: Any, op: Any, options: _Table | None) -> str | None:
+    io = _quantized_io(sg, op, 2)
+    if io is None or io[0] != "int8":
+        return None
+    _, (s1, s2), so = io
+    if min(s1, s2, so) <= 0:
+        return f"input scales {s1:g}, {s2:g} and output scale {so:g} must be positive"
+    if (2 * max(s1, s2)) ** 2 / ((1 << 14) * so) >= 1:
+        return "output multiplier (2 * max input scale)**2 / 2**14 / output scale must be below 1"
+    return None
+
+
+def _comparison_rule(sg: Any, op: Any, options: _Table | None) -> str | None:
+    if len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+        return None
+    if sg.tensors[op.inputs[0]].dtype_name not in ("int8", "uint8", "int16"):
+        return None
+    scales = [_scale(sg, i) for i in op.inputs[:2]]
+    # QuantizeMultiplier sends 1.0 to QuantizeMultiplierGreaterThanOne, which checks > 1.
+    if min(scales) <= 0 or 1.0 in scales:
+        return f"input scales {scales} must be positive and not exactly 1"
+    return None
+
+
+def _softmax_rule(sg: Any, op: Any, options: _Table | None) -> str | None:
+    if not op.inputs or op.inputs[0] < 0:
+        return None
+    if sg.tensors[op.inputs[0]].dtype_name not in ("int8", "uint8"):
+        return None
+    beta = options.get("beta") if options is not None and options.kind == "SoftmaxOptions" else (
+        0.0 if op.op_name == "SOFTMAX" else 1.0)
+    # PreprocessSoftmaxScaling: beta * input scale * 2**(31 - 5) goes to GreaterThanOne
+    # (the reference kernel; the optimized one builds a table and survives).
+    if not beta * _scale(sg, op.inputs[0]) * (1 << 26) > 1:  # also false for NaN
+        return f"beta {beta:g} * input scale {_scale(sg, op.inputs[0]):g} must exceed 2**-26"
+    return None
+
+
+_KERNEL_RULES = {
+    "ADD": _add_sub_rule, "SUB": _add_sub_rule, "SQUARED_DIFFERENCE": _squared_difference_rule,
+    "SOFTMAX": _softmax_rule, "LOG_SOFTMAX": _softmax_rule,
+    **{name: _comparison_rule for name in ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
+                                           "GREATER", "GREATER_EQUAL")},
+}
+
+
+# --- layer 2: ONNX ---------------------------------------------------------------------------
+
+def validate_onnx(data: bytes) -> None:
+    """Check an .onnx file before onnxruntime parses it.
+
+    The protobuf wire format is always walked first (no dependency), so truncation and
+    corruption are reported with the message path and byte offset. When the ``onnx`` package
+    is installed the model is then parsed and checked with ``onnx.checker`` including strict
+    shape inference, which is what keeps onnxruntime's kernels away from inconsistent shapes
+    and types; without it only the wire format is checked.
+
+    Raises:
+        ModelFileError: The file is not a well-formed ONNX model; the message says where.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    with _guarded("walking the protobuf"):
+        fields = _Protobuf(data).message(0, len(data), "ModelProto", "model", 0)
+    for number, name in ((1, "ir_version"), (7, "graph")):
+        if number not in fields:
+            raise ModelFileError(f"model: ModelProto has no {name} (field {number}): "
+                                 "not an ONNX model")
+    try:
+        import onnx
+    except ImportError:
+        log.debug("onnx is not installed: checked the ONNX wire format only")
+        return
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:  # protobuf's DecodeError and friends: any failure means "not ONNX"
+        raise ModelFileError(f"model: not a valid ONNX protobuf ({type(exc).__name__}: {exc})"
+                             ) from exc
+    _check_onnx_external_data(model)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # ValidationError, InferenceError, or a C++ error as RuntimeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"model: onnx.checker rejected it: {first}") from exc
+
+
+def _check_onnx_external_data(model: Any) -> None:
+    """Bytes carry no directory to resolve external data in; a path there is never safe."""
+    import onnx
+
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for tensor in graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                raise ModelFileError(f"model: initializer '{tensor.name}' keeps its data in an "
+                                     "external file; load such models from their directory")
+        for node in graph.node:
+            graphs.extend(a.g for a in node.attribute if a.HasField("g"))
+            for a in node.attribute:
+                graphs.extend(a.graphs)
+
+
+_WIRE_VARINT, _WIRE_FIXED64, _WIRE_BYTES, _WIRE_FIXED32 = 0, 1, 2, 5
+_PROTOBUF_DEPTH = 100  # protobuf's default recursion limit
+#: Message-typed fields of onnx.proto (number: (name, message)); other fields are scalars,
+#: strings or bytes and are only bounds-checked. Checked against onnx's descriptors in tests.
+_ONNX_MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
+    "ModelProto": {8: ("opset_import", "OperatorSetIdProto"), 7: ("graph", "GraphProto"),
+                   20: ("training_info", "TrainingInfoProto"), 25: ("functions", "FunctionProto")},
+    "GraphProto": {1: ("node", "NodeProto"), 5: ("initializer", "TensorProto"),
+                   15: ("sparse_initializer", "SparseTensorProto"), 11: ("input", "ValueInfoProto"),
+                   12: ("output", "ValueInfoProto"), 13: ("value_info", "ValueInfoProto"),
+                   14: ("quantization_annotation", "TensorAnnotation")},
+    "NodeProto": {5: ("attribute", "AttributeProto")},
+    "AttributeProto": {5: ("t", "TensorProto"), 6: ("g", "GraphProto"),
+                       22: ("sparse_tensor", "SparseTensorProto"), 14: ("tp", "TypeProto"),
+                       10: ("tensors", "TensorProto"), 11: ("graphs", "GraphProto"),
+                       23: ("sparse_tensors", "SparseTensorProto"),
+                       15: ("type_protos", "TypeProto")},
+    "TensorProto": {3: ("segment", "TensorProto.Segment")},
+    "SparseTensorProto": {1: ("values", "TensorProto"), 2: ("indices", "TensorProto")},
+    "TypeProto": {1: ("tensor_type", "TypeProto.Tensor"),
+                  4: ("sequence_type", "TypeProto.Sequence"), 5: ("map_type", "TypeProto.Map"),
+                  9: ("optional_type", "TypeProto.Optional"),
+                  8: ("sparse_tensor_type", "TypeProto.SparseTensor"),
+                  7: ("opaque_type", "TypeProto.Opaque")},
+    "TypeProto.Tensor": {2: ("shape", "TensorShapeProto")},
+    "TensorShapeProto": {1: ("dim", "TensorShapeProto.Dimension")},
+    "TypeProto.Sequence": {1: ("elem_type", "TypeProto")},
+    "TypeProto.Map": {2: ("value_type", "TypeProto")},
+    "TypeProto.Optional": {1: ("elem_type", "TypeProto")},
+    "TypeProto.SparseTensor": {2: ("shape", "TensorShapeProto")},
+    "ValueInfoProto": {2: ("type", "TypeProto")},
+    "TrainingInfoProto": {1: ("initialization", "GraphProto"), 2: ("algorithm", "GraphProto")},
+    "FunctionProto": {11: ("attribute_proto", "AttributeProto"), 7: ("node", "NodeProto"),
+                      9: ("opset_import", "OperatorSetIdProto"),
+                      12: ("value_info", "ValueInfoProto")},
+}
+
+
+class _Protobuf:
+    """A protobuf wire-format walk: every tag, varint and length checked before use."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def fail(self, path: str, pos: int, problem: str) -> NoReturn:
+        raise ModelFileError(f"{path} at byte {pos}: {problem} (file is {len(self.data)} bytes)")
+
+    def varint(self, pos: int, end: int, path: str) -> tuple[int, int]:
+        value = shift = 0
+        for i in range(10):
+            if pos + i >= end:
+                self.fail(path, pos, "varint runs past the end of its message")
+            byte = self.data[pos + i]
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, pos + i + 1
+        self.fail(path, pos, "varint longer than 10 bytes")
+
+    def message(self, pos: int, end: int, kind: str, path: str, depth: int) -> set[int]:
+        """Walk the message in ``data[pos:end]``; return the field numbers seen."""
+        if depth > _PROTOBUF_DEPTH:
+            self.fail(path, pos, f"messages nest deeper than {_PROTOBUF_DEPTH} levels")
+        known = _ONNX_MESSAGES.get(kind, {})
+        seen: dict[int, int] = {}
+        while pos < end:
+            start = pos
+            tag, pos = self.varint(pos, end, path)
+            number, wire = tag >> 3, tag & 7
+            if number == 0 or number >= 1 << 29:
+                self.fail(path, start, f"invalid field number {number}")
+            index = seen.get(number, 0)
+            seen[number] = index + 1
+            if wire == _WIRE_VARINT:
+                _, pos = self.varint(pos, end, path)
+            elif wire in (_WIRE_FIXED64, _WIRE_FIXED32):
+                pos += 8 if wire == _WIRE_FIXED64 else 4
+                if pos > end:
+                    self.fail(path, start, f"field {number} runs past the end of its message")
+            elif wire == _WIRE_BYTES:
+                length, pos = self.varint(pos, end, path)
+                if length > end - pos:
+                    self.fail(path, start, f"field {number} of {length} bytes runs past the end "
+                              f"of its message ({end - pos} bytes left)")
+                if number in known:
+                    name, sub = known[number]
+                    self.message(pos, pos + length, sub, f"{path}.{name}[{index}]", depth + 1)
+                pos += length
+            else:  # 3 and 4 are the deprecated groups onnx never uses; 6 and 7 do not exist
+                self.fail(path, start, f"field {number} has invalid wire type {wire}")
+        return set(seen)
+
+
+# --- layer 3: the probe -------------------------------------------------------------------------
+
+_PROBE_SCRIPT = r"""
+import os, sys
+import numpy as np
+kind, options, data = sys.argv[1], sys.argv[2], sys.stdin.buffer.read()
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # runtimes print banners; keep the pipe clean
+if kind == "tflite":
+    from edgeserve.runtime.litert import interpreter_module
+    module = interpreter_module()
+    kwargs = {"model_content": data}
+    if options == "reference_kernels":
+        kwargs["experimental_op_resolver_type"] = module.OpResolverType.BUILTIN_REF
+    interpreter = module.Interpreter(**kwargs)
+    interpreter.allocate_tensors()
+    for d in interpreter.get_input_details():
+        if np.dtype(d["dtype"]).kind in "biufc":
+            interpreter.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    interpreter.invoke()
+else:
+    import onnxruntime as ort
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64,
+             "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
+             "tensor(bool)": np.bool_, "tensor(float16)": np.float16, "tensor(int16)": np.int16}
+    feeds = {i.name: np.zeros([d if isinstance(d, int) and d >= 0 else 1 for d in i.shape],
+                              types.get(i.type, np.float32)) for i in session.get_inputs()}
+    session.run(None, feeds)
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult:
+    """What the probe child did with a model.
+
+    ``verdict`` is ``"ok"``, ``"refused"`` (the runtime raised a clean error, which loading
+    in-process raises again), ``"crashed"`` (killed by a signal) or ``"timed out"``.
+    """
+
+    verdict: str
+    detail: str
+    runtime: str
+    seconds: float
+    cached: bool = False
+
+
+def cache_dir() -> Path:
+    """Where probe verdicts live: ``$EDGESERVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/edgeserve``
+    (``~/.cache/edgeserve``)."""
+    if os.environ.get("EDGESERVE_CACHE_DIR"):
+        return Path(os.environ["EDGESERVE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "edgeserve"
+
+
+def _runtime_version(kind: str) -> str:
+    """The runtime a verdict is about (in the order the probe imports them)."""
+    from importlib import metadata
+
+    for dist in (("ai-edge-litert", "tflite-runtime", "tensorflow-cpu", "tensorflow")
+                 if kind == "tflite" else ("onnxruntime",)):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def probe_in_subprocess(data: bytes, timeout_s: float = 60.0, *, kind: str | None = None,
+                        reference_kernels: bool = False, use_cache: bool = True) -> ProbeResult:
+    """Load, allocate and run a model once in a child process, so a native crash kills the child.
+
+    Static validation cannot see every kernel's own Prepare bug; this finds them at the cost
+    of one process start per model, runtime version and kernel choice. Call it after
+    :func:`validate_tflite` / :func:`validate_onnx` and before loading in-process. Verdicts
+    other than a timeout (which may just mean a busy device) are cached under
+    :func:`cache_dir`, keyed by the model's sha256, the runtime's version and the options.
+
+    Args:
+        data: The model file.
+        timeout_s: How long the child may take to load, allocate and run once.
+        kind: ``"tflite"`` or ``"onnx"``; detected from the file identifier when None.
+        reference_kernels: Probe LiteRT's reference kernels (``BUILTIN_REF``), as
+            ``TfliteRunner(reference_kernels=True)`` will run them; their crashes differ.
+        use_cache: Read and write the verdict cache.
+
+    Returns:
+        The probe result, verdict ``"ok"`` or ``"refused"``.
+
+    Raises:
+        ModelFileError: The child was killed by a signal or did not finish in time.
+    """
+    kind = kind or ("tflite" if data[4:8] == b"TFL3" else "onnx")
+    options = "reference_kernels" if reference_kernels and kind == "tflite" else "default"
+    runtime = _runtime_version(kind)
+    key = hashlib.sha256(data).hexdigest()
+    entry = cache_dir() / "probe" / f"{key}-{_slug(runtime)}-{options}.json"
+    result = _read_cached(entry) if use_cache else None
+    if result is None:
+        result = _run_probe(data, kind, options, runtime, timeout_s)
+        if use_cache and result.verdict != "timed out":
+            try:
+                atomic.write_json(entry, dataclasses.asdict(result) | {"sha256": key})
+            except OSError as exc:  # a read-only home must not stop the model from loading
+                log.warning("cannot cache the probe verdict in %s: %s", entry, exc)
+    if result.verdict in ("crashed", "timed out"):
+        raise ModelFileError(f"model (sha256 {key[:12]}) {result.verdict} in {runtime}: "
+                             f"{result.detail}" + (" (cached verdict)" if result.cached else ""))
+    return result
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in ".-" else "_" for c in text)
+
+
+def _read_cached(entry: Path) -> ProbeResult | None:
+    try:
+        raw = json.loads(entry.read_text())
+        return ProbeResult(str(raw["verdict"]), str(raw["detail"]), str(raw["runtime"]),
+                           float(raw["seconds"]), True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing or damaged: probe again
+
+
+def _run_probe(data: bytes, kind: str, options: str, runtime: str,
+               timeout_s: float) -> ProbeResult:
+    start = time.perf_counter()
+    try:
+        child = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, kind, options], input=data,
+                               capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:  # run() has killed the child
+        return ProbeResult("timed out", f"loading and one invoke took over {timeout_s:g} s",
+                           runtime, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if child.returncode < 0:
+        try:
+            name = signal.Signals(-child.returncode).name
+        except ValueError:
+            name = f"signal {-child.returncode}"
+        return ProbeResult("crashed", f"the probe process died of {name}", runtime, seconds)
+    if child.returncode:
+        stderr = child.stderr.decode("utf-8", "replace").strip()
+        last = stderr.splitlines()[-1] if stderr else f"exit status {child.returncode}"
+        return ProbeResult("refused", last[:500], runtime, seconds)
+    return ProbeResult("ok", "", runtime, seconds)
+
+
+# --- the TFLite schema (schema.fbs, LiteRT 2.3), one table per line ----------------------------
+# name field:type ... in field-id order. Types: struct formats for scalars (enums by their
+# underlying type), s string, [x] vector, ~U union (two ids: the type byte, then the value),
+# a table name; =v a non-zero default; a leading - marks a deprecated field (not verified,
+# as in flatc's generated Verify). Generated from schema.fbs; tests/test_runtime_validate.py
+# checks it against ai_edge_litert's generated reader.
+_TABLES = """
+CustomQuantization custom:[B]
+BlockwiseQuantization scales:i zero_points:i block_size:i block_shape:[i]
+MultiAxisQuantization scales:i zero_points:i block_size:i quantized_dimensions:[i]
+QuantizationParameters min:[f] max:[f] scale:[f] zero_point:[q] details:~QuantizationDetails
+    quantized_dimension:i
+Int32Vector values:[i]
+Uint16Vector values:[H]
+Uint8Vector values:[B]
+DimensionMetadata format:b dense_size:i array_segments:~SparseIndexVector
+    array_indices:~SparseIndexVector
+SparsityParameters traversal_order:[i] block_map:[i] dim_metadata:[DimensionMetadata]
+VariantSubType shape:[i] type:b has_rank:?
+Tensor shape:[i] type:b buffer:I name:s quantization:QuantizationParameters is_variable:?
+    sparsity:SparsityParameters shape_signature:[i] has_rank:? variant_tensors:[VariantSubType]
+    external_buffer:I
+StablehloGatherOptions offset_dims:[q] collapsed_slice_dims:[q] start_index_map:[q]
+    index_vector_dim:q slice_sizes:[q] indices_are_sorted:?
+StablehloTransposeOptions permutation:[q]
+StablehloDotGeneralOptions lhs_batching_dimensions:[q] rhs_batching_dimensions:[q]
+    lhs_contracting_dimensions:[q] rhs_contracting_dimensions:[q] precision_config:[I]
+StablehloReduceWindowOptions window_dimensions:[q] window_strides:[q] base_dilations:[q]
+    window_dilations:[q] padding:[q] body_subgraph_index:i
+StablehloWhileOptions cond_subgraph_index:i body_subgraph_index:i
+StablehloSortOptions dimension:q is_stable:? comparator_subgraph_index:i
+StablehloConcatenateOptions dimension:q
+StablehloBroadcastInDimOptions broadcast_dimensions:[q]
+StablehloCompareOptions comparison_direction:I compare_type:I
+StablehloDynamicSliceOptions slice_sizes:[q]
+StablehloPadOptions edge_padding_low:[q] edge_padding_high:[q] interior_padding:[q]
+StablehloIotaOptions iota_dimension:q
+StablehloCustomCallOptions call_target_name:s has_side_effect:? backend_config:s api_version:i
+    called_computations:[i] custom_attributes:[B]
+StablehloReduceOptions dimensions:[q] body_subgraph_index:i
+StablehloSliceOptions start_indices:[q] limit_indices:[q] strides:[q]
+StablehloConvolutionOptions window_strides:[q] padding:[q] lhs_dilation:[q] rhs_dilation:[q]
+    window_reversal:[?] input_batch_dimension:q input_feature_dimension:q
+    input_spatial_dimensions:[q] kernel_input_feature_dimension:q
+    kernel_output_feature_dimension:q kernel_spatial_dimensions:[q] output_batch_dimension:q
+    output_feature_dimension:q output_spatial_dimensions:[q] feature_group_count:q
+    batch_group_count:q precision_config:[I]
+StablehloScatterOptions indices_are_sorted:? update_window_dims:[q] inserted_window_dims:[q]
+    scatter_dims_to_operand_dims:[q] index_vector_dim:q unique_indices:?
+    update_computation_subgraph_index:i
+StablehloCaseOptions branch_subgraph_indices:[i]
+StablehloRngBitGeneratorOptions algorithm:b
+Conv2DOptions padding:b stride_w:i stride_h:i fused_activation_function:b dilation_w_factor:i=1
+    dilation_h_factor:i=1 quantized_bias_type:b
+Conv3DOptions padding:b stride_d:i stride_w:i stride_h:i fused_activation_function:b
+    dilation_d_factor:i=1 dilation_w_factor:i=1 dilation_h_factor:i=1
+Pool2DOptions padding:b stride_w:i stride_h:i filter_width:i filter_height:i
+    fused_activation_function:b
+DepthwiseConv2DOptions padding:b stride_w:i stride_h:i depth_multiplier:i
+    fused_activation_function:b dilation_w_factor:i=1 dilation_h_factor:i=1
+ConcatEmbeddingsOptions num_channels:i num_columns_per_channel:[i] embedding_dim_per_channel:[i]
+LSHProjectionOptions type:b
+SVDFOptions rank:i fused_activation_function:b asymmetric_quantize_inputs:?
+RNNOptions fused_activation_function:b asymmetric_quantize_inputs:?
+SequenceRNNOptions time_major:? fused_activation_function:b asymmetric_quantize_inputs:?
+BidirectionalSequenceRNNOptions time_major:? fused_activation_function:b merge_outputs:?
+    asymmetric_quantize_inputs:?
+FullyConnectedOptions fused_activation_function:b weights_format:b keep_num_dims:?
+    asymmetric_quantize_inputs:? quantized_bias_type:b quant_spec:[B]
+SoftmaxOptions beta:f
+ConcatenationOptions axis:i fused_activation_function:b
+AddOptions fused_activation_function:b pot_scale_int16:?=1
+MulOptions fused_activation_function:b
+L2NormOptions fused_activation_function:b
+LocalResponseNormalizationOptions radius:i bias:f alpha:f beta:f
+LSTMOptions fused_activation_function:b cell_clip:f proj_clip:f kernel_type:b
+    asymmetric_quantize_inputs:?
+UnidirectionalSequenceLSTMOptions fused_activation_function:b cell_clip:f proj_clip:f
+    time_major:? asymmetric_quantize_inputs:? diagonal_recurrent_tensors:?
+BidirectionalSequenceLSTMOptions fused_activation_function:b cell_clip:f proj_clip:f
+    merge_outputs:? time_major:?=1 asymmetric_quantize_inputs:?
+ResizeBilinearOptions -new_height:i -new_width:i align_corners:? half_pixel_centers:?
+ResizeNearestNeighborOptions align_corners:? half_pixel_centers:?
+CallOptions subgraph:I
+PadOptions
+PadV2Options
+ReshapeOptions new_shape:[i]
+SpaceToBatchNDOptions
+BatchToSpaceNDOptions
+SkipGramOptions ngram_size:i max_skip_size:i include_all_ngrams:?
+SpaceToDepthOptions block_size:i
+DepthToSpaceOptions block_size:i
+SubOptions fused_activation_function:b pot_scale_int16:?=1
+DivOptions fused_activation_function:b
+TopKV2Options
+EmbeddingLookupSparseOptions combiner:b
+GatherOptions axis:i batch_dims:i
+TransposeOptions
+ExpOptions
+CosOptions
+ReducerOptions keep_dims:?
+SqueezeOptions squeeze_dims:[i]
+SplitOptions num_splits:i
+SplitVOptions num_splits:i
+StridedSliceOptions begin_mask:i end_mask:i ellipsis_mask:i new_axis_mask:i shrink_axis_mask:i
+    offset:?
+LogSoftmaxOptions
+CastOptions in_data_type:b out_data_type:b
+DequantizeOptions
+MaximumMinimumOptions
+TileOptions
+ArgMaxOptions output_type:b
+ArgMinOptions output_type:b
+GreaterOptions
+GreaterEqualOptions
+LessOptions
+LessEqualOptions
+NegOptions
+SelectOptions
+SliceOptions
+TransposeConvOptions padding:b stride_w:i stride_h:i fused_activation_function:b
+    quantized_bias_type:b
+ExpandDimsOptions
+SparseToDenseOptions validate_indices:?
+EqualOptions
+NotEqualOptions
+ShapeOptions out_type:b
+RankOptions
+PowOptions
+FakeQuantOptions min:f max:f num_bits:i narrow_range:?
+PackOptions values_count:i axis:i
+LogicalOrOptions
+OneHotOptions axis:i
+AbsOptions
+HardSwishOptions
+LogicalAndOptions
+LogicalNotOptions
+UnpackOptions num:i axis:i
+FloorDivOptions
+SquareOptions
+ZerosLikeOptions
+FillOptions
+FloorModOptions
+RangeOptions
+LeakyReluOptions alpha:f
+SquaredDifferenceOptions
+MirrorPadOptions mode:b
+UniqueOptions idx_out_type:b=2
+ReverseV2Options
+AddNOptions
+GatherNdOptions
+WhereOptions
+ReverseSequenceOptions seq_dim:i batch_dim:i
+MatrixDiagOptions
+QuantizeOptions
+MatrixSetDiagOptions
+IfOptions then_subgraph_index:i else_subgraph_index:i
+CallOnceOptions init_subgraph_index:i
+WhileOptions cond_subgraph_index:i body_subgraph_index:i
+NonMaxSuppressionV4Options
+NonMaxSuppressionV5Options
+ScatterNdOptions
+SelectV2Options
+DensifyOptions
+SegmentSumOptions
+BatchMatMulOptions adj_x:? adj_y:? asymmetric_quantize_inputs:?
+CumsumOptions exclusive:? reverse:?
+BroadcastToOptions
+Rfft2dOptions
+HashtableOptions table_id:i key_dtype:b value_dtype:b
+HashtableFindOptions
+HashtableImportOptions
+HashtableSizeOptions
+VarHandleOptions container:s shared_name:s
+ReadVariableOptions
+AssignVariableOptions
+RandomOptions seed:q seed2:q
+BucketizeOptions boundaries:[f]
+GeluOptions approximate:?
+DynamicUpdateSliceOptions
+UnsortedSegmentProdOptions
+UnsortedSegmentMaxOptions
+UnsortedSegmentSumOptions
+ATan2Options
+UnsortedSegmentMinOptions
+SignOptions
+BitcastOptions
+BitwiseXorOptions
+RightShiftOptions
+DilateOptions
+ReduceWindowOptions reduce_function:i
+OperatorCode deprecated_builtin_code:b custom_code:s version:i=1 builtin_code:i
+StableHLOCompositeOptions name:s decomposition_subgraph_index:i composite_attributes:[B]
+    composite_attributes_format:b version:i
+StablehloShiftLeftOptions
+Operator opcode_index:I inputs:[i] outputs:[i] builtin_options:~BuiltinOptions
+    custom_options:[B] custom_options_format:b mutating_variable_inputs:[?] intermediates:[i]
+    large_custom_options_offset:Q large_custom_options_size:Q builtin_options_2:~BuiltinOptions2
+    debug_metadata_index:i=-1
+SubGraph tensors:[Tensor] inputs:[i] outputs:[i] operators:[Operator] name:s
+    debug_metadata_index:i=-1
+Buffer data:[B] offset:Q size:Q
+ExternalBufferGroup name:s
+ExternalBuffer id:I group:I offset:Q length:Q packing:s
+Metadata name:s buffer:I
+TensorMap name:s tensor_index:I
+SignatureDef inputs:[TensorMap] outputs:[TensorMap] signature_key:s -deprecated_tag:s
+    subgraph_index:I
+Model version:I operator_codes:[OperatorCode] subgraphs:[SubGraph] description:s
+    buffers:[Buffer] metadata_buffer:[i] metadata:[Metadata] signature_defs:[SignatureDef]
+    external_buffer_groups:[ExternalBufferGroup] external_buffers:[ExternalBuffer]
+"""
+_UNIONS = {
+    "QuantizationDetails": (
+        "CustomQuantization BlockwiseQuantization MultiAxisQuantization"),
+    "SparseIndexVector": (
+        "Int32Vector Uint16Vector Uint8Vector"),
+    "BuiltinOptions": (
+        "Conv2DOptions DepthwiseConv2DOptions ConcatEmbeddingsOptions LSHProjectionOptions "
+        "Pool2DOptions SVDFOptions RNNOptions FullyConnectedOptions SoftmaxOptions "
+        "ConcatenationOptions AddOptions L2NormOptions LocalResponseNormalizationOptions "
+        "LSTMOptions ResizeBilinearOptions CallOptions ReshapeOptions SkipGramOptions "
+        "SpaceToDepthOptions EmbeddingLookupSparseOptions MulOptions PadOptions GatherOptions "
+        "BatchToSpaceNDOptions SpaceToBatchNDOptions TransposeOptions ReducerOptions "
+        "SubOptions DivOptions SqueezeOptions SequenceRNNOptions StridedSliceOptions "
+        "ExpOptions TopKV2Options SplitOptions LogSoftmaxOptions CastOptions "
+        "DequantizeOptions MaximumMinimumOptions ArgMaxOptions LessOptions NegOptions "
+        "PadV2Options GreaterOptions GreaterEqualOptions LessEqualOptions SelectOptions "
+        "SliceOptions TransposeConvOptions SparseToDenseOptions TileOptions ExpandDimsOptions "
+        "EqualOptions NotEqualOptions ShapeOptions PowOptions ArgMinOptions FakeQuantOptions "
+        "PackOptions LogicalOrOptions OneHotOptions LogicalAndOptions LogicalNotOptions "
+        "UnpackOptions FloorDivOptions SquareOptions ZerosLikeOptions FillOptions "
+        "BidirectionalSequenceLSTMOptions BidirectionalSequenceRNNOptions "
+        "UnidirectionalSequenceLSTMOptions FloorModOptions RangeOptions "
+        "ResizeNearestNeighborOptions LeakyReluOptions SquaredDifferenceOptions "
+        "MirrorPadOptions AbsOptions SplitVOptions UniqueOptions ReverseV2Options AddNOptions "
+        "GatherNdOptions CosOptions WhereOptions RankOptions ReverseSequenceOptions "
+        "MatrixDiagOptions QuantizeOptions MatrixSetDiagOptions HardSwishOptions IfOptions "
+        "WhileOptions DepthToSpaceOptions NonMaxSuppressionV4Options "
+        "NonMaxSuppressionV5Options ScatterNdOptions SelectV2Options DensifyOptions "
+        "SegmentSumOptions BatchMatMulOptions CumsumOptions CallOnceOptions "
+        "BroadcastToOptions Rfft2dOptions Conv3DOptions HashtableOptions HashtableFindOptions "
+        "HashtableImportOptions HashtableSizeOptions VarHandleOptions ReadVariableOptions "
+        "AssignVariableOptions RandomOptions BucketizeOptions GeluOptions "
+        "DynamicUpdateSliceOptions UnsortedSegmentProdOptions UnsortedSegmentMaxOptions "
+        "UnsortedSegmentMinOptions UnsortedSegmentSumOptions ATan2Options SignOptions "
+        "BitcastOptions BitwiseXorOptions RightShiftOptions"),
+    "BuiltinOptions2": (
+        "StablehloConcatenateOptions StablehloBroadcastInDimOptions StablehloSliceOptions "
+        "StablehloConvolutionOptions StablehloCustomCallOptions StablehloReduceOptions "
+        "StablehloScatterOptions StablehloCompareOptions StablehloDynamicSliceOptions "
+        "StablehloPadOptions StablehloIotaOptions StablehloDotGeneralOptions "
+        "StablehloReduceWindowOptions StablehloSortOptions StablehloWhileOptions "
+        "StablehloGatherOptions StablehloTransposeOptions DilateOptions "
+        "StablehloRngBitGeneratorOptions ReduceWindowOptions StableHLOCompositeOptions "
+        "StablehloShiftLeftOptions StablehloCaseOptions"),
+}
+
+_SCHEMA = _parse_schema(_TABLES, _UNIONS)
+_UNION_MEMBERS = {name: tuple(members.split()) for name, members in _UNIONS.items()}
+_DEFAULTS = {kind: {f.name: f.default for f in fields} for kind, fields in _SCHEMA.items()}
