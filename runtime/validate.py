@@ -34,8 +34,6 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -43,7 +41,7 @@ import numpy as np
 
 from edgeserve import atomic
 from edgeserve.errors import ModelFileError
-from edgeserve.tflite_model import INTEGER_DTYPES, TENSOR_TYPES, TfliteModel
+from edgeserve.tflite_model import INTEGER_DTYPES, TENSOR_TYPES, TfliteModel, _guarded
 
 __all__ = ["ProbeResult", "cache_dir", "probe_in_subprocess", "validate_onnx", "validate_tflite"]
 
@@ -52,21 +50,7 @@ log = logging.getLogger(__name__)
 _MAX_BUFFER = (1 << 31) - 1  # FLATBUFFERS_MAX_BUFFER_SIZE: 32-bit offsets
 _MAX_DEPTH = 64  # flatbuffers::Verifier::Options().max_depth
 _MAX_ELEMENTS = (1 << 31) - 1  # kernels count elements in int32
-_UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, ArithmeticError, struct.error,
-               MemoryError, RecursionError, OverflowError)
 
-
-@contextmanager
-def _guarded(action: str) -> Iterator[None]:
-    """Turn a bug in our own checks into ModelFileError, so callers see one exception type."""
-    try:
-        yield
-    except _UNEXPECTED as exc:
-        raise ModelFileError(f"malformed model while {action} ({type(exc).__name__}: {exc}); "
-                             "an edgeserve check missed this, please report it") from exc
-
-
-# --- the schema -------------------------------------------------------------------------------
 
 class _Field(NamedTuple):
     name: str

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from edgeserve.errors import InputError, did_you_mean
+from edgeserve.profiles import POWER_SOURCES
 from edgeserve.profiling.sysfs import SensorError, SourceUnavailable
 
 if TYPE_CHECKING:
@@ -59,16 +60,8 @@ __all__ = [
     "source_class",
 ]
 
-#: Order in which ``auto`` probes (the same as the profiles' ``POWER_SOURCES``).
-SOURCE_ORDER: tuple[str, ...] = (
-    "jetson-ina3221",
-    "jetson-ina238",
-    "vcgencmd-pmic",
-    "rapl",
-    "hwmon",
-    "external",
-    "estimate",
-)
+#: Order in which ``auto`` probes: the profiles' ``POWER_SOURCES``, one list for both.
+SOURCE_ORDER: tuple[str, ...] = POWER_SOURCES
 
 #: Names Jetson boards give the module's (or carrier's) total input rail. TX1/TX2/Xavier
 #: NX/Orin NX/Orin Nano: VDD_IN; Nano (L4T 32): POM_5V_IN; Thor's INA238: VIN.
