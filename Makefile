@@ -18,7 +18,9 @@ setup: $(VENV)/.installed toolchain
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all,dev]'
+	@# setuptools warns that a folder named like the package shadows it: that is how an
+	@# editable install of this layout works, so the notice is noise here.
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e '.[all,dev]'
 	touch $@
 
 # Installs only what is missing, so a second run does nothing. apt-get on Debian/Ubuntu

@@ -13,7 +13,7 @@ import numpy as np
 from edgeserve.console import Progress
 from edgeserve.datasets import SampleSet
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.source import SourceModel
+from edgeserve.sources import SourceModel
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ import numpy as np
 from edgeserve.atomic import sha256_file
 from edgeserve.errors import CalibrationDataError
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.source import TensorInfo
+from edgeserve.sources import TensorInfo
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,13 @@ class EdgeServeError(Exception):
     """Base class of every error edgeserve raises on purpose."""
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-blank line of an exception's message (its type name when it has none),
+    for one-line errors built from a third-party library's multi-line messages."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:limit] if lines else type(exc).__name__
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean "x"?' when ``word`` is close to one of ``choices``."""
     close = difflib.get_close_matches(word, list(choices), n=1)

@@ -14,7 +14,7 @@ from edgeserve.datasets import load_calibration, load_eval
 from edgeserve.errors import AccuracyError, InputError, PreprocessSpecError
 from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.source import SourceModel, TensorInfo, load_source
+from edgeserve.sources import SourceModel, TensorInfo, load_source
 
 log = logging.getLogger(__name__)
 

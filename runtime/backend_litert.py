@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.runtime.backend import Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class LiteRTBackend(Backend):
             except (ValueError, RuntimeError) as exc:
                 failure = exc
         if failure is not None:  # raised here: the native log is complete only after the block
-            raise BackendUnavailable(f"{_first_line(failure)}{_native(captured)}") from failure
+            raise BackendUnavailable(f"{first_line(failure)}{_native(captured)}") from failure
         self._delegates = delegates
         self.inputs = tuple(_detail(d) for d in self._interp.get_input_details())
         self.outputs = tuple(_detail(d) for d in self._interp.get_output_details())
@@ -132,16 +133,12 @@ def _load_delegate(mod: Any, library: str) -> Any:
         try:
             return mod.load_delegate(library)
         except (OSError, ValueError, RuntimeError) as exc:
-            reason = _first_line(exc).removeprefix(f"{library}: ")
+            reason = first_line(exc).removeprefix(f"{library}: ")
         gc.collect()
     finally:
         sys.unraisablehook = hook
     raise BackendUnavailable(f"cannot load delegate {library}: {reason}")
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _native(captured: Any) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError
+from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError, first_line
 from edgeserve.runtime.artifacts import Artifact, ServedModel, resolve
 from edgeserve.runtime.backend import KINDS, Backend, BackendOptions, BackendUnavailable, Placement, backend_info
 from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
@@ -188,7 +188,7 @@ class Session:
             except Exception as exc:  # engines raise RuntimeError/ValueError/their own types
                 if self._invoked:
                     raise InferenceError(f"{active.name} failed: {exc}") from exc
-                self._drop(active, "invoke", f"first invoke raised {type(exc).__name__}: {_first_line(exc)}")
+                self._drop(active, "invoke", f"first invoke raised {type(exc).__name__}: {first_line(exc)}")
                 continue  # preprocess again into the next backend's buffer
             t2 = time.perf_counter_ns()
             if self._parity_left and not self._check_parity(active):
@@ -318,7 +318,7 @@ class Session:
                     raise
                 except Exception as exc:  # a backend bug must not hide the next backend
                     log.debug("opening %s failed", name, exc_info=True)
-                    self.attempts.append(Attempt(name, "open", False, f"{type(exc).__name__}: {_first_line(exc)}",
+                    self.attempts.append(Attempt(name, "open", False, f"{type(exc).__name__}: {first_line(exc)}",
                                                  str(artifact.path)))
                     continue
             self.attempts.append(Attempt(name, "open", True, str(backend.placement), str(artifact.path)))
@@ -472,7 +472,3 @@ def _load_profile(profile: Any) -> Any:
 
     return load_profile(str(profile))
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

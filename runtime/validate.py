@@ -466,14 +466,19 @@ class _Semantics:
 
     def _operator(self, sg: Any, op: Any, ot: _Table, ready: set[int]) -> None:
         for i in op.inputs:
-            if i >= 0 and i not in ready:
+            # Custom operators may take workspace tensors nothing writes (Vela's ethos-u op
+            # reads its scratch buffers this way); builtin kernels never do.
+            if i >= 0 and i not in ready and not op.is_custom:
                 t = sg.tensors[i]
                 self.fail(ot, f"{op.op_name} reads tensor {i} '{t.name}' before anything wrote "
                           "it (it is not constant, a variable or a subgraph input)")
+        problem = None if op.is_custom else _omitted_inputs_problem(op.op_name, op.inputs)
+        if problem:
+            self.fail(ot, f"{op.op_name} {problem}")
         for i in op.outputs:
-            if i < 0:
+            if i < 0 and not op.is_custom and op.op_name not in _OPTIONAL_OUTPUTS:
                 self.fail(ot, f"{op.op_name} output cannot be omitted (-1)")
-            if sg.tensors[i].is_constant:
+            if i >= 0 and sg.tensors[i].is_constant:
                 self.fail(ot, f"{op.op_name} writes tensor {i}, which is constant data")
         options = ot.get("builtin_options")
         rule = _KERNEL_RULES.get(op.op_name)
@@ -511,6 +516,47 @@ class _Semantics:
                 elif state[child] == 0:
                     state[child] = 1
                     stack.append((child, iter(sorted(calls[child]))))
+
+
+# Inputs a builtin kernel may find omitted (-1), from LiteRT's kernels (GetOptionalInputTensor
+# and explicit kTfLiteOptionalTensor checks); None: any but the first. Elsewhere -1 reaches code
+# that dereferences it: the XNNPACK delegate crashes on an omitted CONV_2D filter, ADD or MUL
+# operand, the builtin RESHAPE and TRANSPOSE kernels on their second input.
+_LSTM_OPTIONAL = frozenset({1, 5, 9, 10, 11, 12, 16, 17, 20, 21, 22, 23})
+_OPTIONAL_INPUTS: dict[str, frozenset[int] | None] = {
+    "FULLY_CONNECTED": frozenset({2}), "SVDF": frozenset({3}), "TRANSPOSE_CONV": frozenset({3}),
+    "PAD": frozenset({2}), "PADV2": frozenset({2}), "CONV_2D": frozenset({2}),
+    "DEPTHWISE_CONV_2D": frozenset({2}),  # both refuse an omitted bias cleanly
+    "LSTM": _LSTM_OPTIONAL, "UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_OPTIONAL,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": frozenset(
+        {1, 5, 9, 10, 11, 12, 16, 17} | {18, 22, 26, 27, 28, 29, 33, 34} | set(range(39, 48))),
+    "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({9, 10, 11}),
+    "IF": None, "STABLEHLO_CASE": None, "STABLEHLO_COMPOSITE": None,
+}
+_OPTIONAL_OUTPUTS = frozenset({"IF", "WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE"})
+# The coupled LSTM gates (first index of each direction): without input-to-input weights the
+# cell is CIFG and the input gate's recurrent weights and bias must go too; the kernel
+# dereferences the input gate bias whenever input-to-input weights are present.
+_LSTM_GATES = {"LSTM": (0,), "UNIDIRECTIONAL_SEQUENCE_LSTM": (0,),
+               "BIDIRECTIONAL_SEQUENCE_LSTM": (0, 17)}
+
+
+def _omitted_inputs_problem(op_name: str, inputs: tuple[int, ...]) -> str | None:
+    omitted = {k for k, i in enumerate(inputs) if i < 0}
+    if not omitted:
+        return None
+    optional = _OPTIONAL_INPUTS.get(op_name, frozenset())
+    allowed = set(range(1, len(inputs))) if optional is None else optional
+    if omitted - allowed:
+        return (f"input {min(omitted - allowed)} cannot be omitted (-1); "
+                f"optional inputs: {sorted(allowed) or 'none'}")
+    for base in _LSTM_GATES.get(op_name, ()):
+        cifg = [base + k in omitted for k in (1, 5, 12)]
+        if any(cifg) and not all(cifg):
+            return (f"input-to-input weights, recurrent-to-input weights and input gate bias "
+                    f"(inputs {base + 1}, {base + 5}, {base + 12}) must be all present or all "
+                    "omitted")
+    return None
 
 
 _SUBGRAPH_FIELDS = {

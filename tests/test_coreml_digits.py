@@ -139,8 +139,8 @@ def test_the_package_fed_raw_frames_matches_keras_fed_preprocessed_ones(builds: 
     """The ImageType carries the PreprocessSpec: frames in, the same answers as the source."""
     import keras
 
-    from edgeserve.coreml.evaluator import MilEvaluator
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.evaluator import MilEvaluator
+    from edgeserve.converters.coreml.program import MilProgram
     from edgeserve.preprocess import PreprocessSpec
 
     frames = np.load(digits_example / "frames.npz")["frames"][:60]  # uint8, 8x8x1
@@ -158,7 +158,7 @@ def test_the_package_fed_raw_frames_matches_keras_fed_preprocessed_ones(builds: 
 
 # ----- the package's interface and metadata ----------------------------------------------------------
 def test_image_input_classifier_and_metadata(builds: Builds, digits_example: Path) -> None:
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.program import MilProgram
 
     entry = entry_of(builds.out["fp16"])
     (inp,) = entry["inputs"]

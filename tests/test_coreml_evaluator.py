@@ -30,7 +30,7 @@ X = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
 def build(tmp_path: Path, prog: object, name: str, precision: str = "fp32", target: object = None,
           passes: bool = False) -> Path:
     """Save a MIL program as a package, exactly as written unless ``passes``."""
-    from edgeserve.coreml.toolchain import captured
+    from edgeserve.converters.coreml.toolchain import captured
 
     with captured():
         model = ct.convert(
@@ -45,8 +45,8 @@ def build(tmp_path: Path, prog: object, name: str, precision: str = "fp32", targ
 
 
 def run(path: Path, **feeds: np.ndarray) -> tuple[object, dict[str, np.ndarray]]:
-    from edgeserve.coreml.evaluator import MilEvaluator
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.evaluator import MilEvaluator
+    from edgeserve.converters.coreml.program import MilProgram
 
     program = MilProgram.load(path)
     return program, MilEvaluator(program).run(feeds)
@@ -245,8 +245,8 @@ def test_blockwise_dequantization_ios18(tmp_path: Path) -> None:
 def test_an_op_without_implementation_is_refused_by_name(tmp_path: Path) -> None:
     from coremltools.converters.mil import Builder as mb
 
-    from edgeserve.coreml.evaluator import MilEvaluator, unsupported_ops
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.evaluator import MilEvaluator, unsupported_ops
+    from edgeserve.converters.coreml.program import MilProgram
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8))], opset_version=ct.target.iOS17)
     def prog(x):  # type: ignore[no-untyped-def]
@@ -263,7 +263,7 @@ def test_an_op_without_implementation_is_refused_by_name(tmp_path: Path) -> None
 def test_damaged_weight_file_is_a_model_file_error(tmp_path: Path) -> None:
     from coremltools.converters.mil import Builder as mb
 
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.program import MilProgram
 
     weight = RNG.standard_normal((16, 32)).astype(np.float32)
 
@@ -307,8 +307,8 @@ def test_damaged_weight_file_is_a_model_file_error(tmp_path: Path) -> None:
 
 def test_importing_the_target_and_evaluator_imports_no_framework(tmp_path: Path) -> None:
     heavy = ("tensorflow", "keras", "coremltools", "torch")
-    code = ("import sys, json, edgeserve.converters.coreml, edgeserve.coreml.evaluator, edgeserve.coreml.program, "
-            "edgeserve.coreml.frontend, edgeserve.coreml.quantize, edgeserve.coreml.toolchain; "
+    code = ("import sys, json, edgeserve.converters.coreml, edgeserve.converters.coreml.evaluator, edgeserve.converters.coreml.program, "
+            "edgeserve.converters.coreml.frontend, edgeserve.converters.coreml.quantize, edgeserve.converters.coreml.toolchain; "
             f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           check=False)

@@ -81,8 +81,8 @@ def convert(example: TorchExample, source: str, out: Path, **kwargs: object) -> 
 
 
 def test_exported_program_with_image_input(example: TorchExample, tmp_path: Path) -> None:
-    from edgeserve.coreml.evaluator import MilEvaluator
-    from edgeserve.coreml.program import MilProgram
+    from edgeserve.converters.coreml.evaluator import MilEvaluator
+    from edgeserve.converters.coreml.program import MilProgram
 
     entry = convert(example, "digits.pt2", tmp_path, preprocess=SPEC,
                     options={"coreml_precision": "int8-weights", "labels": [str(i) for i in range(10)]})
@@ -116,8 +116,8 @@ def test_torchscript_with_tensor_input_and_a_fake_core_ml(example: TorchExample,
     """TorchScript, fp16, no PreprocessSpec given: a 1x3xHxW input still gets the default spec
     (RGB, NCHW, 1/255), so the package takes an image. Core ML predict is faked (as on a Mac,
     where it runs too) by the evaluator plus a tiny offset, to check how both are recorded."""
-    from edgeserve.coreml import predict, toolchain
-    from edgeserve.coreml.evaluator import MilEvaluator
+    from edgeserve.converters.coreml import predict, toolchain
+    from edgeserve.converters.coreml.evaluator import MilEvaluator
 
     def fake_core_ml(package: Path, program: object, feeds: object) -> list[np.ndarray]:
         evaluator = MilEvaluator(program)  # type: ignore[arg-type]
@@ -170,7 +170,7 @@ def test_onnx_is_not_a_core_ml_source(tmp_path: Path) -> None:
 
 def test_pytorch_sources_are_coreml_only_and_need_shapes(example: TorchExample, tmp_path: Path) -> None:
     from edgeserve.pipeline import convert as run
-    from edgeserve.source import load_source
+    from edgeserve.sources import load_source
 
     with pytest.raises(SourceModelError, match="converts to -t coreml only"):
         run(example.root / "digits.pt2", ["tflite-int8"], tmp_path / "t", calib=example.root / "calib.npz")

@@ -14,7 +14,7 @@ from PIL import Image
 from edgeserve.datasets import RECOMMENDED_CALIBRATION_SAMPLES, SampleSet, load_calibration, load_eval
 from edgeserve.errors import CalibrationDataError, PreprocessSpecError
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.source import TensorInfo
+from edgeserve.sources import TensorInfo
 
 GRAY8 = TensorInfo("image", (None, 8, 8, 1), "float32")
 RGB8 = TensorInfo("image", (None, 8, 8, 3), "float32")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -85,6 +86,16 @@ def _fresh_venv(tmp_path: Path) -> Path:
     # own .pth files (including its editable edgeserve finder) are not executed.
     outer = sysconfig.get_paths()["purelib"]
     (Path(purelib) / "outer_deps.pth").write_text(outer + "\n")
+    # venv seeds an old setuptools (65 on Python 3.11) that cannot read the SPDX licence
+    # field; the build must use the one pyproject.toml asks for, as an isolated build would.
+    for seeded in Path(purelib).glob("setuptools*"):
+        shutil.rmtree(seeded)
+    for hook in ("_distutils_hack", "distutils-precedence.pth"):
+        target = Path(purelib) / hook
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
     return python
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from edgeserve.errors import InputError
-from edgeserve.mcu import toolchain
-from edgeserve.mcu.carray import render_model_data, symbol_names
-from edgeserve.mcu.examples import TensorDesc, render_examples, sketch_files
+from edgeserve.converters.mcu import toolchain
+from edgeserve.converters.mcu.carray import render_model_data, symbol_names
+from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
 from edgeserve.tflite_model import TfliteModel
 
 MODELS = {

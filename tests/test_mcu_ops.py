@@ -1,4 +1,4 @@
-"""Tests of edgeserve.mcu.ops (TFLM operator table), ops_header (the resolver header) and names.
+"""Tests of edgeserve.converters.mcu.ops (TFLM operator table), ops_header (the resolver header) and names.
 
 Operators are read a second time with the flatbuffers-generated schema that LiteRT ships, so
 resolve_ops is checked against an independent reader. Unsupported and too-new operators are
@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 
 from edgeserve.errors import InputError, UnsupportedOpError
-from edgeserve.mcu.names import c_identifier
-from edgeserve.mcu.ops import (
+from edgeserve.converters.mcu.names import c_identifier
+from edgeserve.converters.mcu.ops import (
     CORE_CODE_BYTES,
     SUPPORTED,
     TFLM_CUSTOM_KERNELS,
     OpUse,
     resolve_ops,
 )
-from edgeserve.mcu.ops_header import render_ops_header
+from edgeserve.converters.mcu.ops_header import render_ops_header
 from edgeserve.tflite_model import TfliteModel
 
 from mcu_models import INT8_MODELS  # noqa: E402  (tests/ is on sys.path)
@@ -374,7 +374,7 @@ def test_table_rows_are_consistent():
 
 
 def test_importing_the_op_table_stays_light():
-    code = ("import sys, edgeserve.mcu.ops, edgeserve.mcu.ops_header; "
+    code = ("import sys, edgeserve.converters.mcu.ops, edgeserve.converters.mcu.ops_header; "
             "heavy = {'tensorflow', 'tflite_micro', 'ai_edge_litert'} & set(sys.modules); "
             "sys.exit(sorted(heavy) or 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""edgeserve.mcu.persistent, held to the real TFLM interpreter (the tflite-micro wheel).
+"""edgeserve.converters.mcu.persistent, held to the real TFLM interpreter (the tflite-micro wheel).
 
 The wheel builds its interpreter with the recording allocator on this 64-bit host, so
 ``estimate_arena(..., pointer_bytes=8, recording=True)`` must reproduce what it prints
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from edgeserve.errors import UnsupportedOpError
-from edgeserve.mcu import tflm
-from edgeserve.mcu.persistent import ArenaBudget, estimate_arena
+from edgeserve.converters.mcu import tflm
+from edgeserve.converters.mcu.persistent import ArenaBudget, estimate_arena
 from edgeserve.tflite_model import TfliteModel
 
 REQUIRED = [
@@ -54,7 +54,7 @@ def host_budget(testdata: Path, name: str) -> ArenaBudget:
 _CHILD = """\
 import os, sys
 from pathlib import Path
-from edgeserve.mcu import tflm
+from edgeserve.converters.mcu import tflm
 
 allocate = tflm._interpreter
 tflm._runtime()  # load the wheel once, before forking

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import DoesNotFitError, InputError
-from edgeserve.mcu import tflm
+from edgeserve.converters.mcu import tflm
 from edgeserve.pipeline import convert
 from edgeserve.tflite_model import TfliteModel
 

@@ -1,7 +1,7 @@
 """The four MLPerf Tiny Keras sources convert to full INT8 and agree with their float models.
 
 Sources: ../shared/testdata/mlperf-tiny/{ad01,vww_96,pretrainedResnet,str_ww_ref_model}.h5
-(Keras 2 files; vww_96 and str_ww load only through edgeserve/legacy_keras.py). The data
+(Keras 2 files; vww_96 and str_ww load only through edgeserve/sources/keras_legacy.py). The data
 sets are not available offline, so calibration and evaluation use what ships in packages
 (examples/mlperf_tiny/calibration_data.py): crops of the scikit-image / scikit-learn photos
 for vww_96 and ResNet-8, log-mel features of the bundled tflite-micro clips for ad01 and
@@ -142,7 +142,7 @@ def converted(
     from edgeserve.errors import AccuracyError
     from edgeserve.pipeline import convert
     from edgeserve.preprocess import PreprocessSpec
-    from edgeserve.source import load_source
+    from edgeserve.sources import load_source
 
     case = CASES[request.param]
     source = testdata / "mlperf-tiny" / f"{case.name}.h5"

@@ -25,14 +25,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from edgeserve.runtime import validate
-from edgeserve.runtime.validate import (
-    probe_in_subprocess,
-    validate_onnx,
-    validate_tflite,
-)
 
 from edgeserve.errors import EdgeServeError, ModelFileError
+from edgeserve.runtime import validate
+from edgeserve.runtime.validate import probe_in_subprocess, validate_onnx, validate_tflite
 from edgeserve.tflite_model import BUILTIN_OPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,6 +239,8 @@ def _fc_weights(m: Any) -> Any:
 SEMANTIC_CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("op input out of range", lambda m: setattr(_sg(m).operators[0], "inputs", [99, 6, 5]),
      r"inputs at byte \d+: index 99 is outside \[-1, \d+\)"),
+    ("required input omitted", lambda m: setattr(_sg(m).operators[0], "inputs", [0, -1, 5]),
+     r"FULLY_CONNECTED input 1 cannot be omitted \(-1\); optional inputs: \[2\]"),
     ("op output omitted", lambda m: setattr(_sg(m).operators[0], "outputs", [-1]),
      r"output cannot be omitted \(-1\)"),
     ("op writes a constant", lambda m: setattr(_sg(m).operators[0], "outputs",
@@ -303,6 +301,16 @@ def test_semantic_corruptions_are_rejected(testdata: Path, schema: Any, edit: Ca
                                            expected: str) -> None:
     data = edited(schema, model_bytes(testdata, "tflm/hello_world_int8"), edit)
     assert re.search(expected, rejected(data)), rejected(data)
+
+
+def test_custom_ops_may_read_workspace_tensors(testdata: Path, schema: Any) -> None:
+    """Vela's ethos-u operator takes scratch tensors that nothing writes; builtins may not."""
+    def as_custom(m: Any) -> None:
+        m.operatorCodes[0].builtinCode = m.operatorCodes[0].deprecatedBuiltinCode = 32
+        m.operatorCodes[0].customCode = "ethos-u"
+        _fc_weights(m).buffer = 0
+
+    validate_tflite(edited(schema, model_bytes(testdata, "tflm/hello_world_int8"), as_custom))
 
 
 def test_string_constants_are_checked(testdata: Path, schema: Any) -> None:
@@ -369,25 +377,27 @@ def test_subgraph_calls_exist_and_never_recurse(testdata: Path, schema: Any) -> 
 
 # --- checks that exist because LiteRT crashes without them ------------------------------------
 
-def _add_model(schema: Any, output_scale: float) -> bytes:
-    """int8 a + b -> y, all [1, 4], a and b with scale 1."""
+def _binary_model(schema: Any, op_name: str, input_scale: float, output_scale: float | None,
+                  output_type: int = 9) -> bytes:
+    """a <op> b -> y, all [1, 4]; int8 inputs with ``input_scale`` (bool output: type 6)."""
     model = schema.ModelT()
     model.version, model.buffers = 3, [schema.BufferT()]
     code = schema.OperatorCodeT()
-    code.builtinCode, code.version = 0, 1
+    code.builtinCode, code.version = BUILTIN_OPS.index(op_name), 1
+    code.deprecatedBuiltinCode = min(code.builtinCode, 127)
     model.operatorCodes = [code]
     sg = schema.SubGraphT()
     sg.tensors = []
-    for name, scale in (("a", 1.0), ("b", 1.0), ("y", output_scale)):
+    for name, scale, dtype in (("a", input_scale, 9), ("b", input_scale, 9),
+                               ("y", output_scale, output_type)):
         t = schema.TensorT()
-        t.name, t.shape, t.type = name, [1, 4], 9
-        t.quantization = schema.QuantizationParametersT()
-        t.quantization.scale, t.quantization.zeroPoint = [scale], [0]
+        t.name, t.shape, t.type = name, [1, 4], dtype
+        if scale is not None:
+            t.quantization = schema.QuantizationParametersT()
+            t.quantization.scale, t.quantization.zeroPoint = [scale], [0]
         sg.tensors.append(t)
     op = schema.OperatorT()
     op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    op.builtinOptionsType = schema.BuiltinOptions.AddOptions
-    op.builtinOptions = schema.AddOptionsT()
     sg.inputs, sg.outputs, sg.operators = [0, 1], [2], [op]
     model.subgraphs = [sg]
     return pack(model)
@@ -408,17 +418,40 @@ def test_checks_that_prevent_real_litert_crashes(testdata: Path, schema: Any) ->
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM reads tensor" in rejected(lstm)
     assert litert_outcome(lstm) < 0  # SIGSEGV: Prepare reads the weights' null data
 
+    no_filter = edited(schema, model_bytes(testdata, "mlperf-tiny/kws_ref_model"),
+                       lambda m: setattr(_sg(m).operators[0], "inputs",
+                                         [int(_sg(m).operators[0].inputs[0]), -1,
+                                          int(_sg(m).operators[0].inputs[2])]))
+    assert "CONV_2D input 1 cannot be omitted (-1)" in rejected(no_filter)
+    assert litert_outcome(no_filter) < 0  # SIGSEGV in the XNNPACK delegate
+
+    def no_input_gate_bias(m: Any) -> None:
+        inputs = [int(i) for i in _sg(m).operators[0].inputs]
+        inputs[12] = -1  # input-to-input weights stay: not a CIFG cell
+        _sg(m).operators[0].inputs = inputs
+
+    lstm_bias = edited(schema, model_bytes(testdata, "tflm/trained_lstm_int8"), no_input_gate_bias)
+    assert "(inputs 1, 5, 12) must be all present or all omitted" in rejected(lstm_bias)
+    assert litert_outcome(lstm_bias) < 0  # SIGSEGV: Prepare reads the bias' dims
+
     beta = edited(schema, model_bytes(testdata, "mlperf-tiny/kws_ref_model"),
                   lambda m: setattr(_sg(m).operators[-1].builtinOptions, "beta", 0.0))
     assert "SOFTMAX: beta 0 * input scale 0.144693 must exceed 2**-26" in rejected(beta)
     assert litert_outcome(beta, "BUILTIN_REF") < 0  # SIGABRT in PreprocessSoftmaxScaling
 
-    add = _add_model(schema, output_scale=1e-7)  # output multiplier 2 / 2**20 / 1e-7 = 19
+    add = _binary_model(schema, "ADD", 1.0, 1e-7)  # output multiplier 2 / 2**20 / 1e-7 = 19
     assert "ADD: output multiplier 19.07" in rejected(add)
     assert litert_outcome(add) < 0  # SIGABRT in QuantizeMultiplierSmallerThanOneExp
-    good = _add_model(schema, output_scale=0.01)
+    good = _binary_model(schema, "ADD", 1.0, 0.01)
     validate_tflite(good)
     assert litert_outcome(good) == 0
+
+    # A plausible model: int8 EQUAL on inputs with scale exactly 1.0 (QuantizeMultiplier sends
+    # 1.0 to QuantizeMultiplierGreaterThanOne, which checks > 1). LiteRT 2.3 bug, not corruption.
+    equal = _binary_model(schema, "EQUAL", 1.0, None, output_type=6)
+    assert "EQUAL: input scales [1.0, 1.0] must be positive and not exactly 1" in rejected(equal)
+    assert litert_outcome(equal) < 0  # SIGABRT on invoke
+    validate_tflite(_binary_model(schema, "EQUAL", 0.5, None, output_type=6))
 
 
 # --- the schema and the protobuf map against their references ----------------------------------

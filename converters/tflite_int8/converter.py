@@ -23,7 +23,7 @@ from edgeserve.atomic import write_bytes, write_json
 from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
-from edgeserve.converters._tflite_debug import LayerError, float_layers_model, layer_errors
+from edgeserve.converters.tflite_int8.layer_errors import LayerError, float_layers_model, layer_errors
 from edgeserve.errors import InputError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, evaluate

@@ -52,7 +52,7 @@ def sample_inputs(model: TfliteModel, count: int, seed: int = 0) -> list[list[np
 
 def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence[Sequence[np.ndarray]]) -> TflmCheck:
     """Allocate in ``host_arena_bytes`` with TFLM, run ``samples``, compare with LiteRT BUILTIN_REF."""
-    from edgeserve.mcu import tflm
+    from edgeserve.converters.mcu import tflm
 
     use = tflm.arena_use(model_bytes, host_arena_bytes)  # raises ArenaTooSmallError if the plan is short
     tflm_outputs = tflm.run(model_bytes, host_arena_bytes, samples)

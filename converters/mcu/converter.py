@@ -23,8 +23,8 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.errors import InputError, ModelFileError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.mcu.arena import HeadPlan, plan_head
-from edgeserve.mcu.names import c_identifier
+from edgeserve.converters.mcu.arena import HeadPlan, plan_head
+from edgeserve.converters.mcu.names import c_identifier
 from edgeserve.tflite_model import TfliteModel
 
 OUT_DIR = "mcu"
@@ -63,9 +63,9 @@ class McuConverter(Converter):
         return () if source_kind == "tflite" else ("tflite-int8",)
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
-        from edgeserve.mcu.memory import check_fit, memory_report
-        from edgeserve.mcu.ops import CORE_CODE_BYTES, resolve_ops
-        from edgeserve.mcu.persistent import estimate_arena
+        from edgeserve.converters.mcu.memory import check_fit, memory_report
+        from edgeserve.converters.mcu.ops import CORE_CODE_BYTES, resolve_ops
+        from edgeserve.converters.mcu.persistent import estimate_arena
 
         opts = Options.from_mapping(ctx.options)
         model_bytes, origin = self.prepare(ctx)
@@ -153,10 +153,10 @@ class McuConverter(Converter):
     def emit(self, ctx: ConversionContext, name: str, model_bytes: bytes, model: TfliteModel,
              ops: list[Any], head: HeadPlan, target: Any, host: Any) -> list[Path]:
         """Write OUT/mcu/; the model's own .tflite goes beside the C array for `edgeserve verify`."""
-        from edgeserve.mcu.arena_header import render_arena_header
-        from edgeserve.mcu.carray import render_model_data
-        from edgeserve.mcu.examples import TensorDesc, render_examples, sketch_files
-        from edgeserve.mcu.ops_header import render_ops_header
+        from edgeserve.converters.mcu.arena_header import render_arena_header
+        from edgeserve.converters.mcu.carray import render_model_data
+        from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
+        from edgeserve.converters.mcu.ops_header import render_ops_header
 
         directory = ctx.out_dir / OUT_DIR
         data_h, data_cc = render_model_data(name, model_bytes, source=ctx.source.path.name)
@@ -190,7 +190,7 @@ class McuConverter(Converter):
         if importlib.util.find_spec("tflite_micro") is None:
             return {"method": "none", "note": "tflite-micro is not installed (pip install 'edgeserve[convert]'); "
                     "the plan was not run in TFLM"}
-        from edgeserve.mcu.check import check_with_tflm, sample_inputs
+        from edgeserve.converters.mcu.check import check_with_tflm, sample_inputs
 
         with ctx.progress.step("mcu: run in TFLM with the planned arena"):
             result = check_with_tflm(model_bytes, host_arena, sample_inputs(model, CHECK_SAMPLES))
@@ -209,7 +209,7 @@ class McuConverter(Converter):
 
     def _arm_size(self, ctx: ConversionContext, files: list[Path], name: str) -> dict[str, Any]:
         """arm-none-eabi-size of the model array's object, when the Arm toolchain is installed."""
-        from edgeserve.mcu import toolchain
+        from edgeserve.converters.mcu import toolchain
 
         source = next(p for p in files if p.name == f"{name}_model_data.cc")
         try:
@@ -238,7 +238,7 @@ class McuConverter(Converter):
         checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
                             f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
         if importlib.util.find_spec("tflite_micro") is not None:
-            from edgeserve.mcu import tflm
+            from edgeserve.converters.mcu import tflm
 
             ok = tflm.fits(model_path.read_bytes(), entry["arena_bytes_host"])
             checks.append(Check("TFLM allocates in the planned host arena", ok, f"{entry['arena_bytes_host']} bytes"))

@@ -1,7 +1,7 @@
 """Everything in a TFLM tensor arena besides the activation plan, computed offline.
 
 TFLM's ``MicroAllocator`` uses one arena from both ends. The *head* (low addresses) ends
-up holding the activation plan (:mod:`edgeserve.mcu.arena`); the *tail* (high addresses)
+up holding the activation plan (:mod:`edgeserve.converters.mcu.arena`); the *tail* (high addresses)
 holds what lives as long as the interpreter. While ``AllocateTensors()`` runs, the head
 side also holds short-lived data that the final plan later overwrites. This module
 replays that sequence, allocation by allocation with TFLM's alignment rules, from the
@@ -28,7 +28,7 @@ model alone:
 8. **Inputs and outputs** (tail): a pointer array and a persistent ``TfLiteTensor``
    (with quantization) per model input and output.
 
-Per-kernel facts are in :mod:`edgeserve.mcu.kernel_data`; the struct sizes below come
+Per-kernel facts are in :mod:`edgeserve.converters.mcu.kernel_data`; the struct sizes below come
 from the same measurements (see that module's docstring). The replay was checked against
 real TFLM twice: the tflite-micro wheel on x86-64 (tests/test_mcu_persistent.py), and
 TFLM built with arm-none-eabi-g++ and run under qemu-arm for the 32-bit figures (the
@@ -48,8 +48,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from edgeserve.errors import ModelFileError, UnsupportedOpError
-from edgeserve.mcu import arena
-from edgeserve.mcu.kernel_data import (
+from edgeserve.converters.mcu import arena
+from edgeserve.converters.mcu.kernel_data import (
     COLUMNS,
     KERNELS,
     OP_DATA,

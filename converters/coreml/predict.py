@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.coreml.program import Feature, MilProgram
+from edgeserve.converters.coreml.program import Feature, MilProgram
 
 COMPUTE_UNITS = "CPU_ONLY"  # the reproducible path; the ANE and GPU may round differently
 
@@ -29,7 +29,7 @@ def numeric_outputs(program: MilProgram, outputs: Mapping[str, Any]) -> list[np.
 
 def run_core_ml(package: Path, program: MilProgram, feeds: Iterable[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
     """Core ML's outputs (as :func:`numeric_outputs`, concatenated over the feeds)."""
-    from edgeserve.coreml.toolchain import captured, coremltools
+    from edgeserve.converters.coreml.toolchain import captured, coremltools
 
     ct = coremltools()
     with captured():

@@ -6,7 +6,7 @@ conversion pass, and Python warnings from the frontends. None of it belongs on t
 terminal between edgeserve's own progress lines, and some of it belongs in the manifest
 (which framework versions coremltools did not test). This module routes all of it:
 
-- the ``coremltools`` logger → ``edgeserve.coreml.coremltools`` (info lines and known
+- the ``coremltools`` logger → ``edgeserve.converters.coreml.coremltools`` (info lines and known
   noise at debug, its other warnings as warnings);
 - tqdm bars and other ``sys.stderr`` writes → debug lines (the final state of each bar);
 - Python warnings → debug lines;
@@ -30,7 +30,7 @@ from types import ModuleType
 
 from edgeserve.console import NativeOutput, capture_native_stderr
 
-log = logging.getLogger("edgeserve.coreml.coremltools")
+log = logging.getLogger("edgeserve.converters.coreml.coremltools")
 
 # Messages that are expected on every run and say nothing about this model.
 _NOISE = (

@@ -9,5 +9,9 @@ ops         numpy implementations of the ML program ops edgeserve's conversions 
 evaluator   runs a program op by op; refuses, by name, any op it cannot run
 predict     Core ML's own predict (macOS only), fed exactly what the evaluator is fed
 
-The target itself (prepare → calibrate → emit → verify) is ``edgeserve.converters.coreml``.
+converter   the target itself (prepare → calibrate → emit → verify), registered as "coreml"
 """
+
+from edgeserve.converters.coreml.converter import CoreMLConverter  # registers "coreml"
+
+__all__ = ["CoreMLConverter"]

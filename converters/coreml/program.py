@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.coreml.blob import BlobFile
+from edgeserve.converters.coreml.blob import BlobFile
 from edgeserve.errors import ModelFileError
 
 WEIGHTS_PREFIX = "@model_path/"
@@ -110,7 +110,7 @@ class MilProgram:
         Raises:
             ModelFileError: the package, its protobuf or its weights are missing or damaged.
         """
-        from edgeserve.coreml.toolchain import coremltools
+        from edgeserve.converters.coreml.toolchain import coremltools
 
         coremltools()  # quietly, before the protobuf modules import the package
         from coremltools.proto import Model_pb2

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.coreml.evaluator import MilEvaluator
-from edgeserve.coreml.program import MilProgram
+from edgeserve.converters.coreml.evaluator import MilEvaluator
+from edgeserve.converters.coreml.program import MilProgram
 
 PRECISIONS = ("fp16", "int8-weights", "w8a8")
 WEIGHT_THRESHOLD = 0

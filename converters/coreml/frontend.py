@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from edgeserve._deps import require
-from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError
+from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, first_line
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.source import SourceModel, TensorInfo
+from edgeserve.sources import SourceModel, TensorInfo
 
 COLOR_LAYOUTS = {"gray": "GRAYSCALE", "rgb": "RGB", "bgr": "BGR"}
 
@@ -163,7 +163,7 @@ def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target:
         missing = _MISSING_OP.search(str(exc))
         if missing is None:
             raise SourceModelError(f"coremltools {ct.__version__} cannot convert {source.path.name}: "
-                                   f"{_first_line(exc)}") from exc
+                                   f"{first_line(exc)}") from exc
         raise UnsupportedOpError(
             missing.group(1), f"coreml (coremltools {ct.__version__} {frontend} frontend)", _frontend_ops(frontend),
             detail=f"coremltools has no conversion for this {frontend} op, so no package was made.",
@@ -171,7 +171,7 @@ def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target:
     except (ValueError, TypeError, RuntimeError, KeyError, AssertionError) as exc:
         # coremltools reports unconvertible graphs with these; the reason goes to the user.
         raise SourceModelError(f"coremltools {ct.__version__} cannot convert {source.path.name}: "
-                               f"{_first_line(exc)}") from exc
+                               f"{first_line(exc)}") from exc
 
 
 _MISSING_OP = re.compile(r"op '([^']+)' not implemented")
@@ -191,10 +191,6 @@ def _frontend_ops(frontend: str) -> list[str]:
 
     return sorted(_TORCH_OPS_REGISTRY.name_to_func_mapping)
 
-
-def _first_line(exc: BaseException) -> str:
-    lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _ct_input(ct: Any, plan: InputPlan) -> Any:

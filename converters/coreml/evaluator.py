@@ -1,7 +1,7 @@
 """Run an ML program with numpy: Core ML's numbers on a machine where Core ML does not run.
 
 The evaluator walks the program's ops in order (an ML program is already topologically
-sorted), computes each in float32 with :mod:`edgeserve.coreml.ops` and rounds every
+sorted), computes each in float32 with :mod:`edgeserve.converters.coreml.ops` and rounds every
 result to the type the program declares: an fp16 program is emulated as "float32
 arithmetic, float16 storage", which is what Core ML's CPU path does. Constants, including
 the constexpr dequantization of INT8 weights, are computed once.
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.coreml.ops import OPS
-from edgeserve.coreml.program import MilProgram, Op, VarType
+from edgeserve.converters.coreml.ops import OPS
+from edgeserve.converters.coreml.program import MilProgram, Op, VarType
 from edgeserve.errors import InputError, UnsupportedOpError, VerificationError
 
 log = logging.getLogger(__name__)

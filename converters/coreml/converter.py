@@ -73,7 +73,7 @@ class Options:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> Options:
-        from edgeserve.coreml.quantize import PRECISIONS
+        from edgeserve.converters.coreml.quantize import PRECISIONS
 
         precision = options.get("coreml_precision") or "fp16"
         if precision not in PRECISIONS:
@@ -125,8 +125,8 @@ class CoreMLConverter(Converter):
     summary = "Core ML package (fp16 / int8 weights / w8a8), verified numerically on Linux too"
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
-        from edgeserve.coreml import toolchain
-        from edgeserve.coreml.frontend import deployment_target
+        from edgeserve.converters.coreml import toolchain
+        from edgeserve.converters.coreml.frontend import deployment_target
 
         if ctx.source.kind not in SOURCE_KINDS or ctx.calibration is None or ctx.evaluation is None:
             what = {"tflite": "is already a .tflite", "saved_model": "is a SavedModel directory, which coremltools "
@@ -153,7 +153,7 @@ class CoreMLConverter(Converter):
 
     # ----- prepare ----------------------------------------------------------------------
     def prepare(self, ctx: ConversionContext, opts: Options) -> list[Any]:
-        from edgeserve.coreml.frontend import plan_inputs
+        from edgeserve.converters.coreml.frontend import plan_inputs
 
         assert ctx.calibration is not None
         plans = plan_inputs(ctx.source, ctx.preprocess, [x.shape[1:] for x in ctx.calibration.inputs])
@@ -173,8 +173,8 @@ class CoreMLConverter(Converter):
     def emit(self, ctx: ConversionContext, opts: Options, ct: Any, target: Any, plans: list[Any],
              messages: list[str]) -> tuple[Path, Any, list[dict[str, Any]]]:
         """Convert, quantize and save the package into the work directory (not yet OUT)."""
-        from edgeserve.coreml import quantize, toolchain
-        from edgeserve.coreml.frontend import convert
+        from edgeserve.converters.coreml import quantize, toolchain
+        from edgeserve.converters.coreml.frontend import convert
 
         with ctx.progress.step(f"coreml: convert {ctx.source.kind} with coremltools"), toolchain.captured() as said:
             mlmodel = convert(ct, ctx.source, plans, target=target, labels=opts.labels)
@@ -198,16 +198,16 @@ class CoreMLConverter(Converter):
         messages += said.messages
         table: list[dict[str, Any]] = []
         if stats is not None:
-            from edgeserve.coreml.program import MilProgram
+            from edgeserve.converters.coreml.program import MilProgram
 
             table = quantize.activation_table(MilProgram.load(package), stats)
         return package, stats, table
 
     def calibrate(self, ctx: ConversionContext, mlmodel: Any, plans: list[Any]) -> Any:
         """Activation ranges of the fp16 program over the calibration set (for w8a8)."""
-        from edgeserve.coreml import toolchain
-        from edgeserve.coreml.program import MilProgram
-        from edgeserve.coreml.quantize import collect_activation_stats
+        from edgeserve.converters.coreml import toolchain
+        from edgeserve.converters.coreml.program import MilProgram
+        from edgeserve.converters.coreml.quantize import collect_activation_stats
 
         calibration = ctx.calibration
         assert calibration is not None
@@ -230,10 +230,10 @@ class CoreMLConverter(Converter):
     # ----- verify -----------------------------------------------------------------------
     def verify(self, ctx: ConversionContext, opts: Options, package: Path, plans: list[Any]) -> Verification:
         """Run the package as written against the source; Core ML predict too on macOS."""
-        from edgeserve.coreml import toolchain
-        from edgeserve.coreml.evaluator import MilEvaluator
-        from edgeserve.coreml.predict import run_core_ml
-        from edgeserve.coreml.program import MilProgram
+        from edgeserve.converters.coreml import toolchain
+        from edgeserve.converters.coreml.evaluator import MilEvaluator
+        from edgeserve.converters.coreml.predict import run_core_ml
+        from edgeserve.converters.coreml.program import MilProgram
 
         evaluation = ctx.evaluation
         assert evaluation is not None
@@ -270,8 +270,8 @@ class CoreMLConverter(Converter):
     def _write(self, ctx: ConversionContext, opts: Options, package: Path, plans: list[Any],
                verification: Verification, stats: Any, table: list[dict[str, Any]],
                messages: list[str]) -> dict[str, Any]:
-        from edgeserve.coreml import toolchain
-        from edgeserve.coreml.program import MilProgram
+        from edgeserve.converters.coreml import toolchain
+        from edgeserve.converters.coreml.program import MilProgram
 
         evaluation = ctx.evaluation
         assert evaluation is not None and ctx.calibration is not None
@@ -330,10 +330,10 @@ class CoreMLConverter(Converter):
 
     # ----- re-verification --------------------------------------------------------------
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
-        from edgeserve.coreml import toolchain
-        from edgeserve.coreml.evaluator import MilEvaluator
-        from edgeserve.coreml.predict import run_core_ml
-        from edgeserve.coreml.program import MilProgram
+        from edgeserve.converters.coreml import toolchain
+        from edgeserve.converters.coreml.evaluator import MilEvaluator
+        from edgeserve.converters.coreml.predict import run_core_ml
+        from edgeserve.converters.coreml.program import MilProgram
 
         checks: list[Check] = []
         fixture = entry["verification"]["fixture"]
@@ -424,7 +424,7 @@ def _feeds(plans: Sequence[Any], inputs: Sequence[np.ndarray]) -> Iterator[dict[
 
 
 def _run(evaluator: Any, program: Any, feeds: Any) -> list[np.ndarray]:
-    from edgeserve.coreml.predict import numeric_outputs
+    from edgeserve.converters.coreml.predict import numeric_outputs
 
     rows = [numeric_outputs(program, evaluator.run(feed)) for feed in feeds]
     return [np.concatenate([r[i] for r in rows]) for i in range(len(rows[0]))]
@@ -441,7 +441,7 @@ def _compare(reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray], met
 
 
 def _quantization(opts: Options, program: Any, stats: Any, ctx: ConversionContext) -> dict[str, Any]:
-    from edgeserve.coreml.quantize import WEIGHT_THRESHOLD
+    from edgeserve.converters.coreml.quantize import WEIGHT_THRESHOLD
 
     counts = program.op_counts()
     int8_weights = opts.precision != "fp16"

@@ -1,0 +1,68 @@
+"""Source models, one module per kind behind one interface (:class:`SourceModel`).
+
+keras    .keras, Keras 2 .h5 (with keras_legacy's shims), SavedModel directories
+pytorch  ExportedProgram .pt2, traced TorchScript .pt
+tflite   a .tflite file, read by edgeserve's own reader
+
+Each module lists its :class:`SourceKind` entries in ``KINDS``; a new kind is a new module
+added to ``_MODULES``. Modules import their framework only when a model is loaded, so
+``import edgeserve.sources`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from edgeserve.errors import SourceModelError
+from edgeserve.sources.base import SERVING_KEY, Signature, SourceKind, SourceModel, TensorInfo
+
+__all__ = ["SERVING_KEY", "Signature", "SourceKind", "SourceModel", "TensorInfo", "kinds", "load_source",
+           "source_kind"]
+
+_MODULES = ("keras", "pytorch", "tflite")
+
+ONNX_IS_NOT_A_SOURCE = (
+    "ONNX is not a source edgeserve converts from yet: coremltools has no ONNX frontend any more (Apple dropped "
+    "it; coremltools converts TensorFlow and PyTorch only), and the TFLite targets start from TensorFlow. "
+    "Convert the model the ONNX file was exported from instead: the PyTorch module saved with "
+    "torch.export.save (.pt2) for -t coreml, or the Keras/SavedModel model for any target"
+)
+
+
+def kinds() -> tuple[SourceKind, ...]:
+    """Every registered source kind, in detection order."""
+    found: list[SourceKind] = []
+    for name in _MODULES:
+        found.extend(importlib.import_module(f"{__name__}.{name}").KINDS)
+    return tuple(found)
+
+
+def accepted() -> str:
+    """The accepted formats, as one phrase for error messages."""
+    described = [k.described for k in kinds()]
+    return ", ".join(described[:-1]) + " or " + described[-1]
+
+
+def _find(path: Path) -> SourceKind:
+    for kind in kinds():
+        if kind.detect(path):
+            return kind
+    if path.is_dir():
+        raise SourceModelError(f"{path} is a directory without saved_model.pb; expected a SavedModel directory")
+    if path.suffix.lower() == ".onnx":
+        raise SourceModelError(f"{path.name} is an ONNX model. {ONNX_IS_NOT_A_SOURCE}. Accepted: {accepted()}")
+    raise SourceModelError(f"cannot tell the model format of {path.name}: expected {accepted()}")
+
+
+def source_kind(path: Path) -> str:
+    """The registered kind name of ``path`` ("keras", "tflite", ...), or raise naming what is accepted."""
+    return _find(Path(path)).name
+
+
+def load_source(path: str | Path) -> SourceModel:
+    """Load any registered source kind, or raise :class:`SourceModelError`."""
+    path = Path(path)
+    if not path.exists():
+        raise SourceModelError(f"source model not found: {path}")
+    return _find(path).load(path)

@@ -1,0 +1,102 @@
+"""What every source kind gives the converters: a signature, float reference outputs,
+and the routes it can take to each target.
+
+A source module subclasses :class:`SourceModel` and registers a :class:`SourceKind` in
+``edgeserve.sources``; frameworks are imported when a model is loaded, never at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.atomic import sha256_file
+
+SERVING_KEY = "serving_default"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One model input or output as the source framework declares it (None = dynamic)."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str
+
+    @property
+    def sample_shape(self) -> tuple[int | None, ...]:
+        """The shape of one sample, without the batch dimension."""
+        return self.shape[1:]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceKind:
+    """One kind of source file, as the registry sees it.
+
+    Attributes:
+        name: the kind recorded in the manifest ("keras", "torch-export", ...).
+        described: how the accepted-formats message names it.
+        detect: True when a path is of this kind (by suffix or directory layout only:
+            detection never opens a framework).
+        load: builds the :class:`SourceModel`; imports the framework it needs.
+    """
+
+    name: str
+    described: str
+    detect: Callable[[Path], bool]
+    load: Callable[[Path], "SourceModel"]
+
+
+class SourceModel:
+    """A loaded float source model. Use :func:`edgeserve.sources.load_source` to make one."""
+
+    def __init__(self, path: Path, kind: str, signature: Signature, framework_version: str) -> None:
+        self.path = path
+        self.kind = kind
+        self.signature = signature
+        self.framework = "tensorflow"
+        self.framework_version = framework_version
+        self._sha256: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = sha256_file(self.path)
+        return self._sha256
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "sha256": self.sha256,
+            "framework": self.framework,
+            "framework_version": self.framework_version,
+        }
+
+    def predict(self, inputs: Sequence[np.ndarray], batch_size: int = 64) -> list[np.ndarray]:
+        """Float outputs for N samples (one array per input, N first), in output order."""
+        n = len(inputs[0])
+        chunks: list[list[np.ndarray]] = []
+        for start in range(0, n, batch_size):
+            chunks.append(self._predict_batch([x[start : start + batch_size] for x in inputs]))
+        return [np.concatenate([c[i] for c in chunks]) for i in range(len(self.signature.outputs))]
+
+    def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def export_batch1_saved_model(self, directory: Path) -> Path:
+        """Write a SavedModel whose ``serving_default`` takes batch-1 inputs (for TFLite)."""
+        raise NotImplementedError
