@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.backend import Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, Placement
 from edgeserve.runtime.litert import TensorDetail
 
 ENGINE = "coreml"

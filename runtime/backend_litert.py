@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.backend import Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, Placement
 from edgeserve.errors import first_line
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from edgeserve.atomic import write_bytes, write_text
 from edgeserve.errors import InputError, MissingDependencyError
 
 if TYPE_CHECKING:
-    from edgeserve.profiling.run import ProfileResult
+    from edgeserve.profiling.result import ProfileResult
 
 __all__ = ["check_available", "render_png", "write_report"]
 

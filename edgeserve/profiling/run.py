@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from edgeserve.errors import InputError
 from edgeserve.profiling import energy as emath
 from edgeserve.profiling.clock import SYSTEM_CLOCK, Clock
 from edgeserve.profiling.power import ActivityMeter, ProbeContext, open_power_source
+from edgeserve.profiling.result import ProfileResult
 from edgeserve.profiling.sampler import Sampler, Trace
 from edgeserve.profiling.sysfs import SensorError, resolve_root
 from edgeserve.profiling.thermal import (
@@ -49,27 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["ProfileResult", "measure", "profile_run"]
-
-
-@dataclass
-class ProfileResult:
-    """Everything one profiling run produced.
-
-    Attributes:
-        summary: The JSON document (``edgeserve profile --json``).
-        trace: Sampled power and temperature.
-        power_w: Interval power for plots: (times, watts), empty without a source.
-        latencies: Rows of (start time, latency ms) on the trace's clock.
-        model: The fitted thermal model, if any.
-    """
-
-    summary: dict[str, Any]
-    trace: Trace
-    power_w: tuple[np.ndarray, np.ndarray]
-    latencies: np.ndarray
-    model: ThermalModel | None = None
-    load: LoadModel | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:

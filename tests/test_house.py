@@ -1,0 +1,121 @@
+"""The shape of the house: no module past 800 lines, and no import cycle between modules.
+
+The import graph is read statically with ``ast`` from every import statement anywhere in a
+module, including imports inside functions and under ``if TYPE_CHECKING:``: a lazy import
+still ties the two modules together, and a cycle through one is a cycle a reader has to
+hold in mind. An edge goes to the most specific project module named (``from a.b import c``
+is an edge to ``a.b.c`` when that is a module, else to ``a.b``). A package's ``__init__``
+that imports its own submodules (to register a target, or re-export names) is not part of
+a cycle with them: importing ``a.b.c`` runs ``a.b``'s ``__init__`` by Python's rules, not
+because ``c`` asked for it, so edges from a module to its own enclosing packages are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Folders as installed (pyproject.toml's package-dir): converters/ and runtime/ live inside edgeserve.
+PACKAGE_DIRS = {"edgeserve": ROOT / "edgeserve", "edgeserve.converters": ROOT / "converters",
+                "edgeserve.runtime": ROOT / "runtime", "edgeserve._profiles": ROOT / "profiles",
+                "edgeserve._firmware": ROOT / "firmware"}
+MAX_LINES = 800
+
+
+def project_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    is_package = path.name == "__init__.py"
+    edges: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                       for alias in node.names]
+        for target in targets:
+            while target and target not in modules:  # a name inside a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                edges.add(target)
+    return edges
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_module_is_over_800_lines() -> None:
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in project_modules().values()}
+    too_long = {p: n for p, n in sizes.items() if n > MAX_LINES}
+    assert not too_long, f"over {MAX_LINES} lines: {too_long}"
+    assert len(sizes) > 50  # the walk found the project, not an empty folder
+
+
+def test_imports_form_no_cycle() -> None:
+    modules = project_modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    assert sum(len(e) for e in graph.values()) > 100  # the graph is the real one
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    """The check can fail: a known three-module cycle and a lazy import are found."""
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+    modules = {"edgeserve.x": ROOT / "x.py", "edgeserve.y": ROOT / "y.py"}
+    tree = "def f():\n    from edgeserve.y import thing\n"
+    path = Path(__file__).parent / "_house_probe.py"
+    try:
+        path.write_text(tree)
+        assert imports_of("edgeserve.x", path, modules) == {"edgeserve.y"}
+    finally:
+        path.unlink()
