@@ -334,12 +334,14 @@ class Session:
         data = artifact.read()
         key = id(artifact)
         if key not in self._validated:
-            from edgeserve.runtime import validate
-
             if artifact.engine == "litert":
-                validate.validate_tflite(data)
+                from edgeserve.tflite_verify import validate_tflite
+
+                validate_tflite(data)
             elif artifact.engine == "onnxruntime":
-                validate.validate_onnx(data)
+                from edgeserve.onnx_check import validate_onnx
+
+                validate_onnx(data)
             self._validated.add(key)
         return data
 

@@ -192,3 +192,27 @@ def test_every_generated_file_compiles(kws_build, tmp_path, compiler, flags):
             capture_output=True, text=True,
         )
         assert done.returncode == 0, done.stderr
+
+
+def test_a_model_that_would_abort_tflm_is_one_error_line_and_nothing_written(testdata, tmp_path):
+    """The probe's SIGABRT: a SOFTMAX whose beta * input scale is below 2**-26 aborts TFLM (and
+    LiteRT) in PreprocessSoftmaxScaling. The runtime's validator refuses it before TFLM runs."""
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+    from test_model_validation import _sg, edited, model_bytes
+
+    schema = pytest.importorskip("ai_edge_litert.schema_py_generated")
+    bad = edited(schema, model_bytes(testdata, "mlperf-tiny/kws_ref_model"),
+                 lambda m: setattr(_sg(m).operators[-1].builtinOptions, "beta", 0.0))
+    source = tmp_path / "softmax_beta0.tflite"
+    source.write_bytes(bad)
+    out = tmp_path / "OUT"
+    out.mkdir()
+    (out / "keep.txt").write_text("the user's file")
+    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "mcu", "--no-fit-check", "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "SOFTMAX: beta 0 * input scale 0.144693 must exceed 2**-26" in errors[0]
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert source.read_bytes() == bad  # the input is never modified

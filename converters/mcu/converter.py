@@ -26,6 +26,7 @@ from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.converters.mcu.arena import HeadPlan, plan_head
 from edgeserve.converters.mcu.names import c_identifier
 from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite_verify import validate_tflite
 
 OUT_DIR = "mcu"
 # The two reference implementations agree bit for bit on every shared test model but
@@ -71,7 +72,9 @@ class McuConverter(Converter):
         model_bytes, origin = self.prepare(ctx)
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
-        model = TfliteModel.from_bytes(model_bytes)
+        # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs
+        # in this process, and a model LiteRT's kernels would abort on aborts TFLM's too.
+        model = validate_tflite(model_bytes, runtime="tflm")
         integer, problems = model.is_full_integer()
         if not integer:
             raise InputError(
@@ -231,7 +234,7 @@ class McuConverter(Converter):
             return VerifyResult(self.name, entry["path"], tuple(checks))
         model_path = root / OUT_DIR / f"{entry['name']}_model.tflite"
         try:
-            model = TfliteModel.from_file(model_path)
+            model = validate_tflite(TfliteModel.from_file(model_path).file_bytes, runtime="tflm")
         except ModelFileError as exc:
             return VerifyResult(self.name, entry["path"], (*checks, Check("model parses", False, str(exc))))
         head = plan_head(model, pointer_bytes=4).head_bytes

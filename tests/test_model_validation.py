@@ -1,4 +1,4 @@
-"""Tests of edgeserve.runtime.validate.
+"""Tests of the model validators: tflite_verify (with tflite_schema), onnx_check and runtime.probe.
 
 Corrupted models are made from real ones (../shared/testdata) with LiteRT's generated schema
 reader and the flatbuffers builder, or by patching bytes, and every rejection must name the
@@ -27,8 +27,11 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import EdgeServeError, ModelFileError
-from edgeserve.runtime import validate
-from edgeserve.runtime.validate import probe_in_subprocess, validate_onnx, validate_tflite
+from edgeserve import onnx_check, tflite_schema, tflite_verify
+from edgeserve.onnx_check import validate_onnx
+from edgeserve.runtime import probe
+from edgeserve.runtime.probe import probe_in_subprocess
+from edgeserve.tflite_verify import validate_tflite
 from edgeserve.tflite_model import BUILTIN_OPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +115,7 @@ def test_returns_the_parsed_model_and_accepts_bytearray(testdata: Path) -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, edgeserve, edgeserve.runtime.validate; print(sorted({m.split('.')[0] "
+    code = ("import sys, edgeserve, edgeserve.tflite_verify, edgeserve.onnx_check, edgeserve.runtime.probe; print(sorted({m.split('.')[0] "
             "for m in sys.modules} & {'tensorflow', 'onnx', 'onnxruntime', 'ai_edge_litert', "
             "'flatbuffers', 'google', 'torch', 'coremltools'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -159,7 +162,7 @@ def _position(schema: Any, data: bytes, path: str) -> int:
     """Byte position of the table at ``path`` (as named in messages), via a recording verifier."""
     found: dict[str, int] = {}
 
-    class Recorder(validate._Verifier):
+    class Recorder(tflite_verify._Verifier):
         def table(self, pos: int, kind: str, where: str) -> Any:
             found[where] = pos
             return super().table(pos, kind, where)
@@ -198,7 +201,7 @@ def test_nesting_depth_and_table_count_are_bounded(testdata: Path, schema: Any,
     import flatbuffers
 
     data = model_bytes(testdata, "tflm/hello_world_int8")
-    monkeypatch.setattr(validate, "_MAX_DEPTH", 3)
+    monkeypatch.setattr(tflite_verify, "_MAX_DEPTH", 3)
     assert "nest deeper than 3 levels" in rejected(data)
     monkeypatch.undo()
     # One subgraph referenced 3000 times: a small file that would make verification quadratic.
@@ -491,7 +494,7 @@ def _generated_fields(source: str, cls: str) -> dict[int, tuple[str, str]]:
 
 def test_embedded_schema_matches_litert_generated_reader(schema: Any) -> None:
     source = Path(schema.__file__).read_text()
-    for table, fields in validate._SCHEMA.items():
+    for table, fields in tflite_schema.SCHEMA.items():
         expected = {}
         for fid, f in enumerate(fields):
             if f.deprecated:
@@ -500,17 +503,17 @@ def test_embedded_schema_matches_litert_generated_reader(schema: Any) -> None:
                     "scalar": ("scalar", f.arg)}.get(f.kind, (f.kind, f.arg))
             expected[4 + 2 * fid] = kind
         assert _generated_fields(source, table) == expected, table
-    for union, members in validate._UNION_MEMBERS.items():
+    for union, members in tflite_schema.UNION_MEMBERS.items():
         enum = getattr(schema, union)
         assert [getattr(enum, m) for m in members] == list(range(1, len(members) + 1)), union
         assert len([k for k in vars(enum) if not k.startswith("_")]) == len(members) + 1, union
-    assert validate._DEFAULTS["OperatorCode"]["version"] == 1
-    assert validate._DEFAULTS["Conv2DOptions"]["dilation_w_factor"] == 1
+    assert tflite_schema.DEFAULTS["OperatorCode"]["version"] == 1
+    assert tflite_schema.DEFAULTS["Conv2DOptions"]["dilation_w_factor"] == 1
 
 
 def test_protobuf_map_matches_onnx_descriptors() -> None:
     onnx = pytest.importorskip("onnx")
-    for message, fields in validate._ONNX_MESSAGES.items():
+    for message, fields in onnx_check._ONNX_MESSAGES.items():
         descriptor = onnx.ModelProto.DESCRIPTOR.file.message_types_by_name[message.split(".")[0]]
         for part in message.split(".")[1:]:
             descriptor = descriptor.nested_types_by_name[part]
@@ -594,7 +597,7 @@ def test_onnx_without_the_onnx_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
     validate_onnx(data)
     assert "past the end" in onnx_rejected(data[: len(data) - 10])
-    nested = validate._Protobuf(data).message(0, len(data), "ModelProto", "model", 0)
+    nested = onnx_check._Protobuf(data).message(0, len(data), "ModelProto", "model", 0)
     assert {1, 7, 8} <= nested
 
 
@@ -614,7 +617,7 @@ def test_probe_runs_once_and_caches(testdata: Path, tmp_path: Path, schema: Any,
     def no_child(*args: Any) -> Any:
         raise AssertionError("the cached verdict should have been used")
 
-    monkeypatch.setattr(validate, "_run_probe", no_child)
+    monkeypatch.setattr(probe, "_run_probe", no_child)
     second = probe_in_subprocess(data)
     assert (second.verdict, second.cached) == ("ok", True)
     monkeypatch.undo()
@@ -627,27 +630,27 @@ def test_probe_runs_once_and_caches(testdata: Path, tmp_path: Path, schema: Any,
     with pytest.raises(ModelFileError,
                        match="crashed in ai-edge-litert .*: the probe process died of SIG"):
         probe_in_subprocess(lstm)
-    monkeypatch.setattr(validate, "_run_probe", no_child)
+    monkeypatch.setattr(probe, "_run_probe", no_child)
     with pytest.raises(ModelFileError, match=r"\(cached verdict\)"):
         probe_in_subprocess(lstm)
 
 
 def test_probe_timeout_refusal_and_cache_location(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(validate, "_PROBE_SCRIPT", "import time; time.sleep(30)")
+    monkeypatch.setattr(probe, "_PROBE_SCRIPT", "import time; time.sleep(30)")
     monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path))
     with pytest.raises(ModelFileError,
                        match="timed out in .*: loading and one invoke took over 0.5 s"):
         probe_in_subprocess(b"\0\0\0\0TFL3", timeout_s=0.5)
     assert not (tmp_path / "probe").exists()  # a busy device may time out: not remembered
-    monkeypatch.setattr(validate, "_PROBE_SCRIPT", "raise ValueError('no such op')")
+    monkeypatch.setattr(probe, "_PROBE_SCRIPT", "raise ValueError('no such op')")
     refused = probe_in_subprocess(b"\0\0\0\0TFL3", use_cache=False)
     assert (refused.verdict, refused.detail) == ("refused", "ValueError: no such op")
     monkeypatch.delenv("EDGESERVE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert validate.cache_dir() == tmp_path / "xdg" / "edgeserve"
+    assert probe.cache_dir() == tmp_path / "xdg" / "edgeserve"
     monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path / "override"))
-    assert validate.cache_dir() == tmp_path / "override"
+    assert probe.cache_dir() == tmp_path / "override"
 
 
 # --- fuzz: mutants through validation and the real runtime, in one child ------------------------
@@ -659,7 +662,7 @@ EDGE32 = (0, 1, 2, 3, 4, 8, 255, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x
           0xFFFFFFFF, 0xFFFFFFFE, 0x40000000)
 
 
-class _Layout(validate._Verifier):
+class _Layout(tflite_verify._Verifier):
     """Where the model's scalars, offsets and vtable entries are (mutation targets)."""
 
     def __init__(self, data: bytes) -> None:
@@ -741,7 +744,7 @@ _FUZZ_CHILD = textwrap.dedent("""
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # LiteRT's own error chatter
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from edgeserve.errors import ModelFileError
-    from edgeserve.runtime.validate import validate_tflite
+    from edgeserve.tflite_verify import validate_tflite
     RESOLVERS = [OpResolverType.AUTO, OpResolverType.BUILTIN_REF,
                  OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES]
 
@@ -833,7 +836,7 @@ _ONNX_FUZZ_CHILD = textwrap.dedent("""
     import onnxruntime as ort
     ort.set_default_logger_severity(4)
     from edgeserve.errors import ModelFileError
-    from edgeserve.runtime.validate import validate_onnx
+    from edgeserve.onnx_check import validate_onnx
 
     def load_and_run(data):
         validate_onnx(data)
