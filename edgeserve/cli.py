@@ -21,8 +21,23 @@ from edgeserve.errors import AccuracyError, EdgeServeError
 log = logging.getLogger("edgeserve")
 
 
+# Flags of the top-level group that mean the same wherever they stand on the line.
+_GLOBAL_FLAGS = ("-q", "--quiet", "--debug")
+
+
 class _Group(click.Group):
-    """Turns EdgeServeError into one readable line and exit code 1."""
+    """Turns EdgeServeError into one readable line and exit code 1.
+
+    ``-q``/``--debug`` are accepted anywhere on the line (``edgeserve run X -q``), and with
+    ``--json`` an error is also a JSON object on stdout, so a script always has JSON to read.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        head, tail = args[:end], args[end:]
+        front = [a for a in head if a in _GLOBAL_FLAGS]
+        ctx.meta["edgeserve.json"] = "--json" in head
+        return super().parse_args(ctx, front + [a for a in head if a not in _GLOBAL_FLAGS] + tail)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -30,8 +45,14 @@ class _Group(click.Group):
         except EdgeServeError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"error: {exc}", err=True)
+            if ctx.meta.get("edgeserve.json"):
+                emit_json({"error": exc.for_cli(), "kind": type(exc).__name__})
+            click.echo(f"error: {exc.for_cli()}", err=True)
             ctx.exit(1)
+        except click.UsageError as exc:
+            if ctx.meta.get("edgeserve.json"):
+                emit_json({"error": exc.format_message(), "kind": "usage"})
+            raise
 
 
 def _setup_logging(debug: bool, quiet: bool) -> None:

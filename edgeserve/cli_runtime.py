@@ -44,15 +44,18 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 
 @click.command()
 @click.argument("artifact", type=click.Path(path_type=Path))
-@click.option("-i", "--input", "inputs", multiple=True, required=True,
-              help="Image, .npy, folder, video, camera[:N], /dev/videoN or picamera2 (repeatable).")
+@click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
+@click.option("-i", "--input", "inputs", multiple=True,
+              help="Image, .npy, folder, video, camera[:N], /dev/videoN or picamera2; several may follow "
+                   "one --input (--input a.jpg b.jpg), and --input may repeat.")
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
 @session_options
 @thermal_budget_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
+@click.pass_context
+def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
         profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
         labels: Path | None, preprocess_file: Path | None, thermal_budget: float | None, governor_policy: str,
         sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
@@ -60,6 +63,11 @@ def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | Non
     from edgeserve.runtime.inputs import iter_inputs
     from edgeserve.runtime.outputs import top_k as best
 
+    # Paths after the first --input's value arrive as extra arguments: they are inputs too.
+    inputs = (*inputs, *more_inputs)
+    if not inputs:
+        raise click.UsageError("give at least one input: --input PATH [PATH]...")
+    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
     results = []
     with session:
@@ -81,7 +89,7 @@ def run(artifact: Path, inputs: Sequence[str], top_k: int, max_frames: int | Non
             governor.close()
     if json_out:
         emit_json(summary)
-    else:
+    elif not quiet:  # -q: the results only, not the backend and skipped-delegate lines
         _print_backend(summary)
 
 

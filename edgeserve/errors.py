@@ -12,7 +12,18 @@ from collections.abc import Iterable
 
 
 class EdgeServeError(Exception):
-    """Base class of every error edgeserve raises on purpose."""
+    """Base class of every error edgeserve raises on purpose.
+
+    ``cli`` is the same message worded for the command line (flags instead of Python
+    arguments); the CLI prints it when given, the API's ``str()`` is the Python wording.
+    """
+
+    def __init__(self, *args: object, cli: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli_message = cli
+
+    def for_cli(self) -> str:
+        return self.cli_message or str(self)
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

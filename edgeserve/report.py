@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -9,7 +10,11 @@ from rich.table import Table
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=120)
+    if sys.stdout.isatty():
+        return Console(highlight=False, soft_wrap=False, width=120)
+    # A pipe or a file: no terminal to fit, and a script reading lines must not find one
+    # result broken over two.
+    return Console(highlight=False, soft_wrap=True, width=10_000)
 
 
 def print_conversion(manifest: dict[str, Any]) -> None:

@@ -124,8 +124,12 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
         artifacts.append(Artifact(file, engine, entry["target"], entry.get("sha256"), int(entry.get("bytes") or 0)))
     if not artifacts:
         targets = [a.get("target") for a in manifest["artifacts"]]
-        wanted = f"target {target!r}" if target else "an artifact the runtime can serve (.tflite, .onnx, .mlpackage)"
-        raise ManifestError(f"{path} has no {wanted} with status ok; it lists {targets}")
+        if target:
+            raise ManifestError(f"{path} has no artifact of target {target!r} with status ok; it lists {targets}")
+        raise ManifestError(
+            f"{path} holds nothing the runtime serves (a .tflite, .onnx or .mlpackage with status ok): it lists "
+            f"{targets}. A microcontroller build runs on the board, not in Session; convert with -t tflite-int8 "
+            "(or -t coreml) to get an artifact to run here")
     spec = PreprocessSpec.from_dict(manifest["preprocess"], where=f"{path} preprocess") if manifest.get("preprocess") else None
     labels = manifest.get("labels")
     return ServedModel(artifacts, spec, list(labels) if labels else None, path)

@@ -32,9 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError, first_line
+from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError, did_you_mean, first_line
 from edgeserve.runtime.artifacts import Artifact, ServedModel, resolve
-from edgeserve.runtime.backend import KINDS, Backend, BackendOptions, BackendUnavailable, Placement, backend_info
+from edgeserve.runtime.backend import (
+    KINDS,
+    Backend,
+    BackendOptions,
+    BackendUnavailable,
+    Placement,
+    backend_info,
+    known_backends,
+)
 from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
 
 log = logging.getLogger(__name__)
@@ -269,6 +277,10 @@ class Session:
             if a.engine not in engines:
                 engines.append(a.engine)
         if backend != "auto":
+            if backend_info(backend) is None:
+                known = known_backends()
+                raise InputError(f"unknown backend {backend!r}.{did_you_mean(backend, known)} Known backends: "
+                                 f"auto, {', '.join(known)}")
             chain = [backend]
         elif self.profile is not None and self.profile.runtime.backends:
             chain = list(self.profile.runtime.backends)
@@ -444,8 +456,12 @@ def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
     if x.shape == shape[1:] and len(shape) > 1:
         x = x[None]
     if x.shape != shape:
-        hint = "" if has_spec else " (camera frames need a PreprocessSpec: pass preprocess=...)"
-        raise InputError(f"input '{d.name}' expects shape {shape} {d.dtype.name}, got {x.shape} {x.dtype.name}{hint}")
+        problem = f"input '{d.name}' expects shape {shape} {d.dtype.name}, got {x.shape} {x.dtype.name}"
+        if has_spec:
+            raise InputError(problem)
+        raise InputError(f"{problem} (images need a PreprocessSpec: pass preprocess=PreprocessSpec(...))",
+                         cli=f"{problem} (images need preprocessing: record it at conversion with --size/--mean/--std, "
+                             "or give those flags or --preprocess spec.toml to this command)")
     if x.dtype.kind == "f":
         if not np.all(np.isfinite(x)):
             raise InputError(f"input '{d.name}' contains NaN or infinity")

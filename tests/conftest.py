@@ -7,11 +7,15 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTDATA = ROOT.parent / "shared" / "testdata"
+# The reference models (MLPerf Tiny, TFLM examples) live outside the repository; CI has them
+# at ../shared/testdata. EDGESERVE_TESTDATA points elsewhere (a copy, or an empty folder).
+TESTDATA = Path(os.environ.get("EDGESERVE_TESTDATA", ROOT.parent / "shared" / "testdata")).resolve()
+DATA_SKIP_PREFIX = "needs reference data:"
 
 
 def load_script(path: Path) -> ModuleType:
@@ -26,12 +30,39 @@ def load_script(path: Path) -> ModuleType:
 
 @pytest.fixture(scope="session")
 def testdata() -> Path:
-    """../shared/testdata; missing is a failure in CI (CI=true) and a skip elsewhere."""
-    if not TESTDATA.is_dir():
+    """The reference models; missing is a failure in CI (CI=true) and a counted skip elsewhere."""
+    return require_testdata()
+
+
+def require_testdata(path: Path | None = None) -> Path:
+    """``path`` (default: the folder) when it exists; else fail in CI, skip elsewhere."""
+    wanted = path or TESTDATA
+    if not wanted.exists() or (path is None and not any(TESTDATA.iterdir())):
+        message = f"{DATA_SKIP_PREFIX} {wanted} not found (set EDGESERVE_TESTDATA; default ../shared/testdata)"
         if os.environ.get("CI") == "true":
-            pytest.fail(f"shared test data not found at {TESTDATA}")
-        pytest.skip(f"shared test data not found at {TESTDATA}")
+            pytest.fail(message)
+        pytest.skip(message)
     return TESTDATA
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many tests could not run for want of data kept outside the repository."""
+    from tflm_build import SKIP_PREFIX as TFLM_SKIP_PREFIX
+
+    counts = {DATA_SKIP_PREFIX: 0, TFLM_SKIP_PREFIX: 0}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        for prefix in counts:
+            if prefix in reason:
+                counts[prefix] += 1
+    if counts[DATA_SKIP_PREFIX]:
+        terminalreporter.write_line(
+            f"{counts[DATA_SKIP_PREFIX]} test(s) skipped: the reference models were not found at {TESTDATA}; "
+            "put ../shared/testdata beside the project or set EDGESERVE_TESTDATA to a copy")
+    if counts[TFLM_SKIP_PREFIX]:
+        terminalreporter.write_line(
+            f"{counts[TFLM_SKIP_PREFIX]} test(s) skipped: no complete TFLM source tree to build against "
+            "(../shared/tflm with its third-party downloads, or EDGESERVE_TFLM_DIR); see tests/tflm_build.py")
 
 
 @pytest.fixture(scope="session")

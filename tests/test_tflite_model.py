@@ -26,7 +26,8 @@ import pytest
 from edgeserve.errors import ModelFileError
 from edgeserve.tflite_model import BUILTIN_OPS, TENSOR_TYPES, TfliteModel
 
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+from conftest import DATA_SKIP_PREFIX, TESTDATA
+
 LITERT_REFUSES = {"person_detect"}  # "quantized_dimension 3" (see testdata/README.md)
 FUZZ_MODELS = ["tflm/hello_world_int8", "tflm/micro_speech_quantized", "tflm/trained_lstm_int8",
                "tflm/audio_preprocessor_int8", "mlperf-tiny/kws_ref_model"]
@@ -35,7 +36,7 @@ FUZZ_MODELS = ["tflm/hello_world_int8", "tflm/micro_speech_quantized", "tflm/tra
 def _require(path: Path | None) -> Path:
     """Return ``path``; fail (CI) or skip (elsewhere) when the shared test data is missing."""
     if path is None or not path.exists():
-        message = f"test data missing: {path or TESTDATA}"
+        message = f"{DATA_SKIP_PREFIX} {path or TESTDATA} not found (set EDGESERVE_TESTDATA)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
