@@ -8,6 +8,7 @@ traceback); a usage error exits 2. Heavy frameworks are imported inside commands
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,10 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
 def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     """Put one trained model on edge and mobile devices, verified."""
     ctx.obj = {"debug": debug, "quiet": quiet}
+    if not debug:
+        # TensorFlow's C++ INFO lines (the oneDNN notice, printed once per import path) are
+        # not results; --debug keeps them. Set before any command imports TensorFlow.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     _setup_logging(debug, quiet)
 
 

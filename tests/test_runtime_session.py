@@ -142,7 +142,8 @@ def test_chain_entries_without_a_matching_artifact_are_skipped_with_the_reason(d
 
 
 def test_unknown_backend_and_core_ml_on_linux(digits_conversion: Path, tmp_path: Path) -> None:
-    with pytest.raises(BackendError, match=r"litert:tpu \[select\] failed: unknown backend name"):
+    # An explicit name is checked before anything opens: a typo is a usage problem, with the list.
+    with pytest.raises(InputError, match=r"unknown backend 'litert:tpu'\. Did you mean \"litert:npu\"\?.*litert:xnnpack"):
         Session(digits_conversion / "manifest.json", backend="litert:tpu")
     package = tmp_path / "m.mlpackage"
     package.mkdir()
@@ -285,7 +286,7 @@ def test_bad_frames_name_what_was_expected(digits_conversion: Path, bad: np.ndar
 
 def test_camera_frames_without_a_spec_say_how_to_fix_it(testdata: Path) -> None:
     s = Session(testdata / "mlperf-tiny/kws_ref_model.tflite")
-    with pytest.raises(InputError, match="camera frames need a PreprocessSpec"):
+    with pytest.raises(InputError, match=r"images need a PreprocessSpec: pass preprocess=PreprocessSpec"):
         s.run(np.zeros((480, 640, 3), np.uint8))
 
 
