@@ -8,7 +8,9 @@ and keeps its traceback.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 class EdgeServeError(Exception):
@@ -24,6 +26,22 @@ class EdgeServeError(Exception):
 
     def for_cli(self) -> str:
         return self.cli_message or str(self)
+
+
+# What a walker bug on hostile input could raise; converted at the API boundary so that
+# callers only ever see ModelFileError (the checks are meant to make this unreachable).
+_UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, ArithmeticError, struct.error,
+               MemoryError, RecursionError)
+
+
+@contextmanager
+def model_file_guard(action: str) -> Iterator[None]:
+    """Turn an unexpected exception while reading a model file into :class:`ModelFileError`."""
+    try:
+        yield
+    except _UNEXPECTED as exc:
+        raise ModelFileError(f"malformed model while {action} ({type(exc).__name__}: {exc}); "
+                             "an edgeserve check missed this, please report it") from exc
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, NoReturn
 
-from edgeserve.errors import ModelFileError
-from edgeserve.tflite_model import _guarded
+from edgeserve.errors import ModelFileError, model_file_guard
 
 __all__ = ["validate_onnx"]
 
@@ -33,7 +32,7 @@ def validate_onnx(data: bytes) -> None:
     """
     if not isinstance(data, bytes):
         data = bytes(data)
-    with _guarded("walking the protobuf"):
+    with model_file_guard("walking the protobuf"):
         fields = _Protobuf(data).message(0, len(data), "ModelProto", "model", 0)
     for number, name in ((1, "ir_version"), (7, "graph")):
         if number not in fields:

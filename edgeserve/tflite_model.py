@@ -1,14 +1,17 @@
 """Read TensorFlow Lite model files without TensorFlow.
 
-A bounds-checked, pure-Python (stdlib + numpy) reader of the TFLite flatbuffer format
+A pure-Python (stdlib + numpy) reader of the TFLite flatbuffer format
 (``tensorflow/lite/schema/schema.fbs``, schema version 3). It exposes what edgeserve needs to
 inspect a model on a device and to plan a TFLM tensor arena offline: operators in execution
 order with their versions, tensors with shapes, dtypes, byte sizes and quantization, and the
 constant data.
 
-A truncated or corrupted file raises :class:`~edgeserve.errors.ModelFileError` naming the
-structure and the byte offset at fault; no other exception escapes parsing. Every offset,
-length and index is checked as it is read, before it is used.
+The bytes are walked once, by :mod:`edgeserve.tflite_flatbuffer`, which verifies every
+offset, length and alignment against the schema before use; this module builds the model
+from the tables it decoded and checks indices, shapes and types. A truncated or corrupted
+file raises :class:`~edgeserve.errors.ModelFileError` naming the structure and the byte
+offset at fault; no other exception escapes. :func:`edgeserve.tflite_verify.validate_tflite`
+adds what the interpreters trust, on the same tables.
 
 Example:
     >>> model = TfliteModel.from_file("kws_ref_model.tflite")  # doctest: +SKIP
@@ -20,17 +23,16 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
-from edgeserve.errors import ModelFileError
+from edgeserve.errors import ModelFileError, model_file_guard
+from edgeserve.tflite_flatbuffer import _Table, verify_flatbuffer
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -93,11 +95,6 @@ _BITS = {t.name: t.bits for t in TENSOR_TYPES}
 INTEGER_DTYPES = frozenset(
     t.name for t in TENSOR_TYPES if t.numpy and np.dtype(t.numpy).kind in "iub")
 _MAX_ELEMENTS = 1 << 60  # no device holds a tensor this large; also bounds the shape product
-_STRUCTS = {f: struct.Struct(f) for f in ("<b", "<B", "<?", "<H", "<i", "<I", "<Q")}
-# What a parser bug on hostile input could raise; converted at the API boundary so that
-# callers only ever see ModelFileError (the checks below are meant to make this unreachable).
-_UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, ArithmeticError, struct.error,
-               MemoryError, RecursionError)
 
 
 @dataclass(frozen=True)
@@ -243,10 +240,7 @@ class TfliteModel:
         Raises:
             ModelFileError: The data is not a well-formed TFLite model.
         """
-        if not isinstance(data, bytes):
-            data = bytes(data)
-        with _guarded("parsing the model"):
-            return _parse(data)
+        return read_model(data)[0]
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TfliteModel:
@@ -292,7 +286,7 @@ class TfliteModel:
             raise ModelFileError(f"{where}: buffer {buf.index} at byte {buf.offset} holds "
                                  f"{buf.size} bytes, but shape {list(t.shape)} of {t.dtype_name}"
                                  f" needs {t.nbytes}")
-        with _guarded(f"reading {where}"):
+        with model_file_guard(f"reading {where}"):
             raw, count = self.buffer_data(t.buffer_index), math.prod(t.shape)
             bits = _BITS[t.dtype_name]
             if bits >= 8:
@@ -341,247 +335,165 @@ class TfliteModel:
         return not problems, problems
 
 
-@contextmanager
-def _guarded(action: str) -> Iterator[None]:
-    try:
-        yield
-    except _UNEXPECTED as exc:
-        raise ModelFileError(f"malformed model while {action} ({type(exc).__name__}: {exc}); "
-                             "an edgeserve check missed this, please report it") from exc
+def read_model(data: bytes | bytearray | memoryview) -> tuple[TfliteModel, _Table]:
+    """Verify ``data`` and build the model from the one walk; also return the decoded root
+    table, which :mod:`edgeserve.tflite_verify` checks further without reading the bytes again.
+
+    Raises:
+        ModelFileError: The data is not a well-formed TFLite model.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    root = verify_flatbuffer(data)
+    with model_file_guard("reading the model"):
+        return _Builder(data).model(root), root
 
 
-class _Table(NamedTuple):
-    pos: int  # absolute position of the table
-    vtable: int  # absolute position of its vtable
-    vtable_size: int
-    size: int  # inline size of the table
-    what: str  # e.g. "subgraph 0, tensor 5", for messages
-
-
-class _Reader:
-    """Bounds-checked access to one flatbuffer; every failure raises ModelFileError."""
+class _Builder:
+    """TfliteModel from verified tables: the checks here are about meaning (indices, shapes,
+    types), since every offset and length was checked by the walk."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.end = len(data)
-        # Vectors may be shared between tables, so a small crafted file could make us iterate
-        # one long vector many times: cap the total elements iterated, linear in file size.
-        self.budget = 4 * self.end + 65536
+        # A vector may be shared by many tables (one shape for 1,000 tensors): cap the
+        # elements iterated, linear in the file size, so a small file cannot cost minutes.
+        self.budget = 4 * len(data) + 65536
 
-    def fail(self, what: str, pos: int, problem: str) -> NoReturn:
-        raise ModelFileError(f"{what or 'model'} at byte {pos}: {problem} "
-                             f"(file is {self.end} bytes)")
+    def fail(self, where: _Table, field_name: str, problem: str, pos: int | None = None) -> NoReturn:
+        at = where.pos if pos is None else pos
+        name = f"{where.path}.{field_name}" if field_name else where.path
+        raise ModelFileError(f"{name} at byte {at}: {problem} (file is {len(self.data)} bytes)")
 
-    def scalar(self, fmt: str, pos: int, what: str) -> Any:
-        s = _STRUCTS[fmt]
-        if pos < 0 or pos + s.size > self.end:
-            self.fail(what, pos, f"{s.size}-byte value lies outside the file")
-        return s.unpack_from(self.data, pos)[0]
-
-    def table(self, pos: int, what: str) -> _Table:
-        if pos + 4 > self.end:
-            self.fail(what, pos, "table starts past the end of the file")
-        vt = pos - self.scalar("<i", pos, what)
-        if vt < 0 or vt + 4 > self.end:
-            self.fail(what, pos, f"its vtable offset points to byte {vt}, outside the file")
-        vt_size, size = self.scalar("<H", vt, what), self.scalar("<H", vt + 2, what)
-        if vt_size < 4 or vt_size % 2 or vt + vt_size > self.end:
-            self.fail(f"{what} vtable", vt, f"invalid vtable size {vt_size}")
-        if size < 4 or pos + size > self.end:
-            self.fail(what, pos, f"invalid table size {size}")
-        return _Table(pos, vt, vt_size, size, what)
-
-    def field(self, t: _Table, fid: int, size: int, name: str) -> int | None:
-        """Absolute position of field ``fid`` (``size`` bytes inline), None when absent."""
-        slot = 4 + 2 * fid
-        if slot + 2 > t.vtable_size:
-            return None
-        off: int = self.scalar("<H", t.vtable + slot, t.what)
-        if off == 0:
-            return None
-        if off < 4 or off + size > t.size:
-            self.fail(f"{t.what} field {name}", t.pos,
-                      f"field offset {off} lies outside the table's {t.size} bytes")
-        return t.pos + off
-
-    def get(self, t: _Table, fid: int, fmt: str, default: Any, name: str) -> Any:
-        pos = self.field(t, fid, _STRUCTS[fmt].size, name)
-        return default if pos is None else self.scalar(fmt, pos, f"{t.what} field {name}")
-
-    def ref(self, t: _Table, fid: int, name: str) -> int | None:
-        """Follow the offset in field ``fid`` to a table, vector or string."""
-        pos = self.field(t, fid, 4, name)
-        if pos is None:
-            return None
-        target: int = pos + self.scalar("<I", pos, f"{t.what} field {name}")
-        if target + 4 > self.end:
-            self.fail(f"{t.what} field {name}", pos, f"points to byte {target}, past the end")
-        return target
-
-    def vector(self, t: _Table, fid: int, elem_size: int, name: str) -> tuple[int, int]:
-        """Return ``(start, count)`` of a vector field, ``(0, 0)`` when absent."""
-        pos = self.ref(t, fid, name)
-        if pos is None:
-            return 0, 0
-        count = self.scalar("<I", pos, f"{t.what} {name} length")
-        if count * elem_size > self.end - pos - 4:
-            self.fail(f"{t.what} {name}", pos,
-                      f"{count} elements of {elem_size} bytes run past the end of the file")
-        self.budget -= count
+    def numbers(self, t: _Table, name: str) -> tuple[Any, ...]:
+        values = t.get(name)
+        if values is None:
+            return ()
+        self.budget -= len(values)
         if self.budget < 0:
-            self.fail(f"{t.what} {name}", pos, "vectors are shared too often to be a real model")
-        return pos + 4, count
+            self.fail(t, name, "vectors are shared too often to be a real model")
+        return tuple(values.tolist())
 
-    def numbers(self, t: _Table, fid: int, fmt: str, name: str) -> tuple[Any, ...]:
-        start, count = self.vector(t, fid, struct.calcsize("<" + fmt), name)
-        return struct.unpack_from(f"<{count}{fmt}", self.data, start)
-
-    def tables(self, t: _Table, fid: int, name: str) -> list[_Table]:
-        start, count = self.vector(t, fid, 4, name)
-        prefix = f"{t.what}, " if t.what else ""
-        return [self.table(p + self.scalar("<I", p, name), f"{prefix}{name} {i}")
-                for i, p in enumerate(range(start, start + 4 * count, 4))]
-
-    def string(self, t: _Table, fid: int, name: str) -> str | None:
-        start, count = self.vector(t, fid, 1, name)
-        if not start:
+    def string(self, t: _Table, name: str) -> str | None:
+        raw = t.get(name)
+        if raw is None:
             return None
         try:
-            return self.data[start : start + count].decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.fail(f"{t.what} {name}", start + exc.start, "string is not valid UTF-8")
+            self.fail(t, name, "string is not valid UTF-8", t.start(name) + exc.start)
 
-    def indices(self, t: _Table, fid: int, name: str, limit: int, lowest: int) -> tuple[int, ...]:
+    def indices(self, t: _Table, name: str, limit: int, lowest: int) -> tuple[int, ...]:
         """An int32 vector of indices, each checked to be in ``[lowest, limit)``."""
-        values = self.numbers(t, fid, "i", name)
+        values = self.numbers(t, name)
         for v in values:
             if not lowest <= v < limit:
-                self.fail(f"{t.what} {name}", t.pos, f"index {v} is outside [{lowest}, {limit})")
+                self.fail(t, name, f"index {v} is outside [{lowest}, {limit})")
         return values
 
+    def model(self, root: _Table) -> TfliteModel:
+        version = root.get("version")
+        if version != SCHEMA_VERSION:
+            self.fail(root, "", f"schema version {version}, expected {SCHEMA_VERSION}")
+        codes = tuple(self.operator_code(t) for t in root.get("operator_codes") or [])
+        buffers = tuple(self.buffer(t, i) for i, t in enumerate(root.get("buffers") or []))
+        subgraphs = tuple(self.subgraph(t, i, codes, buffers) for i, t in enumerate(root.get("subgraphs") or []))
+        if not subgraphs:
+            self.fail(root, "", "has no subgraphs")
+        metadata = {}
+        for t in root.get("metadata") or []:
+            index = t.get("buffer")
+            if index >= len(buffers):
+                self.fail(t, "buffer", f"buffer {index} does not exist ({len(buffers)} buffers)")
+            buf = buffers[index]
+            metadata[self.string(t, "name") or ""] = self.data[buf.offset : buf.offset + buf.size]
+        signatures = {}
+        for t in root.get("signature_defs") or []:
+            sg_index = t.get("subgraph_index")
+            if sg_index >= len(subgraphs):
+                self.fail(t, "subgraph_index", f"subgraph {sg_index} does not exist")
+            n_tensors = len(subgraphs[sg_index].tensors)
+            ios = [MappingProxyType({self.string(m, "name") or "": self.tensor_index(m, n_tensors)
+                                     for m in t.get(name) or []})
+                   for name in ("inputs", "outputs")]
+            key = self.string(t, "signature_key") or ""
+            signatures[key] = SignatureDef(key, sg_index, ios[0], ios[1])
+        return TfliteModel(version, self.string(root, "description") or "", codes, subgraphs, buffers,
+                           MappingProxyType(metadata), MappingProxyType(signatures), self.data)
 
-def _parse(data: bytes) -> TfliteModel:
-    r = _Reader(data)
-    if r.end < 8:
-        r.fail("file header", 0, "too short to be a TFLite model (needs at least 8 bytes)")
-    if data[4:8] != FILE_IDENTIFIER:
-        r.fail("file identifier", 4, f"found {data[4:8]!r}, expected {FILE_IDENTIFIER!r}: "
-               "not a TFLite model")
-    root = r.table(r.scalar("<I", 0, "root offset"), "")
-    version = r.get(root, 0, "<I", 0, "version")
-    if version != SCHEMA_VERSION:
-        r.fail("model", root.pos, f"schema version {version}, expected {SCHEMA_VERSION}")
-    codes = tuple(_operator_code(r, t) for t in r.tables(root, 1, "operator code"))
-    buffers = tuple(_buffer(r, t, i) for i, t in enumerate(r.tables(root, 4, "buffer")))
-    subgraphs = tuple(_subgraph(r, t, i, codes, buffers)
-                      for i, t in enumerate(r.tables(root, 2, "subgraph")))
-    if not subgraphs:
-        r.fail("model", root.pos, "has no subgraphs")
-    metadata = {}
-    for t in r.tables(root, 6, "metadata"):
-        index = r.get(t, 1, "<I", 0, "buffer")
-        if index >= len(buffers):
-            r.fail(t.what, t.pos, f"buffer {index} does not exist ({len(buffers)} buffers)")
-        buf = buffers[index]
-        metadata[r.string(t, 0, "name") or ""] = data[buf.offset : buf.offset + buf.size]
-    signatures = {}
-    for t in r.tables(root, 7, "signature def"):
-        sg_index = r.get(t, 4, "<I", 0, "subgraph_index")
-        if sg_index >= len(subgraphs):
-            r.fail(t.what, t.pos, f"subgraph {sg_index} does not exist")
-        n_tensors = len(subgraphs[sg_index].tensors)
-        ios = [MappingProxyType({r.string(m, 0, "name") or "": _tensor_index(r, m, n_tensors)
-                                 for m in r.tables(t, fid, name)})
-               for fid, name in ((0, "input"), (1, "output"))]
-        key = r.string(t, 2, "signature_key") or ""
-        signatures[key] = SignatureDef(key, sg_index, ios[0], ios[1])
-    return TfliteModel(version, r.string(root, 3, "description") or "", codes, subgraphs,
-                       buffers, MappingProxyType(metadata), MappingProxyType(signatures), data)
+    def tensor_index(self, t: _Table, n_tensors: int) -> int:
+        index: int = t.get("tensor_index")
+        if index >= n_tensors:
+            self.fail(t, "tensor_index", f"tensor {index} does not exist ({n_tensors} tensors)")
+        return index
 
+    def operator_code(self, t: _Table) -> OperatorCode:
+        # The original int8 field holds min(code, 127); files older than the int32 field lack
+        # it (default 0). Either way the larger of the two is the real code.
+        code = max(t.get("deprecated_builtin_code"), t.get("builtin_code"))
+        if code < 0:
+            self.fail(t, "builtin_code", f"negative builtin operator code {code}")
+        custom = self.string(t, "custom_code") if code == CUSTOM_CODE else None
+        return OperatorCode(code, custom, t.get("version"))
 
-def _tensor_index(r: _Reader, t: _Table, n_tensors: int) -> int:
-    index: int = r.get(t, 1, "<I", 0, "tensor_index")
-    if index >= n_tensors:
-        r.fail(t.what, t.pos, f"tensor {index} does not exist ({n_tensors} tensors)")
-    return index
+    def buffer(self, t: _Table, index: int) -> Buffer:
+        data = t.get("data")
+        size = 0 if data is None else len(data)
+        offset, ext_size = t.get("offset"), t.get("size")
+        if offset > 1 and ext_size > 0:  # offset 1 is a placeholder the converter may leave
+            if offset + ext_size > len(self.data):
+                self.fail(t, "offset", f"external data at bytes {offset}..{offset + ext_size} "
+                          "lies past the end of the file")
+            return Buffer(index, offset, ext_size, True)
+        return Buffer(index, t.start("data") if size else 0, size, False)
 
+    def subgraph(self, t: _Table, index: int, codes: tuple[OperatorCode, ...],
+                 buffers: tuple[Buffer, ...]) -> Subgraph:
+        tensors = tuple(self.tensor(tt, i, buffers) for i, tt in enumerate(t.get("tensors") or []))
+        n = len(tensors)
+        operators = []
+        for i, ot in enumerate(t.get("operators") or []):
+            opcode_index = ot.get("opcode_index")
+            if opcode_index >= len(codes):
+                self.fail(ot, "opcode_index", f"operator code {opcode_index} does not exist "
+                          f"({len(codes)} operator codes)")
+            code = codes[opcode_index]
+            operators.append(Operator(
+                i, opcode_index, code.name, code.builtin_code, code.version, code.is_custom,
+                self.indices(ot, "inputs", n, -1), self.indices(ot, "outputs", n, -1),
+                self.indices(ot, "intermediates", n, -1), ot.get("builtin_options_type")))
+        return Subgraph(index, self.string(t, "name") or "", tensors, self.indices(t, "inputs", n, 0),
+                        self.indices(t, "outputs", n, 0), tuple(operators))
 
-def _operator_code(r: _Reader, t: _Table) -> OperatorCode:
-    # The original int8 field holds min(code, 127); files older than the int32 field lack
-    # it (default 0). Either way the larger of the two is the real code.
-    deprecated = r.get(t, 0, "<b", 0, "deprecated_builtin_code")
-    code = max(deprecated, r.get(t, 3, "<i", 0, "builtin_code"))
-    if code < 0:
-        r.fail(t.what, t.pos, f"negative builtin operator code {code}")
-    custom = r.string(t, 1, "custom_code") if code == CUSTOM_CODE else None
-    return OperatorCode(code, custom, r.get(t, 2, "<i", 1, "version"))
+    def tensor(self, t: _Table, index: int, buffers: tuple[Buffer, ...]) -> Tensor:
+        shape = self.numbers(t, "shape")
+        count = 0 if 0 in shape else 1
+        for dim in shape if count else ():
+            count *= dim
+            if dim < 0 or count > _MAX_ELEMENTS:
+                self.fail(t, "shape", f"impossible shape {list(shape)[:16]}")
+        if count == 0 and min(shape) < 0:
+            self.fail(t, "shape", f"negative dimension in shape {list(shape)[:16]}")
+        code = t.get("type")
+        if not 0 <= code < len(TENSOR_TYPES):
+            self.fail(t, "type", f"unknown tensor type {code}")
+        info = TENSOR_TYPES[code]
+        buffer_index = t.get("buffer")
+        if buffer_index >= len(buffers):
+            self.fail(t, "buffer", f"buffer {buffer_index} does not exist ({len(buffers)} buffers)")
+        q = t.get("quantization")
+        return Tensor(
+            index=index, name=self.string(t, "name") or "", shape=shape,
+            shape_signature=self.numbers(t, "shape_signature") or shape, type_code=code,
+            dtype_name=info.name, numpy_dtype=np.dtype(info.numpy) if info.numpy else None,
+            element_size=(info.bits + 7) // 8, nbytes=(count * info.bits + 7) // 8,
+            buffer_index=buffer_index, is_constant=buffers[buffer_index].size > 0,
+            is_variable=bool(t.get("is_variable")), quantization=None if q is None else self.quantization(q))
 
-
-def _buffer(r: _Reader, t: _Table, index: int) -> Buffer:
-    start, size = r.vector(t, 0, 1, "data")
-    offset, ext_size = r.get(t, 1, "<Q", 0, "offset"), r.get(t, 2, "<Q", 0, "size")
-    if offset > 1 and ext_size > 0:  # offset 1 is a placeholder the converter may leave
-        if offset + ext_size > r.end:
-            r.fail(t.what, t.pos, f"external data at bytes {offset}..{offset + ext_size} "
-                   "lies past the end of the file")
-        return Buffer(index, offset, ext_size, True)
-    return Buffer(index, start if size else 0, size, False)
-
-
-def _subgraph(r: _Reader, t: _Table, index: int, codes: tuple[OperatorCode, ...],
-              buffers: tuple[Buffer, ...]) -> Subgraph:
-    tensors = tuple(_tensor(r, tt, i, buffers) for i, tt in enumerate(r.tables(t, 0, "tensor")))
-    n = len(tensors)
-    operators = []
-    for i, ot in enumerate(r.tables(t, 3, "operator")):
-        opcode_index = r.get(ot, 0, "<I", 0, "opcode_index")
-        if opcode_index >= len(codes):
-            r.fail(ot.what, ot.pos, f"operator code {opcode_index} does not exist "
-                   f"({len(codes)} operator codes)")
-        code = codes[opcode_index]
-        operators.append(Operator(
-            i, opcode_index, code.name, code.builtin_code, code.version, code.is_custom,
-            r.indices(ot, 1, "inputs", n, -1), r.indices(ot, 2, "outputs", n, -1),
-            r.indices(ot, 8, "intermediates", n, -1),
-            r.get(ot, 3, "<B", 0, "builtin_options_type")))
-    return Subgraph(index, r.string(t, 4, "name") or "", tensors,
-                    r.indices(t, 1, "inputs", n, 0), r.indices(t, 2, "outputs", n, 0),
-                    tuple(operators))
-
-
-def _tensor(r: _Reader, t: _Table, index: int, buffers: tuple[Buffer, ...]) -> Tensor:
-    shape = r.numbers(t, 0, "i", "shape")
-    count = 0 if 0 in shape else 1
-    for dim in shape if count else ():
-        count *= dim
-        if dim < 0 or count > _MAX_ELEMENTS:
-            r.fail(f"{t.what} shape", t.pos, f"impossible shape {list(shape)[:16]}")
-    if count == 0 and min(shape) < 0:
-        r.fail(f"{t.what} shape", t.pos, f"negative dimension in shape {list(shape)[:16]}")
-    code = r.get(t, 1, "<b", 0, "type")
-    if not 0 <= code < len(TENSOR_TYPES):
-        r.fail(f"{t.what} type", t.pos, f"unknown tensor type {code}")
-    info = TENSOR_TYPES[code]
-    buffer_index = r.get(t, 2, "<I", 0, "buffer")
-    if buffer_index >= len(buffers):
-        r.fail(t.what, t.pos, f"buffer {buffer_index} does not exist ({len(buffers)} buffers)")
-    qpos = r.ref(t, 4, "quantization")
-    quant = None if qpos is None else _quantization(r, r.table(qpos, f"{t.what}, quantization"))
-    return Tensor(
-        index=index, name=r.string(t, 3, "name") or "", shape=shape,
-        shape_signature=r.numbers(t, 7, "i", "shape_signature") or shape, type_code=code,
-        dtype_name=info.name, numpy_dtype=np.dtype(info.numpy) if info.numpy else None,
-        element_size=(info.bits + 7) // 8, nbytes=(count * info.bits + 7) // 8,
-        buffer_index=buffer_index, is_constant=buffers[buffer_index].size > 0,
-        is_variable=bool(r.get(t, 5, "<?", False, "is_variable")), quantization=quant)
-
-
-def _quantization(r: _Reader, t: _Table) -> Quantization | None:
-    qmin, qmax = r.numbers(t, 0, "f", "min"), r.numbers(t, 1, "f", "max")
-    scale, zero_point = r.numbers(t, 2, "f", "scale"), r.numbers(t, 3, "q", "zero_point")
-    if scale and zero_point and len(scale) != len(zero_point):
-        r.fail(t.what, t.pos, f"{len(scale)} scales but {len(zero_point)} zero points")
-    if not (scale or qmin or qmax):
-        return None  # converters write an empty table for float tensors
-    qdim = r.get(t, 6, "<i", 0, "quantized_dimension")
-    return Quantization(scale, zero_point, qdim, qmin, qmax)
+    def quantization(self, t: _Table) -> Quantization | None:
+        qmin, qmax = self.numbers(t, "min"), self.numbers(t, "max")
+        scale, zero_point = self.numbers(t, "scale"), self.numbers(t, "zero_point")
+        if scale and zero_point and len(scale) != len(zero_point):
+            self.fail(t, "", f"{len(scale)} scales but {len(zero_point)} zero points")
+        if not (scale or qmin or qmax):
+            return None  # converters write an empty table for float tensors
+        return Quantization(scale, zero_point, t.get("quantized_dimension"), qmin, qmax)

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import EdgeServeError, ModelFileError
-from edgeserve import onnx_check, tflite_schema, tflite_verify
+from edgeserve import onnx_check, tflite_flatbuffer, tflite_schema, tflite_verify
 from edgeserve.onnx_check import validate_onnx
 from edgeserve.runtime import probe
 from edgeserve.runtime.probe import probe_in_subprocess
@@ -162,7 +162,7 @@ def _position(schema: Any, data: bytes, path: str) -> int:
     """Byte position of the table at ``path`` (as named in messages), via a recording verifier."""
     found: dict[str, int] = {}
 
-    class Recorder(tflite_verify._Verifier):
+    class Recorder(tflite_flatbuffer._Verifier):
         def table(self, pos: int, kind: str, where: str) -> Any:
             found[where] = pos
             return super().table(pos, kind, where)
@@ -201,7 +201,7 @@ def test_nesting_depth_and_table_count_are_bounded(testdata: Path, schema: Any,
     import flatbuffers
 
     data = model_bytes(testdata, "tflm/hello_world_int8")
-    monkeypatch.setattr(tflite_verify, "_MAX_DEPTH", 3)
+    monkeypatch.setattr(tflite_flatbuffer, "_MAX_DEPTH", 3)
     assert "nest deeper than 3 levels" in rejected(data)
     monkeypatch.undo()
     # One subgraph referenced 3000 times: a small file that would make verification quadratic.
@@ -662,7 +662,7 @@ EDGE32 = (0, 1, 2, 3, 4, 8, 255, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x
           0xFFFFFFFF, 0xFFFFFFFE, 0x40000000)
 
 
-class _Layout(tflite_verify._Verifier):
+class _Layout(tflite_flatbuffer._Verifier):
     """Where the model's scalars, offsets and vtable entries are (mutation targets)."""
 
     def __init__(self, data: bytes) -> None:

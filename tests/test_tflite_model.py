@@ -286,8 +286,10 @@ def _write(node: T | V, buf: bytearray, queue: collections.deque[tuple[int, Any]
     offsets, size = {}, 4
     for fid in fids:
         value = node.fields[fid]
+        field_size = struct.calcsize("<" + value[0]) if isinstance(value, tuple) else 4
+        size += -size % field_size  # fields aligned to their size, as flatc lays them out
         offsets[fid] = size
-        size += struct.calcsize("<" + value[0]) if isinstance(value, tuple) else 4
+        size += field_size
     slots = max(fids) + 1 if fids else 0
     vtable = len(buf)
     buf.extend(struct.pack(f"<HH{slots}H", 4 + 2 * slots, size,
@@ -465,7 +467,7 @@ def test_root_and_vtable_corruption() -> None:
         struct.pack_into(fmt, out, pos, value)
         return bytes(out)
 
-    assert "table starts past the end" in parse_error(patch(0, "<I", len(data)))
+    assert "root offset at byte 0: offset points to byte" in parse_error(patch(0, "<I", len(data)))
     assert "vtable offset points to byte" in parse_error(patch(root, "<i", -(1 << 30)))
     assert "vtable offset points to byte" in parse_error(patch(root, "<i", root + 8))
     vtable = root - struct.unpack_from("<i", data, root)[0]
@@ -473,8 +475,8 @@ def test_root_and_vtable_corruption() -> None:
     assert "invalid vtable size" in parse_error(patch(vtable, "<H", 0xFFFE))
     assert "invalid table size" in parse_error(patch(vtable + 2, "<H", 0xFFFF))
     assert "lies outside the table" in parse_error(patch(vtable + 4, "<H", 0xFFF0))
-    # The root offset pointing at itself: the "table" at byte 0 has itself as vtable.
-    assert "invalid vtable size" in parse_error(patch(0, "<I", 0))
+    # A root offset of 0 would make byte 0 a table that is its own vtable: refused as an offset.
+    assert "root offset at byte 0: invalid offset 0" in parse_error(patch(0, "<I", 0))
 
 
 def test_wrong_identifier_and_short_files() -> None:

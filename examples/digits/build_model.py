@@ -38,7 +38,12 @@ def split(frames: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[np.nda
 
 
 def build(out: Path, epochs: int = 30, seed: int = 0) -> dict[str, float]:
-    import keras
+    from edgeserve.console import capture_native_stderr
+
+    # TensorFlow's C++ start-up notices (oneDNN, absl) go to descriptor 2 whatever
+    # TF_CPP_MIN_LOG_LEVEL says; they are not this script's output.
+    with capture_native_stderr():
+        import keras
 
     keras.utils.set_random_seed(seed)
     frames, labels = digits_as_frames()
