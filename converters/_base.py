@@ -84,6 +84,14 @@ class Converter(abc.ABC):
         """Targets whose artifacts this one is built from, for a source of ``source_kind``."""
         return ()
 
+    def uses_calibration(self, options: Mapping[str, Any]) -> bool:
+        """Whether calibration data sets this target's numbers (int8 ranges), for ``options``.
+
+        A target that only scores against the evaluation set says False, so the pipeline
+        does not warn about random calibration data that nothing quantizes with.
+        """
+        return True
+
     @abc.abstractmethod
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         """Run prepare → calibrate → emit → verify and return the manifest entry.

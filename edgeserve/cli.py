@@ -166,7 +166,7 @@ def _show_manifest(manifest: dict[str, Any], json_out: bool) -> None:
 @click.argument("artifact", type=click.Path(path_type=Path))
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def inspect(artifact: Path, json_out: bool) -> None:
-    """Show what ARTIFACT (.tflite or manifest.json) holds: tensors, quantization, ops."""
+    """Show what ARTIFACT (.tflite, .mlpackage or manifest.json) holds: tensors, quantization, ops."""
     from edgeserve.inspect import inspect_path
 
     info = inspect_path(artifact)

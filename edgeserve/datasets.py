@@ -67,6 +67,7 @@ def load_calibration(
     random_ok: bool = False,
     seed: int = 0,
     max_samples: int | None = None,
+    quantizes: bool = True,
 ) -> SampleSet:
     """Read calibration samples from an .npz file or an image folder.
 
@@ -77,7 +78,8 @@ def load_calibration(
     if path is None:
         if not random_ok:
             raise CalibrationDataError(NO_CALIBRATION_HELP)
-        log.warning("calibrating on random data: the int8 scales will not match real inputs")
+        if quantizes:  # random samples only hurt where they set int8 ranges
+            log.warning("calibrating on random data: the int8 scales will not match real inputs")
         rng = np.random.default_rng(seed)
         arrays = tuple(
             rng.random((RECOMMENDED_CALIBRATION_SAMPLES, *_fixed(t)), dtype=np.float32) for t in inputs

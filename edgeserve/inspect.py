@@ -16,11 +16,43 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"not found: {path}")
+    # A Core ML package is a folder too: tell it from an output folder before looking for a manifest.
+    if path.suffix.lower() == ".mlpackage":
+        return inspect_mlpackage(path)
     if path.is_dir() or path.name == MANIFEST_NAME or path.suffix == ".json":
         return {"kind": "manifest", "path": str(path), "manifest": load_manifest(path)}
     if path.suffix.lower() == ".tflite":
         return inspect_tflite(path)
-    raise InputError(f"cannot inspect {path.name}: expected a .tflite file or a manifest.json")
+    raise InputError(f"cannot inspect {path.name}: expected a .tflite file, a .mlpackage or a manifest.json")
+
+
+def inspect_mlpackage(path: Path) -> dict[str, Any]:
+    """Interface, ops, weight precision and metadata of a Core ML package, read from its
+    protobuf and weight file (no Core ML runtime needed, so this works on Linux)."""
+    from collections import Counter
+
+    from edgeserve.converters.coreml.program import MilProgram
+
+    program = MilProgram.load(path)
+    weights: Counter[str] = Counter()
+    for op in program.ops:
+        if op.type == "const" or op.type.startswith("constexpr_"):
+            for _, var in op.outputs:
+                if var.kind == "tensor" and var.shape and len(var.shape) > 0:
+                    weights[op.type if op.type.startswith("constexpr_") else str(var.dtype)] += 1
+    return {
+        "kind": "coreml",
+        "path": str(path),
+        "bytes": sum(f.stat().st_size for f in path.rglob("*") if f.is_file()),
+        "specification_version": program.specification_version,
+        "opset": program.opset,
+        "inputs": [f.to_dict() for f in program.input_features],
+        "outputs": [f.to_dict() for f in program.output_features],
+        "classifier": program.classifier,
+        "ops": program.op_counts(),
+        "weights": dict(weights),
+        "metadata": program.metadata,
+    }
 
 
 def inspect_tflite(path: Path) -> dict[str, Any]:

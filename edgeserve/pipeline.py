@@ -76,7 +76,8 @@ def convert(
         calibration = evaluation = None
     else:
         calibration = load_calibration(
-            calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples
+            calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples,
+            quantizes=any(c.uses_calibration(options or {}) for c in converters),
         )
         evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
 

@@ -148,6 +148,9 @@ def print_inspection(info: dict[str, Any]) -> None:
         for entry in manifest["artifacts"]:
             _print_artifact(console, entry)
         return
+    if info["kind"] == "coreml":
+        _print_coreml_package(console, info)
+        return
     console.print(f"{info['path']}: {info['bytes']:,} bytes, {info['operators']} operators, "
                   f"{info['tensors']} tensors, {info['constant_bytes']:,} constant bytes")
     table = Table("io", "name", "shape", "dtype", "scale", "zero point")
@@ -164,6 +167,24 @@ def print_inspection(info: dict[str, Any]) -> None:
         e = info["edgeserve"]
         console.print(f"made by edgeserve {e.get('edgeserve_version')} ({e.get('target')}, {e.get('remedy')}), "
                       f"calibration {e.get('calibration_origin')} {str(e.get('calibration_sha256'))[:12]}")
+
+
+def _print_coreml_package(console: Console, info: dict[str, Any]) -> None:
+    console.print(f"{info['path']}: Core ML ML program, {info['bytes']:,} bytes, specification "
+                  f"{info['specification_version']}, opset {info['opset']}")
+    table = Table("io", "name", "kind", "detail")
+    for kind in ("inputs", "outputs"):
+        for f in info[kind]:
+            detail = {k: v for k, v in f.items() if k not in ("name", "kind")}
+            table.add_row(kind[:-1], f["name"], f["kind"], ", ".join(f"{k} {v}" for k, v in detail.items()))
+    console.print(table)
+    console.print("ops: " + ", ".join(f"{name}×{count}" for name, count in info["ops"].items()))
+    console.print("weights: " + (", ".join(f"{k}×{v}" for k, v in info["weights"].items()) or "none"))
+    if info["classifier"]:
+        console.print(f"classifier: label {info['classifier']['label']}")
+    meta = {k: v for k, v in info["metadata"].items() if v}
+    if meta:
+        console.print(f"metadata: {meta}")
 
 
 def print_profiles(profiles: list[Any]) -> None:

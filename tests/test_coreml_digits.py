@@ -263,3 +263,22 @@ def test_a_source_op_coremltools_cannot_convert_is_named(tmp_path: Path) -> None
     assert err.value.op == "Erfc" and "coremltools" in err.value.target
     assert "Conv2D" in err.value.supported  # the TF ops coremltools does convert
     assert not (tmp_path / "out" / "model.mlpackage").exists()
+
+
+# ----- inspect: a package is read as a package, not as an output folder -------------------------
+def test_inspect_reads_a_package(builds: Builds) -> None:
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    fp16 = CliRunner().invoke(cli, ["inspect", str(builds.out["fp16"] / "model.mlpackage"), "--json"])
+    assert fp16.exit_code == 0, fp16.output
+    info = json.loads(fp16.stdout)
+    assert info["kind"] == "coreml" and info["bytes"] > 10_000
+    (image,) = info["inputs"]
+    assert image["kind"] == "image" and image["width"] == 8 and image["color_layout"] == "GRAYSCALE"
+    assert info["classifier"] is not None and info["ops"]["conv"] == 3
+    assert info["weights"].get("fp16", 0) > 0 and not any(k.startswith("constexpr_") for k in info["weights"])
+    int8 = json.loads(CliRunner().invoke(cli, ["inspect", str(builds.out["int8-weights"] / "model.mlpackage"),
+                                               "--json"]).stdout)
+    assert any(k.startswith("constexpr_") for k in int8["weights"]), int8["weights"]

@@ -535,3 +535,16 @@ def test_head(rng: np.random.Generator) -> None:
 
 def test_describe(rng: np.random.Generator) -> None:
     assert sample_set(rng, n=4).describe() == {"origin": "npz", "path": "data.npz", "sha256": "ab" * 32, "samples": 4}
+
+
+def test_random_data_warns_only_where_it_sets_int8_ranges(caplog: pytest.LogCaptureFixture) -> None:
+    """An fp16 Core ML conversion scores on the samples but quantizes nothing with them."""
+    from edgeserve.converters import get_converter
+
+    coreml, tflite = get_converter("coreml"), get_converter("tflite-int8")
+    assert not coreml.uses_calibration({"coreml_precision": "fp16"})
+    assert not coreml.uses_calibration({})
+    assert coreml.uses_calibration({"coreml_precision": "w8a8"}) and tflite.uses_calibration({})
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        load_calibration(None, [GRAY8], random_ok=True, quantizes=False)
+    assert "calibrating on random data" not in caplog.text

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import EdgeServeError, ModelFileError
-from edgeserve import onnx_check, tflite_flatbuffer, tflite_schema, tflite_verify
+from edgeserve import onnx_check, tflite_flatbuffer, tflite_schema
 from edgeserve.onnx_check import validate_onnx
 from edgeserve.runtime import probe
 from edgeserve.runtime.probe import probe_in_subprocess

@@ -124,6 +124,11 @@ class CoreMLConverter(Converter):
     name = "coreml"
     summary = "Core ML package (fp16 / int8 weights / w8a8), verified numerically on Linux too"
 
+
+    def uses_calibration(self, options: Mapping[str, Any]) -> bool:
+        # fp16 and int8-weights need no activation ranges; only w8a8 calibrates.
+        return (options.get("coreml_precision") or "fp16") == "w8a8"
+
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         from edgeserve.converters.coreml import toolchain
         from edgeserve.converters.coreml.frontend import deployment_target
