@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,6 +134,10 @@ class Session:
         self._parity_max: list[float] = []
         self._invoked = False
         self.stages_ns = np.zeros(3, np.int64)  # preprocess, invoke, postprocess of the last run
+        # One engine instance and one set of buffers: calls from several threads take turns.
+        self._lock = threading.RLock()
+        self._owner = threading.get_ident()  # calls from another thread get copies of the outputs
+        self._shared = False
         self._open_next()
         self.open_ms = (time.perf_counter() - t0) * 1e3
 
@@ -183,11 +188,24 @@ class Session:
         PreprocessSpec, or an array shaped like the model input (with or without the batch
         dimension; float arrays are quantized for integer models).
 
-        The returned arrays are reused by the next call: copy them to keep them.
+        The returned arrays are reused by the next call: copy them to keep them. A Session may
+        be shared by threads: calls are serialised (one engine, one set of buffers), and a call
+        from a thread other than the one that opened the Session returns copies, as does every
+        call after such a call, since a reused buffer would be overwritten by another thread's
+        next call before its caller reads it. (A result the opening thread holds when another
+        thread first calls is still the reused buffer: open the Session in a worker, or copy.)
         """
+        with self._lock:
+            outputs = self._run_locked(frame)
+            if threading.get_ident() != self._owner:
+                self._shared = True
+            return [o.copy() for o in outputs] if self._shared else outputs
+
+    def _run_locked(self, frame: np.ndarray) -> list[np.ndarray]:
         while True:
             active = self._active
-            assert active is not None
+            if active is None:  # every backend failed before: say so on each call, with why
+                raise BackendError("no backend is left to run the model", self.attempts)
             t0 = time.perf_counter_ns()
             self._write_input(active, frame)
             t1 = time.perf_counter_ns()
@@ -223,6 +241,10 @@ class Session:
 
     def set_threads(self, n: int) -> None:
         """Reopen the active backend with ``n`` CPU threads (XNNPACK fixes them at creation)."""
+        with self._lock:  # not while another thread's call is inside the engine
+            self._set_threads(n)
+
+    def _set_threads(self, n: int) -> None:
         assert self._active is not None and self._active_artifact is not None
         if n == self.threads:
             return
@@ -255,10 +277,11 @@ class Session:
         }
 
     def close(self) -> None:
-        for b in (self._active, self._reference):
-            if b is not None:
-                b.close()
-        self._active = self._reference = None
+        with self._lock:
+            for b in (self._active, self._reference):
+                if b is not None:
+                    b.close()
+            self._active = self._reference = None
 
     def __enter__(self) -> "Session":
         return self
