@@ -54,6 +54,12 @@ class _Group(click.Group):
             if ctx.meta.get("edgeserve.json"):
                 emit_json({"error": exc.format_message(), "kind": "usage"})
             raise
+        except KeyboardInterrupt:
+            # Outputs are staged (edgeserve.staging): an interrupted convert left OUT as it was.
+            if ctx.meta.get("edgeserve.json"):
+                emit_json({"error": "interrupted", "kind": "interrupted"})
+            click.echo("error: interrupted; nothing was changed", err=True)
+            ctx.exit(130)
 
 
 def _setup_logging(debug: bool, quiet: bool) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import load_calibration, load_eval
+from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import AccuracyError, InputError, PreprocessSpecError
 from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
 from edgeserve.preprocess import PreprocessSpec
@@ -45,12 +46,16 @@ def convert(
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
+    Everything is written into a staging folder beside ``out_dir`` that replaces it only
+    when the run ends (see :mod:`edgeserve.staging`): an error, Ctrl-C or a kill leaves
+    ``out_dir`` as it was. A run that completes with a target under its accuracy bound is
+    published, so the report of every attempt is there to read.
+
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
         written, with the failing artifact marked) when a target misses its accuracy bound.
     """
     from edgeserve.converters import get_converter
-    from edgeserve.converters._base import ConversionContext
     from edgeserve.profiles import load_profile
 
     for target in targets:
@@ -59,6 +64,7 @@ def convert(
         raise InputError("no target given; use -t tflite-int8 (see edgeserve convert --help)")
     prof = load_profile(profile) if profile else None
     out = Path(out_dir)
+    check_output_path(out)  # before the model is loaded: a bad -o costs nothing
     progress = progress or Progress(enabled=False)
 
     with progress.step(f"load {Path(source).name}"), capture_native_stderr():
@@ -81,6 +87,20 @@ def convert(
         )
         evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
 
+    with staged_output(out) as staging:
+        manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
+                                           profile, options, progress)
+    result = ConvertResult(out / MANIFEST_NAME, manifest)
+    if failures:
+        raise AccuracyError(_failure_message(failures), result)
+    return result
+
+
+def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibration: Any, evaluation: Any,
+                  spec: PreprocessSpec | None, prof: Any, profile: str | None, options: Mapping[str, Any] | None,
+                  progress: Progress) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from edgeserve.converters._base import ConversionContext
+
     manifest_path = out / MANIFEST_NAME
     calibration_record = None
     if calibration is not None:
@@ -94,7 +114,9 @@ def convert(
     if labels:
         manifest["labels"] = read_labels(labels)
     failures = []
-    with tempfile.TemporaryDirectory(prefix="edgeserve-") as work:
+    # Inside the staging folder (and gone before it is published), so a killed run's scratch
+    # files go with it at the next run (staging.clean_leftovers) instead of piling up in /tmp.
+    with tempfile.TemporaryDirectory(prefix=".work-", dir=out) as work:
         ctx = ConversionContext(
             source=model, out_dir=out, calibration=calibration, evaluation=evaluation,
             preprocess=spec, profile=prof, options=dict(options or {}), progress=progress,
@@ -109,10 +131,7 @@ def convert(
             write_manifest(manifest_path, manifest)
             if entry["status"] != "ok":
                 failures.append(entry)
-    result = ConvertResult(manifest_path, manifest)
-    if failures:
-        raise AccuracyError(_failure_message(failures), result)
-    return result
+    return manifest, failures
 
 
 def read_labels(labels: str | Path | Sequence[str]) -> list[str]:

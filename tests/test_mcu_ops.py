@@ -303,7 +303,7 @@ def test_header_refuses_bad_names_no_ops_and_duplicates():
 
 
 # --- names -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("good", ["kws", "kws_ref_model2", "_private", "a"])
+@pytest.mark.parametrize("good", ["kws", "kws_ref_model2", "a", "a" * 39])
 def test_c_identifier_accepts_plain_lowercase_identifiers(good):
     assert c_identifier(good) == good
 
@@ -315,6 +315,9 @@ def test_c_identifier_accepts_plain_lowercase_identifiers(good):
     ("", "an empty name", "model"),
     ("a__b", "a double underscore", "a_b"),
     ("class", "a C/C++ keyword", "class_model"),
+    ("_private", "a leading underscore", "private_model"),
+    ("a_", "a trailing underscore (the generated names add suffixes: a__model has '__')", "a"),
+    ("a" * 300, "300 characters (at most 39", "a" * 39),
 ])
 def test_c_identifier_says_what_was_expected_and_what_was_given(bad, got, suggestion):
     with pytest.raises(InputError) as caught:

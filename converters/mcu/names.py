@@ -27,6 +27,11 @@ wchar_t while xor xor_eq
 """.split())
 
 
+# The longest generated identifier is the name plus "_MODEL_TENSOR_ARENA_SIZE" (24 characters);
+# C99 guarantees 63 significant characters for identifiers.
+MAX_NAME = 63 - len("_MODEL_TENSOR_ARENA_SIZE")
+
+
 def c_identifier(name: str) -> str:
     """Check that ``name`` can be used in generated C/C++ names, and return it.
 
@@ -54,19 +59,29 @@ def c_identifier(name: str) -> str:
         problem = "a leading digit"
     elif "__" in name:
         problem = "a double underscore, which C++ reserves"
+    elif name.startswith("_"):
+        # C reserves every identifier that starts with an underscore at file scope, where
+        # the model's arrays and macros live.
+        problem = "a leading underscore, which C reserves at file scope"
+    elif name.endswith("_"):
+        problem = f"a trailing underscore (the generated names add suffixes: {name}_model has '__')"
+    elif len(name) > MAX_NAME:
+        problem = f"{len(name)} characters (at most {MAX_NAME}, so that every generated name stays within " \
+                  "the 63 significant characters C99 promises and file names stay short)"
     elif name in _KEYWORDS:
         problem = "a C/C++ keyword"
     if problem is None:
         return name
     raise InputError(f"model name {name!r} cannot be used in generated C/C++ code: expected "
                      "lowercase letters (a-z), digits and underscores, not starting with a digit,"
-                     f" without '__' and not a C/C++ keyword; got {problem}. "
+                     f" without '__' or a leading or trailing '_', at most {MAX_NAME} characters and not a "
+                     f"C/C++ keyword; got {problem}. "
                      f"Try {_suggest(name)!r}.")
 
 
 def _suggest(name: str) -> str:
     """A usable spelling close to ``name`` (for the error message only)."""
-    fixed = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")
+    fixed = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")[:MAX_NAME].rstrip("_")
     if not fixed or fixed[0].isdigit():
         fixed = f"model_{fixed}".rstrip("_")
     return f"{fixed}_model" if fixed in _KEYWORDS else fixed

@@ -1,0 +1,133 @@
+"""A conversion changes OUT all at once or not at all (issue 13: interrupts and files).
+
+Probe findings this answers: Ctrl-C or a crash left whole mcu/ folders the manifest did not
+list; files were written 0600 whatever the umask; `-o some_file/sub` failed with a traceback
+after the whole conversion; killed runs left `.partial` files and /tmp folders behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.staging import clean_leftovers
+
+MODEL = "tflm/hello_world_int8.tflite"
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 (or "dir") of everything under ``root``."""
+    return {p.relative_to(root).as_posix(): ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*"))}
+
+
+def convert_args(testdata: Path, out: Path) -> list[str]:
+    return ["convert", str(testdata / MODEL), "-t", "mcu", "--no-fit-check", "-o", str(out)]
+
+
+def siblings(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+def test_an_output_path_that_cannot_be_a_folder_is_refused_first(testdata: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "some_file"
+    blocker.write_text("not a folder")
+    itself = CliRunner().invoke(cli, convert_args(testdata, blocker))
+    assert itself.exit_code == 2 and "is a file" in itself.output  # click's own check of -o
+    inside = CliRunner().invoke(cli, convert_args(testdata, blocker / "sub"))
+    assert inside.exit_code == 1, inside.output
+    assert "cannot hold folders" in inside.stderr and "Traceback" not in inside.output
+    assert blocker.read_text() == "not a folder"
+
+
+def test_files_follow_the_umask(testdata: Path, tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        out = tmp_path / "OUT"
+        assert CliRunner().invoke(cli, convert_args(testdata, out)).exit_code == 0
+    finally:
+        os.umask(previous)
+    modes = {p.relative_to(out).as_posix(): p.stat().st_mode & 0o777 for p in out.rglob("*")}
+    assert modes["manifest.json"] == 0o644 and modes["mcu"] == 0o755
+    assert set(modes.values()) == {0o644, 0o755}, modes
+    assert (out.stat().st_mode & 0o777) == 0o755
+    assert siblings(out) == []  # no staging or scratch folder left beside it
+
+
+def test_an_interrupt_leaves_out_as_it_was(testdata: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "OUT"
+    assert CliRunner().invoke(cli, convert_args(testdata, out)).exit_code == 0
+    (out / "notes.txt").write_text("the user's own file")
+    before = tree(out)
+
+    from edgeserve.converters.mcu import converter
+
+    def interrupted(self, ctx, *args, **kwargs):
+        (ctx.out_dir / "mcu" / "half_written.cc").write_text("// a file the interrupt cut short")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(converter.McuConverter, "emit", interrupted, raising=False)
+    monkeypatch.setattr(converter.McuConverter, "convert", interrupted)
+    result = CliRunner().invoke(cli, [*convert_args(testdata, out), "--name", "other"])
+    assert result.exit_code == 130
+    assert result.stderr.strip().splitlines()[-1] == "error: interrupted; nothing was changed"
+    assert tree(out) == before
+    assert siblings(out) == []
+
+
+def test_a_kill_at_any_moment_leaves_out_as_before_or_complete(testdata: Path, tmp_path: Path) -> None:
+    out = tmp_path / "OUT"
+    first = subprocess.run([sys.executable, "-c", "from edgeserve.cli import main; main()",
+                            *convert_args(testdata, out)], capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr
+    before = tree(out)
+    outcomes = {"as before": 0, "complete": 0}
+    for delay in (0.3, 0.8, 1.3, 1.8, 2.5):
+        child = subprocess.Popen([sys.executable, "-c", "from edgeserve.cli import main; main()",
+                                  *convert_args(testdata, out), "--name", "renamed"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        now = tree(out)
+        if now == before:
+            outcomes["as before"] += 1
+        else:  # the run had finished: a whole new build, consistent with its manifest
+            manifest = json.loads((out / "manifest.json").read_text())
+            assert [a["name"] for a in manifest["artifacts"] if a["target"] == "mcu"] == ["renamed"]
+            assert "mcu/renamed_model_data.cc" in now
+            outcomes["complete"] += 1
+            before = now
+        clean_leftovers(out)
+        assert siblings(out) == [], siblings(out)
+    assert sum(outcomes.values()) == 5
+    # A kill at 0.3 s lands while Python is still starting or converting: the case that matters.
+    assert outcomes["as before"] >= 1, outcomes
+    print("kill outcomes:", outcomes)
+
+
+def test_leftovers_of_dead_runs_are_removed_or_restored(tmp_path: Path) -> None:
+    out = tmp_path / "OUT"
+    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    stale = tmp_path / f".OUT.staging-{dead}-abcd"
+    (stale / "mcu").mkdir(parents=True)
+    (stale / "mcu" / ".x.cc.abc.partial").write_text("half")
+    replaced = tmp_path / f".OUT.replaced-{dead}-ef01"
+    replaced.mkdir()
+    (replaced / "manifest.json").write_text("{}")
+    live = tmp_path / f".OUT.staging-{os.getpid()}-2345"  # this process: still running
+    live.mkdir()
+    done = clean_leftovers(out)
+    assert sorted(p.name for p in done) == sorted([stale.name, replaced.name])
+    assert not stale.exists() and live.exists()
+    assert (out / "manifest.json").read_text() == "{}"  # killed between the two renames: put back
