@@ -216,3 +216,40 @@ def test_a_model_that_would_abort_tflm_is_one_error_line_and_nothing_written(tes
     assert len(errors) == 1 and "SOFTMAX: beta 0 * input scale 0.144693 must exceed 2**-26" in errors[0]
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
     assert source.read_bytes() == bad  # the input is never modified
+
+
+@pytest.mark.parametrize(("crasher", "signal_name"), [("segfault", "SIGSEGV"), ("abort", "SIGABRT")])
+def test_a_crash_inside_tflm_is_one_error_line(testdata, tmp_path, monkeypatch, crasher, signal_name):
+    """What the fuzz probe found (SIGSEGV and SIGFPE inside TFLM's invoke killing convert):
+    TFLM runs in a child process, so its death is reported, and OUT stays as it was."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+    from edgeserve.converters.mcu import converter
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setattr(converter, "TFLM_CHECK", f"crashers:{crasher}")
+    out = tmp_path / "OUT"
+    result = CliRunner().invoke(cli, ["convert", str(testdata / "tflm/hello_world_int8.tflite"), "-t", "mcu",
+                                      "--no-fit-check", "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: TFLM crashed ({signal_name}) while running the model in the planned arena"] or (
+        len(errors) == 1 and errors[0].startswith(f"error: TFLM crashed ({signal_name}) while running")), errors
+    assert not out.exists()
+
+
+def test_tflm_refusals_cross_the_process_boundary_with_their_type(testdata):
+    from edgeserve.converters.mcu.child import call_in_child
+    from edgeserve.converters.mcu.tflm import ArenaTooSmallError, TflmError
+
+    data = (testdata / "tflm/hello_world_int8.tflite").read_bytes()
+    assert call_in_child("edgeserve.converters.mcu.tflm:fits", data, 4096, what="allocating") is True
+    with pytest.raises(ArenaTooSmallError, match="1024-byte arena"):
+        call_in_child("edgeserve.converters.mcu.tflm:arena_use", data, 1024, what="allocating")
+    # A real one: TFLM's Python interpreter segfaults on hello_world in a 64-byte arena (found
+    # while writing this test); in the child it is an error, in-process it killed the caller.
+    with pytest.raises(TflmError, match=r"TFLM crashed \(SIGSEGV\) while allocating"):
+        call_in_child("edgeserve.converters.mcu.tflm:fits", data, 64, what="allocating")

@@ -33,6 +33,9 @@ OUT_DIR = "mcu"
 # one: on ad01 (ten int8 FULLY_CONNECTED layers) layers 2-10 differ by 1-3 steps given
 # identical inputs. Recorded in the manifest either way; more than this is an error.
 MAX_REFERENCE_STEPS = 3
+# TFLM runs in a child process (child.py): a crash there is an error line, not a dead convert.
+TFLM_CHECK = "edgeserve.converters.mcu.check:check_with_tflm"
+TFLM_FITS = "edgeserve.converters.mcu.tflm:fits"
 CHECK_SAMPLES = 3  # TFLM's reference kernels are slow on big models; 3 random frames suffice for bit-exactness
 
 
@@ -196,10 +199,12 @@ class McuConverter(Converter):
         if importlib.util.find_spec("tflite_micro") is None:
             return {"method": "none", "note": "tflite-micro is not installed (pip install 'edgeserve[convert]'); "
                     "the plan was not run in TFLM"}
-        from edgeserve.converters.mcu.check import check_with_tflm, sample_inputs
+        from edgeserve.converters.mcu.check import sample_inputs
+        from edgeserve.converters.mcu.child import call_in_child
 
         with ctx.progress.step("mcu: run in TFLM with the planned arena"):
-            result = check_with_tflm(model_bytes, host_arena, sample_inputs(model, CHECK_SAMPLES))
+            result = call_in_child(TFLM_CHECK, model_bytes, host_arena, sample_inputs(model, CHECK_SAMPLES),
+                                   what="running the model in the planned arena")
         if result.tflm_head != head64.head_bytes:
             raise VerificationError(
                 f"edgeserve planned a {head64.head_bytes}-byte head but TFLM used {result.tflm_head}; "
@@ -244,9 +249,10 @@ class McuConverter(Converter):
         checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
                             f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
         if importlib.util.find_spec("tflite_micro") is not None:
-            from edgeserve.converters.mcu import tflm
+            from edgeserve.converters.mcu.child import call_in_child
 
-            ok = tflm.fits(model_path.read_bytes(), entry["arena_bytes_host"])
+            ok = call_in_child(TFLM_FITS, model_path.read_bytes(), entry["arena_bytes_host"],
+                               what="allocating the model in the planned arena")
             checks.append(Check("TFLM allocates in the planned host arena", ok, f"{entry['arena_bytes_host']} bytes"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
 

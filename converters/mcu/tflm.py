@@ -37,8 +37,12 @@ class TflmError(EdgeServeError):
         reasons = "; ".join(line.strip() for line in native_text.splitlines() if line.strip())
         super().__init__(
             f"TFLM could not prepare the model in a {arena_bytes}-byte arena: "
-            f"{reasons or 'it printed no reason'}"
+            f"{reasons or 'it printed no reason'}" if arena_bytes else reasons
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised in the child process of edgeserve.converters.mcu.child and re-raised here.
+        return (type(self), (self.arena_bytes, self.native_text))
 
 
 class ArenaTooSmallError(TflmError):
