@@ -3,19 +3,31 @@
 The manifest is plain JSON (schema ``edgeserve.manifest/1``) so that OTA systems, CI
 jobs and other languages can read it. Each target adds or replaces its own entry; the
 file is always rewritten atomically.
+
+It is the contract a device acts on, so it is checked before it is trusted:
+``manifest_sha256`` covers every field (preprocessing, labels, quantization, arena, fit,
+metrics), so an edited or damaged manifest is refused; every path in it is relative and
+stays inside its folder; every artifact entry carries the sha256 of its file. ``verify`` and
+``Session`` read it through :func:`load_manifest` and :func:`inside`, and refuse the same
+manifest with the same words.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import platform
 from importlib import metadata
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from edgeserve.atomic import sha256_file, write_json
 from edgeserve.errors import ManifestError
+
+log = logging.getLogger(__name__)
 
 SCHEMA = "edgeserve.manifest/1"
 MANIFEST_NAME = "manifest.json"
@@ -62,15 +74,38 @@ def new_manifest(
     }
 
 
-def merge_into_existing(path: Path, fresh: dict[str, Any]) -> dict[str, Any]:
-    """Keep the other targets' entries of an existing manifest for the same source."""
+def merge_into_existing(path: Path, fresh: dict[str, Any], running: set[str],
+                        built_from: Callable[[str], tuple[str, ...]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Keep the entries of targets not ``running`` from an existing manifest of the same source.
+
+    An entry is kept only when it still describes what is beside it: same source sha256, a
+    manifest that passes its own check, and not built from a target that runs again now
+    (``built_from``: an mcu build of the old INT8 model must not sit beside a new one).
+    Returns the merged manifest and the stale entries, whose files the caller removes.
+    """
     if not path.exists():
-        return fresh
-    old = load_manifest(path)
+        return fresh, []
+    try:
+        old = load_manifest(path)
+    except ManifestError as exc:
+        log.warning("not keeping entries of %s: %s", path, exc)
+        return fresh, []
     if old.get("source", {}).get("sha256") != fresh["source"].get("sha256"):
-        return fresh  # a different model: its old artifacts do not belong with this one
-    fresh["artifacts"] = [a for a in old["artifacts"] if a.get("target") not in _targets(fresh)]
-    return fresh
+        return fresh, []  # a different model: its old artifacts do not belong with this one
+    kept, stale = [], []
+    for entry in old["artifacts"]:
+        target = entry.get("target")
+        if target in running:
+            continue
+        stale_by = set(built_from(target)) & running if isinstance(target, str) else set()
+        if stale_by:
+            log.info("dropping the %s entry: it was built from %s, which is converted again", target,
+                     ", ".join(sorted(stale_by)))
+            stale.append(entry)
+            continue
+        kept.append(entry)
+    fresh["artifacts"] = kept
+    return fresh, stale
 
 
 def upsert_artifact(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
@@ -79,11 +114,42 @@ def upsert_artifact(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
 
 
 def write_manifest(path: Path, manifest: dict[str, Any]) -> Path:
-    return write_json(path, manifest)
+    return write_json(path, stamp(manifest))
 
 
-def load_manifest(path: str | Path) -> dict[str, Any]:
-    """Read and minimally validate a manifest, or raise :class:`ManifestError`."""
+HASH_FIELD = "manifest_sha256"
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON (sorted keys, no whitespace), its own hash left out."""
+    body = {k: v for k, v in manifest.items() if k != HASH_FIELD}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def stamp(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Set ``manifest_sha256`` for the manifest as it is now (done by :func:`write_manifest`)."""
+    manifest[HASH_FIELD] = manifest_digest(manifest)
+    return manifest
+
+
+def inside(root: Path, relative: Any, what: str) -> Path:
+    """``root / relative``, refused unless ``relative`` is a relative path that stays in ``root``."""
+    if not isinstance(relative, str) or not relative:
+        raise ManifestError(f"{what}: expected a relative path inside {root}, got {relative!r}")
+    candidate = Path(relative)
+    resolved = (root / candidate).resolve()
+    if candidate.is_absolute() or not resolved.is_relative_to(root.resolve()):
+        raise ManifestError(f"{what}: path {relative!r} leaves the manifest's folder {root}; every path in a "
+                            "manifest is relative and stays inside it")
+    return root / candidate
+
+
+def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
+    """Read and validate a manifest, or raise :class:`ManifestError`.
+
+    With ``check`` (the default) the manifest must carry ``manifest_sha256`` and match it:
+    an edited field is refused, not acted on.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / MANIFEST_NAME
@@ -98,6 +164,15 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         raise ManifestError(f"{path}: expected schema {SCHEMA!r}, got {got!r}")
     if not isinstance(data.get("artifacts"), list):
         raise ManifestError(f"{path}: 'artifacts' must be a list")
+    if check:
+        recorded = data.get(HASH_FIELD)
+        if recorded is None:
+            raise ManifestError(f"{path} has no {HASH_FIELD}: it was not written by this edgeserve, or the field was "
+                                "deleted; convert again to get a manifest that can be checked")
+        if recorded != manifest_digest(data):
+            raise ManifestError(f"{path} was changed after edgeserve wrote it: its content does not match its "
+                                f"{HASH_FIELD} (every field is covered: preprocess, labels, quantization, arena, "
+                                "metrics); convert again rather than editing it")
     return data
 
 
@@ -108,14 +183,12 @@ def file_record(root: Path, path: Path) -> dict[str, Any]:
 
 def check_file(root: Path, record: dict[str, Any]) -> str | None:
     """None when the file matches its recorded sha256 and size, else what is wrong."""
-    path = root / record["path"]
+    path = inside(root, record.get("path"), "file record")
+    if not record.get("sha256"):
+        return f"{record['path']} has no sha256 in the manifest: nothing to check it against"
     if not path.exists():
         return f"{record['path']} is missing"
     digest = sha256_file(path)
     if digest != record["sha256"]:
         return f"{record['path']} sha256 {digest[:12]}… does not match the manifest's {record['sha256'][:12]}…"
     return None
-
-
-def _targets(manifest: dict[str, Any]) -> set[str]:
-    return {a["target"] for a in manifest.get("artifacts", [])}

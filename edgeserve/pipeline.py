@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -105,11 +106,19 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
     calibration_record = None
     if calibration is not None:
         calibration_record = calibration.describe() | {"random": calibration.origin == "random"}
-    manifest = merge_into_existing(
+    from edgeserve.converters import get_converter, target_names
+
+    def built_from(target: str) -> tuple[str, ...]:
+        return get_converter(target).requires(model.kind) if target in target_names() else ()
+
+    manifest, stale = merge_into_existing(
         manifest_path,
         new_manifest(model.describe(), spec.to_dict() if spec else None, prof.name if prof else None,
                      calibration_record),
+        {c.name for c in converters}, built_from,
     )
+    for entry in stale:  # a build of the old model goes with its entry (this is the staging copy)
+        _remove_files_of(out, entry)
     labels = (options or {}).get("labels")
     if labels:
         manifest["labels"] = read_labels(labels)
@@ -193,6 +202,18 @@ def bind_preprocess(
         return default.bind_to_input(inputs[0].shape)
     except PreprocessSpecError:
         return None
+
+
+def _remove_files_of(out: Path, entry: dict[str, Any]) -> None:
+    from edgeserve.manifest import inside
+
+    records = [entry, *(entry.get("files") or []), *([entry["report"]] if isinstance(entry.get("report"), dict) else [])]
+    for record in records:
+        path = inside(out, record.get("path"), f"{entry.get('target')} entry")
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def _refuse_output_inside_source(model: SourceModel, out: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.errors import InputError, ManifestError, ModelFileError
-from edgeserve.manifest import MANIFEST_NAME, load_manifest
+from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
@@ -117,11 +117,14 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
             continue
         if target is not None and entry.get("target") != target:
             continue
-        file = root / entry["path"]
+        file = inside(root, entry["path"], f"{path} artifact {entry.get('target')!r}")
         engine = engine_of(file)
         if engine is None:
             continue
-        artifacts.append(Artifact(file, engine, entry["target"], entry.get("sha256"), int(entry.get("bytes") or 0)))
+        if not entry.get("sha256"):
+            raise ManifestError(f"{path} artifact {entry.get('target')!r} has no sha256: nothing proves "
+                                f"{entry['path']} is the file that was verified")
+        artifacts.append(Artifact(file, engine, entry["target"], entry["sha256"], int(entry.get("bytes") or 0)))
     if not artifacts:
         targets = [a.get("target") for a in manifest["artifacts"]]
         if target:

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
+from edgeserve.manifest import stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,9 +86,9 @@ def test_unknown_backend_lists_the_names_with_a_suggestion(digits_conversion: Pa
 def test_cli_wording_on_the_cli_api_wording_in_the_api(testdata: Path, tmp_path: Path) -> None:
     """A model with no PreprocessSpec (a sine regressor) fed an image: flags on the CLI, arguments in Python."""
     import cv2
+    from edgeserve.runtime import Session
 
     from edgeserve.errors import InputError
-    from edgeserve.runtime import Session
 
     plain = testdata / "tflm" / "hello_world_int8.tflite"
     photo = tmp_path / "photo.png"
@@ -105,7 +106,7 @@ def test_a_manifest_with_only_an_mcu_build(digits_conversion: Path, tmp_path: Pa
     manifest = json.loads((out / "manifest.json").read_text())
     for entry in manifest["artifacts"]:
         entry["target"], entry["path"] = "mcu", "mcu/"
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "manifest.json").write_text(json.dumps(stamp(manifest)))  # re-stamped, as a knowing editor would
     result = invoke("run", out, "--input", tmp_path)
     assert result.exit_code == 1
     assert "has no an" not in result.stderr

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
+from edgeserve.manifest import stamp
 
 pytest.importorskip("coremltools")
 
@@ -138,9 +139,9 @@ def test_the_package_fed_raw_frames_matches_keras_fed_preprocessed_ones(builds: 
                                                                          digits_example: Path) -> None:
     """The ImageType carries the PreprocessSpec: frames in, the same answers as the source."""
     import keras
-
     from edgeserve.converters.coreml.evaluator import MilEvaluator
     from edgeserve.converters.coreml.program import MilProgram
+
     from edgeserve.preprocess import PreprocessSpec
 
     frames = np.load(digits_example / "frames.npz")["frames"][:60]  # uint8, 8x8x1
@@ -221,7 +222,7 @@ def test_verify_passes_then_fails_on_a_tampered_weight_file(builds: Builds, tmp_
 
     manifest = manifest_of(copy)
     manifest["artifacts"][0]["sha256"] = sha256_file(copy / "model.mlpackage")
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    (copy / "manifest.json").write_text(json.dumps(stamp(manifest)))  # re-stamped, as a knowing editor would
     rerun = invoke("verify", copy)
     assert rerun.exit_code == 1
     assert "[FAIL] outputs equal the recorded ones (numpy MIL evaluator)" in rerun.stdout

@@ -133,6 +133,7 @@ class McuConverter(Converter):
             "files": [file_record(out, path) for path in files],
             "model_bytes": len(model_bytes),
             "model_sha256": _sha256(model_bytes),
+            "model_from": origin,  # the artifact (or source file) the C array was made from
             "arena_bytes": target.total_bytes,
             "arena_head_bytes": head32.head_bytes,
             "arena_tail_bytes": target.tail_bytes,
@@ -238,9 +239,15 @@ class McuConverter(Converter):
         for record in [*entry["files"], entry["report"]]:
             problem = check_file(root, record)
             checks.append(Check(f"{record['path']} sha256", problem is None, problem or record["sha256"][:16]))
+        # The model file is found by the entry's name: it must be one of the hashed files, or
+        # an edited name could point verification at anything.
+        model_rel = f"{OUT_DIR}/{entry['name']}_model.tflite"
+        if not any(record.get("path") == model_rel for record in entry["files"]):
+            checks.append(Check("model file is hashed", False, f"{model_rel} is not among the entry's hashed files"))
+        checks.extend(_staleness(entry, root))
         if not all(c.ok for c in checks):
             return VerifyResult(self.name, entry["path"], tuple(checks))
-        model_path = root / OUT_DIR / f"{entry['name']}_model.tflite"
+        model_path = root / model_rel
         try:
             model = validate_tflite(TfliteModel.from_file(model_path).file_bytes, runtime="tflm")
         except ModelFileError as exc:
@@ -255,6 +262,20 @@ class McuConverter(Converter):
                                what="allocating the model in the planned arena")
             checks.append(Check("TFLM allocates in the planned host arena", ok, f"{entry['arena_bytes_host']} bytes"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _staleness(entry: Mapping[str, Any], root: Path) -> list[Check]:
+    """An mcu build made from another INT8 model than the tflite-int8 artifact beside it is stale."""
+    from edgeserve.manifest import load_manifest
+
+    source = entry.get("model_from")
+    siblings = [a for a in load_manifest(root)["artifacts"]
+                if a.get("target") == "tflite-int8" and a.get("path") == source]
+    if not siblings:
+        return []  # built from a .tflite source file, not from an artifact of this manifest
+    same = siblings[0].get("sha256") == entry.get("model_sha256")
+    return [Check("built from the tflite-int8 artifact beside it", same,
+                  "same model" if same else f"stale: {source} changed since this build was made from it")]
 
 
 def _buffer_dict(buffer: Any) -> dict[str, Any]:

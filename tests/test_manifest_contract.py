@@ -1,0 +1,123 @@
+"""The manifest is the contract a device acts on: verify and Session refuse the same edits.
+
+Probe findings (issue 13): verify hashed files outside the folder (`../..`, absolute paths);
+the mcu entry's `name` picked an unhashed file; Session ran `../` and absolute paths and a
+modified artifact when its sha256 was deleted; preprocess, labels, arena and fit were covered
+by no hash; re-running only `-t tflite-int8` left an mcu build of the old model beside the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import ManifestError
+from edgeserve.manifest import stamp
+from edgeserve.runtime import Session
+
+
+@pytest.fixture(scope="module")
+def build(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from edgeserve.pipeline import convert
+
+    out = tmp_path_factory.mktemp("contract") / "OUT"
+    convert(digits_example / "digits_cnn.keras", ["tflite-int8", "mcu"], out, calib=digits_example / "calib.npz",
+            eval_data=digits_example / "eval.npz", profile="arduino-nano-33-ble", options={"name": "digits"})
+    return out
+
+
+def edited(build: Path, tmp_path: Path, change: Callable[[dict], None], restamp: bool = False) -> Path:
+    copy = tmp_path / "OUT"
+    shutil.copytree(build, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    change(manifest)
+    (copy / "manifest.json").write_text(json.dumps(stamp(manifest) if restamp else manifest))
+    return copy
+
+
+def entry(manifest: dict, target: str) -> dict:
+    return next(a for a in manifest["artifacts"] if a["target"] == target)
+
+
+def refused_by_both(out: Path) -> tuple[str, str]:
+    """verify's failure text and Session's error for the same manifest."""
+    result = CliRunner().invoke(cli, ["verify", str(out)])
+    assert result.exit_code == 1, result.output
+    with pytest.raises(ManifestError) as caught:
+        Session(out / "manifest.json")
+    return result.output, str(caught.value)
+
+
+def test_the_untouched_build_passes(build: Path) -> None:
+    assert CliRunner().invoke(cli, ["verify", str(build)]).exit_code == 0
+    with Session(build) as session:
+        assert session.backend.startswith("litert:")
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "model_int8.tflite/../../x.tflite"])
+def test_paths_that_leave_the_folder(build: Path, tmp_path: Path, path: str) -> None:
+    out = edited(build, tmp_path, lambda m: entry(m, "tflite-int8").update(path=path), restamp=True)
+    verify_text, session_text = refused_by_both(out)
+    assert "leaves the manifest's folder" in verify_text and "leaves the manifest's folder" in session_text
+    assert "root:" not in verify_text  # nothing of the outside file was read or shown
+
+
+@pytest.mark.parametrize(("what", "change"), [
+    ("preprocess mean", lambda m: m["preprocess"].update(mean=[0.5])),
+    ("labels", lambda m: m.update(labels=["cat"] * 10)),
+    ("arena", lambda m: entry(m, "mcu").update(arena_bytes=1024)),
+    ("fit", lambda m: entry(m, "mcu").update(fits={"ram": True, "flash": True})),
+    ("metrics", lambda m: entry(m, "tflite-int8")["metrics"].update(quantized=1.0)),
+])
+def test_an_edited_field_is_refused(build: Path, tmp_path: Path, what: str, change: Callable[[dict], None]) -> None:
+    out = edited(build, tmp_path, change)
+    verify_text, session_text = refused_by_both(out)
+    assert "was changed after edgeserve wrote it" in verify_text, what
+    assert "was changed after edgeserve wrote it" in session_text, what
+
+
+def test_a_deleted_hash_is_an_error_not_a_pass(build: Path, tmp_path: Path) -> None:
+    out = edited(build, tmp_path, lambda m: m.pop("manifest_sha256"))
+    verify_text, session_text = refused_by_both(out)
+    assert "has no manifest_sha256" in verify_text and "has no manifest_sha256" in session_text
+    out2 = edited(build, tmp_path / "b", lambda m: entry(m, "tflite-int8").pop("sha256"), restamp=True)
+    with pytest.raises(ManifestError, match="has no sha256"):
+        Session(out2)
+    assert CliRunner().invoke(cli, ["verify", str(out2)]).exit_code == 1
+
+
+def test_the_mcu_name_cannot_point_past_the_hashed_files(build: Path, tmp_path: Path) -> None:
+    out = edited(build, tmp_path, lambda m: entry(m, "mcu").update(name="../model_int8"), restamp=True)
+    result = CliRunner().invoke(cli, ["verify", str(out), "--json"])
+    assert result.exit_code == 1
+    checks = {c["name"]: c for a in json.loads(result.stdout)["artifacts"] for c in a["checks"]}
+    assert checks["model file is hashed"]["ok"] is False
+
+
+def test_a_stale_mcu_build_is_reported(build: Path, tmp_path: Path) -> None:
+    def pretend_rebuilt(m: dict) -> None:
+        entry(m, "mcu")["model_sha256"] = "0" * 64  # made from some other INT8 model
+
+    out = edited(build, tmp_path, pretend_rebuilt, restamp=True)
+    result = CliRunner().invoke(cli, ["verify", str(out)])
+    assert result.exit_code == 1 and "stale: model_int8.tflite changed" in result.output
+
+
+def test_converting_one_target_again_drops_what_was_built_from_it(build: Path, digits_example: Path,
+                                                                  tmp_path: Path) -> None:
+    from edgeserve.pipeline import convert
+
+    out = tmp_path / "OUT"
+    shutil.copytree(build, out)
+    convert(digits_example / "digits_cnn.keras", ["tflite-int8"], out, calib=digits_example / "calib.npz",
+            max_calib_samples=50)  # different calibration: a different INT8 model
+    targets = [a["target"] for a in json.loads((out / "manifest.json").read_text())["artifacts"]]
+    assert targets == ["tflite-int8"]  # the mcu build of the old model is not kept beside the new one
+    assert not (out / "mcu").exists() and not (out / "reports" / "mcu.json").exists()  # nor its files
+    assert CliRunner().invoke(cli, ["verify", str(out)]).exit_code == 0
