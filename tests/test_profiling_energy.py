@@ -96,3 +96,17 @@ def test_meter_log_alignment_maps_wall_time_onto_the_clock() -> None:
     # Wall 1000..1010 s is clock 5..25 s (a clock running twice as fast, e.g. a simulation).
     mapped = map_wall_to_clock(np.array([1000.0, 1005.0, 1010.0]), (1000.0, 1010.0), (5.0, 25.0))
     assert mapped.tolist() == [5.0, 15.0, 25.0]
+
+
+def test_a_stuck_or_backwards_counter_is_null_with_the_reason() -> None:
+    """The probe saw 0.0 mJ per inference reported for a counter that did not move."""
+    t = np.arange(21.0)
+    stuck = summarize(PowerSeries.from_joules(t, np.full(21, 5.0)), None, (0.0, 20.0), 100)
+    assert stuck["energy_mj_per_inference"] is None and "did not change" in stuck["reason"]
+    backwards = np.concatenate([np.arange(11.0), np.arange(10.0) * 0.5])  # reset half-way
+    back = summarize(PowerSeries.from_joules(t, backwards), None, (0.0, 20.0), 100)
+    assert back["energy_mj_per_inference"] is None and "ran backwards" in back["reason"]
+    negative = summarize(PowerSeries.from_watts(t, np.full(21, -2.0)), None, (0.0, 20.0), 100)
+    assert negative["energy_mj_per_inference"] is None and "went negative" in negative["reason"]
+    fine = summarize(PowerSeries.from_joules(t, t * 2.0), None, (0.0, 20.0), 100)
+    assert fine["energy_mj_per_inference"]["total"] == pytest.approx(400.0)  # 40 J / 100 inferences

@@ -232,3 +232,12 @@ def test_steady_state_and_sustainable_rate_by_hand() -> None:
     # A generous budget: the device's own speed is the limit.
     assert sustainable_rate(model, load, 90.0)["limited_by"] == "throughput"
     assert sustainable_rate(None, load, 55.0)["reason"] == "no thermal model"
+
+
+@pytest.mark.parametrize("millidegrees", [10**21, -273150, 250000])
+def test_impossible_temperatures_are_not_readings(tmp_path: Path, millidegrees: int) -> None:
+    pi5_tree(tmp_path)
+    write_tree(tmp_path, {"/sys/class/thermal/thermal_zone0/temp": millidegrees})
+    reading = ThermalReader(tmp_path, load_profile("raspberry-pi-5"), vcgencmd=None).read()
+    assert reading.temp_c is None and reading.zones == {"cpu-thermal": None}
+    assert len(reading.errors) == 1 and "outside -60..200 °C" in reading.errors[0]

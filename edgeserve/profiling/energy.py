@@ -141,6 +141,25 @@ class PowerSeries:
             sigma = math.hypot(sigma, joules * (1 - covered / seconds))
         return EnergyWindow(joules, sigma, seconds, good / seconds)
 
+    def implausible(self, t0: float, t1: float) -> str | None:
+        """Why the readings in ``[t0, t1]`` cannot be energy (None when they can).
+
+        A device drawing no power while it computes does not exist: a counter that does not
+        advance is stuck, one that goes down was reset (or wrapped without being undone), and
+        a negative power reading is a sensor fault. Each gives null energy with this reason.
+        """
+        overlap = self._overlap(t0, t1) > 0
+        if not overlap.any():
+            return None
+        p = self.p[overlap & self.valid]
+        kind = "energy counter" if self.cumulative else "power readings"
+        if (p < 0).any():
+            what = "ran backwards (reset, or a wrap that was not undone)" if self.cumulative else "went negative"
+            return f"the {kind} {what} during the run: {int((p < 0).sum())} of {p.size} intervals"
+        if p.size and not (p > 0).any():
+            return f"the {kind} did not change during the run (a stuck sensor): no energy can be measured"
+        return None
+
     def mean_power_between(self, times: np.ndarray) -> np.ndarray:
         """Mean power on each interval between consecutive ``times`` (from cumulative energy)."""
         cum = np.concatenate([[0.0], np.cumsum(self.p * np.diff(self.t))])
@@ -194,6 +213,10 @@ def summarize(series: PowerSeries, idle: tuple[float, float] | None, run: tuple[
         return out
     if inferences <= 0:
         out["reason"] = "no inference completed"
+        return out
+    problem = series.implausible(*run)
+    if problem:  # a counter that stalls or runs backwards would give 0 or negative joules
+        out["reason"] = problem
         return out
     out["avg_power_w"] = _r(run_e.watts)
     out["energy_j"] = _r(run_e.joules)

@@ -44,6 +44,10 @@ THROTTLE_BITS: dict[int, str] = {
 #: Bits meaning "slowed down right now" (frequency capped, throttled, soft limit).
 ACTIVE_THROTTLE_MASK = (1 << 1) | (1 << 2) | (1 << 3)
 
+# What a thermal zone of a working device can report; outside it the sensor is broken or
+# unconnected (some drivers report -273 °C or 1e21 millidegrees).
+PLAUSIBLE_C = (-60.0, 200.0)
+
 
 def parse_throttled(text: str) -> int:
     """``throttled=0x50005`` → ``0x50005``.
@@ -206,10 +210,17 @@ class ThermalReader:
         for zone in self.chosen:
             key = zone.type if zone.type not in zones else f"{zone.type}#{zone.index}"
             try:
-                zones[key] = read_number(zone.temp_path) / 1000.0  # millidegree Celsius
+                celsius = read_number(zone.temp_path) / 1000.0  # millidegree Celsius
             except SensorError as exc:
                 zones[key] = None
                 errors.append(str(exc))
+                continue
+            if not PLAUSIBLE_C[0] <= celsius <= PLAUSIBLE_C[1]:  # a broken sensor, not a temperature
+                zones[key] = None
+                errors.append(f"{zone.temp_path}: {celsius:g} °C is outside {PLAUSIBLE_C[0]:g}..{PLAUSIBLE_C[1]:g} °C, "
+                              "not a reading")
+                continue
+            zones[key] = celsius
         temps = [v for v in zones.values() if v is not None]
         freq = None
         if self.cpufreq:
