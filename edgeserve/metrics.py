@@ -61,9 +61,33 @@ def evaluate(metric: str, float_out: np.ndarray, quant_out: np.ndarray, labels: 
         f = float(np.mean(err(float_out - target)))
         q = float(np.mean(err(quant_out - target)))
         # Without labels the float error is 0: express the int8 error relative to the output spread.
-        base = f if labels is not None else float(np.mean(err(float_out - float_out.mean()))) or 1.0
+        # With labels the float error is the baseline, unless it is 0 (a model scored against its
+        # own outputs): then any difference would be infinite percent, so use the spread too.
+        spread = float(np.mean(err(float_out - float_out.mean()))) or 1.0
+        base = f if labels is not None and f > 0 else spread
         drop = 100.0 * (q - f) / base if base > 0 else (0.0 if q == f else math.inf)
     return MetricResult(metric, f, q, round(drop, 4), labels is not None, n)
+
+
+def degenerate(reference: list[np.ndarray], steps: list[float] | None = None) -> str | None:
+    """Why comparing with ``reference`` proves nothing, or None when it can.
+
+    When the source's outputs do not vary over the evaluation samples (or vary by less than
+    one quantization step of the artifact's output), every artifact that outputs that
+    constant agrees with it, right or wrong: such a check cannot fail and must not be
+    called a verification.
+    """
+    samples = reference[0].shape[0] if reference and reference[0].ndim else 0
+    if samples < 2:
+        return None
+    for i, out in enumerate(reference):
+        flat = out.reshape(samples, -1).astype(np.float64)
+        spread = float(np.max(flat.max(axis=0) - flat.min(axis=0))) if flat.size else 0.0
+        floor = steps[i] if steps and i < len(steps) and steps[i] else 1e-6 * max(1.0, float(np.abs(flat).max()))
+        if spread > floor:
+            return None
+    return (f"degenerate: constant reference outputs over {samples} samples (the source gives the same values "
+            "for every input), so any artifact that outputs them agrees; this check cannot fail")
 
 
 def agreement(float_out: np.ndarray, quant_out: np.ndarray, classifier: bool) -> dict[str, float | None]:

@@ -38,6 +38,9 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
         return
     status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
     console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
+    unverified = (entry.get("verification") or {}).get("degenerate")
+    if unverified:
+        console.print(f"  [bold yellow]NOT VERIFIED[/]: {unverified}")
     m = entry.get("metrics")
     if m:
         label = m["metric"] + ("" if m["labelled"] else " vs float")

@@ -26,7 +26,7 @@ from edgeserve.converters._base import Check, ConversionContext, Converter, Veri
 from edgeserve.converters.tflite_int8.layer_errors import LayerError, float_layers_model, layer_errors
 from edgeserve.errors import InputError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import MetricResult, agreement, choose_metric, evaluate
+from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -307,6 +307,9 @@ class TfliteInt8Converter(Converter):
                 "evaluated_on": "eval" if ctx.evaluation.labels is not None else ctx.evaluation.origin,
                 "samples": best.metrics.samples,
                 "fixture": file_record(out, fixture_path),
+                "degenerate": degenerate(ctx.reference_outputs(),
+                                         [d.scale or 0.0 for d in runner.outputs] if best.io_dtype != "float32"
+                                         else None),
             },
         }
 
@@ -338,6 +341,8 @@ class TfliteInt8Converter(Converter):
         checks.append(Check("outputs equal the recorded ones", steps <= REVERIFY_MAX_STEPS,
                             f"max difference {steps} quantization step(s) over {len(inputs[0])} samples "
                             f"(allowed {REVERIFY_MAX_STEPS})"))
+        reason = entry["verification"].get("degenerate")
+        checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))
         agree = agreement(reference, dequant[0], classifier=entry["metrics"]["metric"] == "top1")
         recorded = entry.get("agreement") or {}
         if "top1_agreement" in agree and recorded.get("top1_agreement") is not None:
