@@ -81,6 +81,18 @@ def preprocess_options(f: Any) -> Any:
 _SPEC_FLAGS = ("size", "color", "layout", "resize_mode", "crop", "crop_fraction", "interpolation", "scale", "mean", "std")
 
 
+def spec_overrides(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
+    """What `run` and `bench` pass as ``Session(preprocess=...)``: a whole spec from a TOML file
+    (flags applied on top), else only the fields given as flags (the rest stays as recorded),
+    else None."""
+    if preprocess_file is not None:
+        return spec_from_flags(preprocess_file, flags)
+    given = {k: flags[k] for k in _SPEC_FLAGS if flags.get(k) is not None}
+    if isinstance(given.get("size"), tuple):
+        given["size"] = list(given["size"])
+    return given or None
+
+
 def spec_from_flags(preprocess_file: Path | None, flags: dict[str, Any]) -> Any:
     """A PreprocessSpec from a TOML file and/or flags, or None when neither was given."""
     import dataclasses

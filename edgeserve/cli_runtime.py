@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from edgeserve.cli_common import emit_json, preprocess_options, spec_from_flags
+from edgeserve.cli_common import emit_json, preprocess_options, spec_overrides
 from edgeserve.cli_profile import governor_for, thermal_budget_options
+from edgeserve.errors import InputError
 
 _KINDS = ("npu", "gpu", "cpu")
 
@@ -37,9 +38,13 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
                  spec_flags: dict[str, Any]) -> Any:
     from edgeserve.runtime import Session
 
-    spec = spec_from_flags(preprocess_file, spec_flags)
-    return Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
-                   target=target, labels=labels)
+    spec = spec_overrides(preprocess_file, spec_flags)
+    session = Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
+                      target=target, labels=labels)
+    if session.preprocess_overrides and not _quiet():
+        click.echo(f"preprocess: {', '.join(session.preprocess_overrides)} overridden, the rest as recorded",
+                   err=True)
+    return session
 
 
 @click.command()
@@ -118,12 +123,20 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
             frame = next(iter(iter_inputs([input_path])))[1]
         elif synthetic is not None:
             w, h = _parse_wxh(synthetic)
-            frame = synthetic_frame(w, h) if session.preprocess is not None else session.example_input()
+            if session.preprocess is None:
+                # Nothing turns a camera frame into this model's input: say so rather than time
+                # a raw tensor and call it a frame.
+                raise InputError(f"--synthetic {synthetic} needs a PreprocessSpec to turn a frame into the model's "
+                                 "input, and this model has none recorded; give --size/--mean/--std (or "
+                                 "--preprocess spec.toml), or drop --synthetic to time the bare model input")
+            frame = synthetic_frame(w, h)
         else:
             frame = session.example_input()
         session.run(frame)
         cold_ms = (time.perf_counter() - t0) * 1e3
         result = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
+                  "input": "frame" if frame.ndim == 3 and session.preprocess is not None else "model tensor",
+                  "preprocess_overrides": list(session.preprocess_overrides),
                   "placement": session.placement.to_dict(), "threads": session.threads,
                   "input_shape": list(frame.shape), "cold_start_ms": round(cold_ms, 3),
                   **benchmark(session, frame, frames=frames, warmup=warmup)}
@@ -182,3 +195,9 @@ def _print_bench(r: dict[str, Any]) -> None:
     for a in r["attempts"]:
         if not a["ok"]:
             click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}")
+
+
+def _quiet() -> bool:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx else None
+    return bool(root and root.obj and root.obj.get("quiet"))

@@ -12,14 +12,15 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
 from edgeserve.errors import InputError, ManifestError, ModelFileError
 from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class ServedModel:
     preprocess: PreprocessSpec | None
     labels: list[str] | None
     manifest_path: Path | None
+    overridden: tuple[str, ...] = ()  # PreprocessSpec fields the caller changed from the recorded spec
 
 
 def engine_of(path: Path) -> str | None:
@@ -101,8 +103,13 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
             raise InputError(f"{path}: expected a manifest.json or a model file ({', '.join(suffixes)}), got '{path.suffix}'")
         size = path.stat().st_size if path.is_file() else 0
         served = ServedModel([Artifact(path, engine, None, None, size)], _embedded_spec(path), None, None)
-    if preprocess is not None:
+    if isinstance(preprocess, Mapping):
+        # Fields to change, not a whole spec: the rest stays as recorded (a --mean on the
+        # command line must not silently drop the recorded size, crop and interpolation).
+        served.preprocess, served.overridden = _override(served.preprocess, preprocess)
+    elif preprocess is not None:
         served.preprocess = _as_spec(preprocess)
+        served.overridden = ("all (a whole PreprocessSpec was given)",)
     if labels is not None:
         served.labels = _as_labels(labels)
     return served
@@ -150,6 +157,20 @@ def _embedded_spec(path: Path) -> PreprocessSpec | None:
     except (ModelFileError, ValueError, AttributeError):
         return None  # a damaged file is reported when it is opened, with the reason
     return PreprocessSpec.from_dict(spec, where=f"{path} metadata") if spec else None
+
+
+def _override(recorded: PreprocessSpec | None, fields: Mapping[str, Any]) -> tuple[PreprocessSpec, tuple[str, ...]]:
+    """``recorded`` with ``fields`` replaced (validated like any spec), and the names that changed."""
+    base = recorded.to_dict() if recorded is not None else {}
+    fields = dict(fields)
+    if fields.get("color") == "gray" and "mean" not in fields and len(base.get("mean") or ()) > 1:
+        fields["mean"], fields["std"] = [0.0], [1.0]  # one channel left: per-channel values no longer fit
+    merged = PreprocessSpec.from_dict({**base, **fields}, where="preprocess overrides")
+    after = merged.to_dict()
+    if recorded is None:
+        return merged, tuple(sorted(fields))
+    # value_range is derived from the others (to_dict writes it for readers): not a field one sets.
+    return merged, tuple(sorted(k for k in after if k != "value_range" and after[k] != base.get(k)))
 
 
 def _as_spec(value: Any) -> PreprocessSpec:

@@ -172,6 +172,12 @@ class Session:
         return self._served.preprocess
 
     @property
+    def preprocess_overrides(self) -> tuple[str, ...]:
+        """PreprocessSpec fields changed from the recorded spec by ``preprocess=`` (a dict changes
+        only its fields; a whole PreprocessSpec replaces the recorded one)."""
+        return self._served.overridden
+
+    @property
     def inputs(self) -> tuple[Any, ...]:
         assert self._active is not None
         return self._active.inputs
