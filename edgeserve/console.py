@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import atexit
 import os
 import sys
 import tempfile
@@ -30,6 +31,9 @@ def ui_stream() -> IO[str]:
         try:
             sys.stderr.flush()
             _ui_stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+            # Closed at exit, so the interpreter does not warn about an unclosed file in every
+            # program that used the console (a ResourceWarning under -X dev or -W default).
+            atexit.register(_ui_stream.close)
         except (AttributeError, OSError, ValueError):
             # sys.stderr has no descriptor (click's CliRunner, an embedding app): use it as
             # it is now, and do not cache it, since it may be swapped or closed later.

@@ -125,3 +125,13 @@ print(json.dumps({"converters": edgeserve.converters.__file__, "runtime": edgese
         assert str(tmp_path / "venv") in info["runtime"]
     assert "raspberry-pi-5" in info["profiles"] and len(info["profiles"]) >= 11
     assert "tflite-int8" in info["targets"]
+
+
+def test_no_resource_warning_at_exit(testdata: Path, tmp_path: Path) -> None:
+    """Every program that opened a Session printed a ResourceWarning at exit (issue 13)."""
+    code = ("import numpy as np; from edgeserve.runtime import Session; "
+            f"s = Session({str(testdata / 'tflm' / 'hello_world_int8.tflite')!r}); s.run(np.zeros((1, 1), np.float32))")
+    proc = subprocess.run([sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", code],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ResourceWarning" not in proc.stderr, proc.stderr
