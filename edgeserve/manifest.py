@@ -173,7 +173,38 @@ def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
             raise ManifestError(f"{path} was changed after edgeserve wrote it: its content does not match its "
                                 f"{HASH_FIELD} (every field is covered: preprocess, labels, quantization, arena, "
                                 "metrics); convert again rather than editing it")
+        _check_records(data, path)
     return data
+
+
+def _check_records(manifest: dict[str, Any], path: Path) -> None:
+    """Refuse an artifact entry whose files could be anything: a path that leaves the folder
+    (``../``, absolute, a symlink out) or a file without its sha256.
+
+    Done on load so that verify and Session refuse the same manifest with the same words,
+    before either opens, hashes or shows anything of a file the manifest names.
+    """
+    for entry in manifest["artifacts"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("target"), str):
+            raise ManifestError(f"{path}: expected each artifact to be an object with a 'target', "
+                                f"got {str(entry)[:80]!r}")
+        where = f"{path} artifact {entry['target']!r}"
+        for record in _file_records(entry):
+            inside(path.parent, record["path"], where)
+            # A folder entry (mcu) lists its files, each hashed; every other record is one file.
+            if not record.get("sha256") and not (record is entry and "files" in entry):
+                raise ManifestError(f"{where}: {record['path']!r} has no sha256: nothing proves it is the file "
+                                    "that was verified; convert again rather than editing the manifest")
+
+
+def _file_records(value: Any) -> list[dict[str, Any]]:
+    """Every object with a ``path`` key in ``value`` (the entry itself, its report, fixture, files)."""
+    if isinstance(value, list):
+        return [r for item in value for r in _file_records(item)]
+    if not isinstance(value, dict):
+        return []
+    own = [value] if "path" in value else []
+    return own + [r for v in value.values() for r in _file_records(v)]
 
 
 def file_record(root: Path, path: Path) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""``edgeserve verify``: re-check a manifest's artifacts without the source or its framework."""
+"""``edgeserve verify``: re-check a manifest's artifacts without the source or its framework.
+
+The manifest is read through :func:`~edgeserve.manifest.load_manifest`, as ``Session`` reads
+it: an edited field, a missing hash or a path that leaves the folder refuses the whole
+manifest (exit 1) with the words Session uses, before any file it names is read.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,9 @@ def verify_manifest(path: str | Path) -> list[VerifyResult]:
         target = entry.get("target", "?")
         try:
             result = get_converter(target).reverify(entry, root)
-        except (EdgeServeError, KeyError, OSError, ValueError) as exc:
+        except (EdgeServeError, KeyError, TypeError, OSError, ValueError) as exc:
+            # A field of the wrong type (a number where a list of files belongs) is a failed
+            # check with its reason, like a missing one, not a traceback.
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             result = VerifyResult(target, str(entry.get("path", "?")), (Check("re-verification", False, what),))
         if entry.get("status") != "ok":

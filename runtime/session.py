@@ -225,8 +225,14 @@ class Session:
             t2 = time.perf_counter_ns()
             if self._parity_left and not self._check_parity(active):
                 continue
+            try:
+                outputs = [dq(active.output_buffer(i)) for i, dq in enumerate(self._dequantizers)]
+            except Exception as exc:  # LiteRT: "Tensor data is null" for an output it never allocated
+                if self._invoked:
+                    raise InferenceError(f"{active.name} gave no outputs: {first_line(exc)}") from exc
+                self._drop(active, "invoke", f"reading the outputs raised {type(exc).__name__}: {first_line(exc)}")
+                continue
             self._invoked = True
-            outputs = [dq(active.output_buffer(i)) for i, dq in enumerate(self._dequantizers)]
             t3 = time.perf_counter_ns()
             self.stages_ns[0], self.stages_ns[1], self.stages_ns[2] = t1 - t0, t2 - t1, t3 - t2
             return outputs

@@ -104,6 +104,10 @@ class McuConverter(Converter):
 
         files = self.emit(ctx, name, model_bytes, model, ops, head32, target, host)
         verification = self.verify(ctx, model_bytes, model, host.total_bytes, head64)
+        # TFLM is compared with LiteRT on the same model; whether that model's outputs can be told
+        # from a constant was judged against the float source by tflite-int8, and holds here too.
+        upstream = (ctx.artifacts.get("tflite-int8") or {}).get("verification") or {}
+        verification["degenerate"] = upstream.get("degenerate")
         toolchain = self._arm_size(ctx, files, name)
         report = {
             "target": self.name,
@@ -240,11 +244,17 @@ class McuConverter(Converter):
             problem = check_file(root, record)
             checks.append(Check(f"{record['path']} sha256", problem is None, problem or record["sha256"][:16]))
         # The model file is found by the entry's name: it must be one of the hashed files, or
-        # an edited name could point verification at anything.
+        # an edited name could point verification at anything; and it must be the model the
+        # C array was made from (model_sha256), which is what staleness is judged by.
         model_rel = f"{OUT_DIR}/{entry['name']}_model.tflite"
-        if not any(record.get("path") == model_rel for record in entry["files"]):
+        model_record = next((r for r in entry["files"] if r.get("path") == model_rel), None)
+        if model_record is None:
             checks.append(Check("model file is hashed", False, f"{model_rel} is not among the entry's hashed files"))
-        checks.extend(_staleness(entry, root))
+        elif model_record.get("sha256") != entry.get("model_sha256"):
+            checks.append(Check("model file is the one built", False,
+                                f"{model_rel} sha256 {str(model_record.get('sha256'))[:12]}… but the build was made "
+                                f"from {str(entry.get('model_sha256'))[:12]}…"))
+        checks.extend(_staleness(entry, root, self.requires))
         if not all(c.ok for c in checks):
             return VerifyResult(self.name, entry["path"], tuple(checks))
         model_path = root / model_rel
@@ -252,6 +262,9 @@ class McuConverter(Converter):
             model = validate_tflite(TfliteModel.from_file(model_path).file_bytes, runtime="tflm")
         except ModelFileError as exc:
             return VerifyResult(self.name, entry["path"], (*checks, Check("model parses", False, str(exc))))
+        reason = (entry.get("verification") or {}).get("degenerate")
+        if reason:
+            checks.append(Check("reference outputs vary", False, reason))
         head = plan_head(model, pointer_bytes=4).head_bytes
         checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
                             f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
@@ -264,18 +277,36 @@ class McuConverter(Converter):
         return VerifyResult(self.name, entry["path"], tuple(checks))
 
 
-def _staleness(entry: Mapping[str, Any], root: Path) -> list[Check]:
-    """An mcu build made from another INT8 model than the tflite-int8 artifact beside it is stale."""
+def _staleness(entry: Mapping[str, Any], root: Path, requires: Any) -> list[Check]:
+    """An mcu build made from another INT8 model than the one this manifest names is stale.
+
+    From a float source the build is made from the tflite-int8 artifact beside it (its
+    ``sha256`` must be the entry's ``model_sha256``); from a ``.tflite`` source, from that
+    source (the manifest's ``source.sha256``). Without ``model_sha256`` nothing can be
+    judged, which is a failure, not a pass.
+    """
     from edgeserve.manifest import load_manifest
 
-    source = entry.get("model_from")
-    siblings = [a for a in load_manifest(root)["artifacts"]
-                if a.get("target") == "tflite-int8" and a.get("path") == source]
+    name = "built from the model beside it"
+    built = entry.get("model_sha256")
+    if not isinstance(built, str) or not built:
+        return [Check(name, False, "the entry has no model_sha256: nothing tells which model this build was made from")]
+    manifest = load_manifest(root)
+    source = manifest.get("source") or {}
+    if "tflite-int8" not in requires(source.get("kind")):
+        same = source.get("sha256") == built
+        return [Check(name, same, "the source .tflite" if same
+                      else f"stale: the source {source.get('path')} is not the model this build was made from")]
+    origin = entry.get("model_from")
+    siblings = [a for a in manifest["artifacts"] if a.get("target") == "tflite-int8"]
     if not siblings:
-        return []  # built from a .tflite source file, not from an artifact of this manifest
-    same = siblings[0].get("sha256") == entry.get("model_sha256")
-    return [Check("built from the tflite-int8 artifact beside it", same,
-                  "same model" if same else f"stale: {source} changed since this build was made from it")]
+        return [Check(name, False, f"stale: built from tflite-int8's {origin}, which this manifest no longer lists")]
+    sibling = siblings[0]
+    if sibling.get("path") != origin:
+        return [Check(name, False, f"stale: built from {origin}, but the tflite-int8 artifact is {sibling.get('path')}")]
+    same = sibling.get("sha256") == built
+    return [Check(name, same, f"{origin} (tflite-int8)" if same
+                  else f"stale: {origin} changed since this build was made from it")]
 
 
 def _buffer_dict(buffer: Any) -> dict[str, Any]:
