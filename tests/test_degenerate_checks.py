@@ -59,3 +59,20 @@ def test_a_constant_model_is_converted_but_not_called_verified(constant_model: P
     checked = CliRunner().invoke(cli, ["verify", str(out)])
     assert checked.exit_code == 1
     assert "[FAIL] reference outputs vary: degenerate" in checked.stdout
+
+
+def test_w8a8_with_an_all_zero_activation_converts(tmp_path: Path) -> None:
+    """The probe: coremltools' "quantize op: scale cannot be 0" traceback after the whole run."""
+    keras = pytest.importorskip("keras")
+    pytest.importorskip("coremltools")
+    inputs = keras.Input((8,))
+    dead = keras.layers.ReLU()(keras.layers.Dense(4, kernel_initializer="zeros", bias_initializer="zeros")(inputs))
+    live = keras.layers.Dense(4)(inputs)
+    path = tmp_path / "dead_branch.keras"
+    keras.Model(inputs, keras.layers.Add()([dead, live])).save(path)
+    out = tmp_path / "OUT"
+    # Random weights and calibration: the accuracy bound is not what this test is about.
+    result = CliRunner().invoke(cli, ["convert", str(path), "-t", "coreml", "--coreml-precision", "w8a8",
+                                      "--calib-random", "--max-drop", "50", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "model.mlpackage").is_dir()

@@ -69,6 +69,28 @@ def collect_activation_stats(program: MilProgram, feeds: Iterable[Mapping[str, n
     return stats
 
 
+# The smallest symmetric range whose int8 scale (range / 127) is a normal fp16 number (2**-14):
+# Core ML stores activation scales in fp16, where anything much smaller rounds to 0.
+_MIN_ABS_RANGE = 2.0 ** -14 * 127
+
+
+def quantizable_ranges(ranges: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """``ranges`` with all-zero ones widened so that their scale is not 0.
+
+    A value that is 0 for every calibration sample (a dead ReLU, a zero-initialised branch)
+    has range [0, 0]; symmetric int8 gives it scale 0, which coremltools refuses ("scale
+    cannot be 0") after the whole conversion. Zero is encoded exactly at any scale, so a
+    tiny symmetric range changes nothing the calibration saw.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name, r in ranges.items():
+        if max(abs(r["rmin"]), abs(r["rmax"])) < _MIN_ABS_RANGE:
+            out[name] = {"rmin": -_MIN_ABS_RANGE, "rmax": _MIN_ABS_RANGE}
+        else:
+            out[name] = dict(r)
+    return out
+
+
 def weight_config(cto: Any) -> Any:
     return cto.coreml.OptimizationConfig(global_config=cto.coreml.OpLinearQuantizerConfig(
         mode="linear_symmetric", dtype="int8", granularity="per_channel", weight_threshold=WEIGHT_THRESHOLD))
@@ -96,7 +118,8 @@ def quantize_activations(mlmodel: Any, stats: ActivationStats) -> Any:
     for name in ("compression::insert_prefix_quantize_dequantize_pair",
                  "compression::insert_suffix_quantize_dequantize_pair"):
         graph_pass = PASS_REGISTRY[name]
-        graph_pass.set_options([PassOption("config", config), PassOption("activation_stats", stats.ranges)])
+        graph_pass.set_options([PassOption("config", config),
+                                PassOption("activation_stats", quantizable_ranges(stats.ranges))])
         passes.append(graph_pass)
     passes.append(PASS_REGISTRY["common::dequantize_quantize_pair_elimination"])
     return model_utils._apply_graph_pass(
