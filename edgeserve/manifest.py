@@ -6,10 +6,14 @@ file is always rewritten atomically.
 
 It is the contract a device acts on, so it is checked before it is trusted:
 ``manifest_sha256`` covers every field (preprocessing, labels, quantization, arena, fit,
-metrics), so an edited or damaged manifest is refused; every path in it is relative and
-stays inside its folder; every artifact entry carries the sha256 of its file. ``verify`` and
-``Session`` read it through :func:`load_manifest` and :func:`inside`, and refuse the same
-manifest with the same words.
+metrics, integer_only), so an edited or damaged manifest is refused; every file path in an
+artifact entry is relative and stays inside its folder, and every file has its sha256 (a
+missing hash is an error, not a pass). ``verify`` and ``Session`` read it through
+:func:`load_manifest`, and refuse the same manifest with the same words.
+
+An entry built from another artifact records that artifact's sha256 (the mcu entry's
+``model_sha256``); when the artifact beside it has another hash, the entry is stale and
+``verify`` says so.
 """
 
 from __future__ import annotations
@@ -78,9 +82,9 @@ def merge_into_existing(path: Path, fresh: dict[str, Any], running: set[str],
                         built_from: Callable[[str], tuple[str, ...]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Keep the entries of targets not ``running`` from an existing manifest of the same source.
 
-    An entry is kept only when it still describes what is beside it: same source sha256, a
-    manifest that passes its own check, and not built from a target that runs again now
-    (``built_from``: an mcu build of the old INT8 model must not sit beside a new one).
+    An entry is kept only when it still describes what is beside it: same source sha256, same
+    PreprocessSpec, a manifest that passes its own check, and not built from a target that runs
+    again now (``built_from``: an mcu build of the old INT8 model must not sit beside a new one).
     Returns the merged manifest and the stale entries, whose files the caller removes.
     """
     if not path.exists():
@@ -93,9 +97,16 @@ def merge_into_existing(path: Path, fresh: dict[str, Any], running: set[str],
     if old.get("source", {}).get("sha256") != fresh["source"].get("sha256"):
         return fresh, []  # a different model: its old artifacts do not belong with this one
     kept, stale = [], []
+    # Every artifact was calibrated with (and stamped with) the manifest's PreprocessSpec; a run
+    # with another spec rewrites it, and the old artifacts would be fed what they were not made for.
+    respec = old.get("preprocess") != fresh.get("preprocess")
     for entry in old["artifacts"]:
         target = entry.get("target")
         if target in running:
+            continue
+        if respec:
+            log.info("dropping the %s entry: it was made with another PreprocessSpec than this run's", target)
+            stale.append(entry)
             continue
         stale_by = set(built_from(target)) & running if isinstance(target, str) else set()
         if stale_by:

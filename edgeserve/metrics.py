@@ -10,6 +10,8 @@ import numpy as np
 from edgeserve.errors import InputError
 
 METRICS = ("top1", "mae", "mse")
+#: A float error below this share of the output spread is "exact": not a baseline to divide by.
+BASELINE_FLOOR = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +62,15 @@ def evaluate(metric: str, float_out: np.ndarray, quant_out: np.ndarray, labels: 
         err = np.abs if metric == "mae" else np.square
         f = float(np.mean(err(float_out - target)))
         q = float(np.mean(err(quant_out - target)))
-        # Without labels the float error is 0: express the int8 error relative to the output spread.
-        # With labels the float error is the baseline, unless it is 0 (a model scored against its
-        # own outputs): then any difference would be infinite percent, so use the spread too.
-        spread = float(np.mean(err(float_out - float_out.mean()))) or 1.0
-        base = f if labels is not None and f > 0 else spread
-        drop = 100.0 * (q - f) / base if base > 0 else (0.0 if q == f else math.inf)
+        # Without labels the float error is 0: express the artifact's error relative to the output
+        # spread. With labels the float error is the baseline, unless it is (nearly) 0, as for a
+        # model scored against its own outputs: any difference would then be a huge or infinite
+        # percentage (2.7e-9 was reported as a 100 % drop), so the spread is the baseline too.
+        # Constant outputs have no spread: their own size is the scale (a zero output: absolute).
+        spread = float(np.mean(err(float_out - float_out.mean())))
+        scale = spread or float(np.mean(err(float_out))) or 1.0
+        base = f if labels is not None and f > BASELINE_FLOOR * scale else scale
+        drop = 100.0 * (q - f) / base
     return MetricResult(metric, f, q, round(drop, 4), labels is not None, n)
 
 

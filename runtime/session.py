@@ -79,6 +79,13 @@ class Attempt:
 class Session:
     """Batch-1 inference on one artifact, on the best backend that works.
 
+    Thread safety: one Session may be shared by threads. :meth:`run`, :meth:`classify`,
+    :meth:`set_threads` and :meth:`close` take one lock, so calls are serialised (one engine
+    instance, one set of buffers: run one Session per thread for parallel inference); a call
+    from a thread other than the opening one gets copies of the outputs. A failed first call
+    never leaves the Session without a backend: the next backend of the chain takes over, or
+    the failed one is kept and tried again on the next call.
+
     Args:
         artifact: a manifest.json (or its directory), or a .tflite / .onnx / .mlpackage file.
         profile: a profile name, path or :class:`~edgeserve.profiles.Profile`; gives the
@@ -144,18 +151,15 @@ class Session:
     # ----- public ---------------------------------------------------------------------
     @property
     def backend(self) -> str:
-        assert self._active is not None
-        return self._active.name
+        return self._current().name
 
     @property
     def kind(self) -> str:
-        assert self._active is not None
-        return self._active.kind
+        return self._current().kind
 
     @property
     def placement(self) -> Placement:
-        assert self._active is not None
-        return self._active.placement
+        return self._current().placement
 
     @property
     def artifact(self) -> Path:
@@ -179,13 +183,11 @@ class Session:
 
     @property
     def inputs(self) -> tuple[Any, ...]:
-        assert self._active is not None
-        return self._active.inputs
+        return self._current().inputs
 
     @property
     def outputs(self) -> tuple[Any, ...]:
-        assert self._active is not None
-        return self._active.outputs
+        return self._current().outputs
 
     def run(self, frame: np.ndarray) -> list[np.ndarray]:
         """One inference; returns the dequantized float32 outputs.
@@ -206,6 +208,13 @@ class Session:
             if threading.get_ident() != self._owner:
                 self._shared = True
             return [o.copy() for o in outputs] if self._shared else outputs
+
+    def _current(self) -> Backend:
+        """The active backend; a closed Session says so (an assert would be a bare AssertionError)."""
+        active = self._active
+        if active is None:
+            raise BackendError("the Session is closed: open a new one", self.attempts)
+        return active
 
     def _run_locked(self, frame: np.ndarray) -> list[np.ndarray]:
         while True:
@@ -257,7 +266,8 @@ class Session:
             self._set_threads(n)
 
     def _set_threads(self, n: int) -> None:
-        assert self._active is not None and self._active_artifact is not None
+        self._current()  # a closed Session says so
+        assert self._active is not None and self._active_artifact is not None  # for the type checker
         if n == self.threads:
             return
         info = backend_info(self._active.name)
@@ -418,13 +428,35 @@ class Session:
         return FramePreprocessor(spec, dtype=d.dtype, scale=d.scale, zero_point=d.zero_point)
 
     def _drop(self, backend: Backend, stage: str, reason: str) -> None:
-        """Record why ``backend`` is abandoned and move to the next one (or raise)."""
-        self.attempts.append(Attempt(backend.name, stage, False, reason, str(self.artifact)))
-        backend.close()
-        self._active = None
+        """Record why ``backend`` is abandoned and move to the next one (or raise).
+
+        A backend whose first invoke raised is kept when no other one opens (and under
+        ``strict``): one failed call must not leave the Session with nothing to run, so the
+        call raises with the reason and the next call tries that backend again. A backend
+        that computed wrong numbers (parity) is never kept.
+        """
+        artifact = self._active_artifact
+        attempt = Attempt(backend.name, stage, False, reason, str(self.artifact))
+        if not self.attempts or self.attempts[-1] != attempt:  # a kept backend failing again: recorded once
+            self.attempts.append(attempt)
+        keep = stage == "invoke" and artifact is not None
         if self._strict:
+            if not keep:
+                backend.close()
+                self._active = None
             raise BackendError(f"strict: {backend.name} failed at {stage}; not falling back", self.attempts)
-        self._open_next()
+        self._active = None
+        try:
+            self._open_next()
+        except BackendError:
+            if not keep:
+                backend.close()
+                raise
+            assert artifact is not None
+            self._activate(backend, artifact)
+            raise InferenceError(f"{backend.name} failed at its first invoke ({reason}) and no other backend "
+                                 "opened; it is kept, and the next call tries it again") from None
+        backend.close()
 
     # ----- per frame ------------------------------------------------------------------
     def _write_input(self, backend: Backend, frame: Any) -> None:

@@ -76,3 +76,35 @@ def test_w8a8_with_an_all_zero_activation_converts(tmp_path: Path) -> None:
                                       "--calib-random", "--max-drop", "50", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "model.mlpackage").is_dir()
+
+
+def test_a_float_error_that_is_nearly_zero_is_not_the_baseline() -> None:
+    """A baseline of 1e-12 turns a 1e-4 difference into a 1e10 % drop: the spread is used instead."""
+    reference = np.linspace(0, 1, 40, dtype=np.float64).reshape(4, 10)
+    labels = reference + 1e-12
+    result = evaluate("mae", reference, reference + 1e-4, labels=labels)
+    spread = float(np.mean(np.abs(reference - reference.mean())))  # 0.256
+    assert result.drop_points == pytest.approx(100 * 1e-4 / spread, abs=1e-4)  # 0.039 %
+    constant = np.full((4, 10), 0.25)  # no spread at all: relative to the outputs' own size
+    assert evaluate("mae", constant, constant + 0.0025, labels=None).drop_points == pytest.approx(1.0)
+
+
+def test_every_target_built_from_a_constant_model_is_not_called_verified(constant_model: Path,
+                                                                         tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "OUT"
+    result = CliRunner().invoke(cli, ["convert", str(constant_model), "-t", "tflite-int8", "-t", "mcu", "-t", "coreml",
+                                      "-p", "arduino-nano-33-ble", "--calib-random", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    entries = {e["target"]: e for e in json.loads((out / "manifest.json").read_text())["artifacts"]}
+    for target in ("tflite-int8", "mcu", "coreml"):
+        assert entries[target]["verification"]["degenerate"].startswith("degenerate: constant reference outputs")
+    report = json.loads((out / "reports" / "coreml.json").read_text())
+    assert report["verification"]["degenerate"].startswith("degenerate: constant reference outputs")
+    checked = CliRunner().invoke(cli, ["verify", str(out), "--json"])
+    assert checked.exit_code == 1
+    failed = {a["target"]: [c["name"] for c in a["checks"] if not c["ok"]]
+              for a in json.loads(checked.stdout)["artifacts"]}
+    assert failed == {"tflite-int8": ["reference outputs vary"], "mcu": ["reference outputs vary"],
+                      "coreml": ["reference outputs vary"]}

@@ -46,12 +46,19 @@ def entry(manifest: dict, target: str) -> dict:
 
 
 def refused_by_both(out: Path) -> tuple[str, str]:
-    """verify's failure text and Session's error for the same manifest."""
+    """verify's failure text and Session's error for the same manifest, which say the same."""
     result = CliRunner().invoke(cli, ["verify", str(out)])
     assert result.exit_code == 1, result.output
     with pytest.raises(ManifestError) as caught:
         Session(out / "manifest.json")
+    assert f"error: {caught.value}" in result.output  # the same words, not two wordings of it
     return result.output, str(caught.value)
+
+
+def verify_checks(out: Path) -> dict[str, dict]:
+    result = CliRunner().invoke(cli, ["verify", str(out), "--json"])
+    assert result.exit_code == 1, result.output
+    return {f"{a['target']}: {c['name']}": c for a in json.loads(result.stdout)["artifacts"] for c in a["checks"]}
 
 
 def test_the_untouched_build_passes(build: Path) -> None:
@@ -69,11 +76,35 @@ def test_paths_that_leave_the_folder(build: Path, tmp_path: Path, path: str) -> 
 
 
 @pytest.mark.parametrize(("what", "change"), [
+    ("report", lambda m: entry(m, "tflite-int8")["report"].update(path="/etc/passwd")),
+    ("fixture", lambda m: entry(m, "tflite-int8")["verification"]["fixture"].update(path="../x.npz")),
+    ("mcu folder", lambda m: entry(m, "mcu").update(path="/etc")),
+    ("mcu file", lambda m: entry(m, "mcu")["files"][0].update(path="mcu/../../x.h")),
+])
+def test_no_file_of_any_entry_leaves_the_folder(build: Path, tmp_path: Path, what: str,
+                                                change: Callable[[dict], None]) -> None:
+    """Session refuses too: a manifest that names a file outside is not one to act on."""
+    _, session_text = refused_by_both(edited(build, tmp_path, change, restamp=True))
+    assert "leaves the manifest's folder" in session_text, what
+
+
+def test_a_symlink_out_of_the_folder_is_refused(build: Path, tmp_path: Path) -> None:
+    def link_out(m: dict) -> None:
+        (tmp_path / "OUT" / "elsewhere.tflite").symlink_to(build / "model_int8.tflite")
+        entry(m, "tflite-int8")["path"] = "elsewhere.tflite"
+
+    _, session_text = refused_by_both(edited(build, tmp_path, link_out, restamp=True))
+    assert "path 'elsewhere.tflite' leaves the manifest's folder" in session_text
+
+
+@pytest.mark.parametrize(("what", "change"), [
     ("preprocess mean", lambda m: m["preprocess"].update(mean=[0.5])),
     ("labels", lambda m: m.update(labels=["cat"] * 10)),
     ("arena", lambda m: entry(m, "mcu").update(arena_bytes=1024)),
     ("fit", lambda m: entry(m, "mcu").update(fits={"ram": True, "flash": True})),
     ("metrics", lambda m: entry(m, "tflite-int8")["metrics"].update(quantized=1.0)),
+    ("integer_only", lambda m: entry(m, "tflite-int8").update(integer_only=False)),
+    ("quantization", lambda m: entry(m, "tflite-int8")["quantization"].update(io="float32")),
 ])
 def test_an_edited_field_is_refused(build: Path, tmp_path: Path, what: str, change: Callable[[dict], None]) -> None:
     out = edited(build, tmp_path, change)
@@ -87,9 +118,21 @@ def test_a_deleted_hash_is_an_error_not_a_pass(build: Path, tmp_path: Path) -> N
     verify_text, session_text = refused_by_both(out)
     assert "has no manifest_sha256" in verify_text and "has no manifest_sha256" in session_text
     out2 = edited(build, tmp_path / "b", lambda m: entry(m, "tflite-int8").pop("sha256"), restamp=True)
-    with pytest.raises(ManifestError, match="has no sha256"):
-        Session(out2)
-    assert CliRunner().invoke(cli, ["verify", str(out2)]).exit_code == 1
+    (out2 / "model_int8.tflite").write_bytes(b"TFL3 anything")  # the probe's modified artifact
+    _, session_text = refused_by_both(out2)
+    assert "'model_int8.tflite' has no sha256" in session_text
+
+
+@pytest.mark.parametrize("record", ["report", "fixture", "mcu model file"])
+def test_every_file_a_verification_reads_has_its_hash(build: Path, tmp_path: Path, record: str) -> None:
+    def drop(m: dict) -> None:
+        {"report": lambda: entry(m, "tflite-int8")["report"],
+         "fixture": lambda: entry(m, "tflite-int8")["verification"]["fixture"],
+         "mcu model file": lambda: next(f for f in entry(m, "mcu")["files"] if f["path"].endswith(".tflite")),
+         }[record]().pop("sha256")
+
+    _, session_text = refused_by_both(edited(build, tmp_path, drop, restamp=True))
+    assert "has no sha256: nothing proves it is the file that was verified" in session_text
 
 
 def test_the_mcu_name_cannot_point_past_the_hashed_files(build: Path, tmp_path: Path) -> None:
@@ -98,6 +141,28 @@ def test_the_mcu_name_cannot_point_past_the_hashed_files(build: Path, tmp_path: 
     assert result.exit_code == 1
     checks = {c["name"]: c for a in json.loads(result.stdout)["artifacts"] for c in a["checks"]}
     assert checks["model file is hashed"]["ok"] is False
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda m: entry(m, "mcu").pop("model_sha256"), "the entry has no model_sha256"),
+    (lambda m: entry(m, "mcu").update(model_from="other.tflite"),
+     "stale: built from other.tflite, but the tflite-int8 artifact is model_int8.tflite"),
+    (lambda m: m.update(artifacts=[entry(m, "mcu")]),
+     "stale: built from tflite-int8's model_int8.tflite, which this manifest no longer lists"),
+])
+def test_an_mcu_build_that_cannot_name_its_model_fails(build: Path, tmp_path: Path, change: Callable[[dict], None],
+                                                       expected: str) -> None:
+    checks = verify_checks(edited(build, tmp_path, change, restamp=True))
+    assert checks["mcu: built from the model beside it"]["ok"] is False
+    assert checks["mcu: built from the model beside it"]["detail"].startswith(expected)
+
+
+def test_a_restamped_preprocess_is_caught_by_the_model_s_own_record(build: Path, tmp_path: Path) -> None:
+    """Even a manifest re-hashed after the edit: the .tflite carries the spec it was calibrated with."""
+    checks = verify_checks(edited(build, tmp_path, lambda m: m["preprocess"].update(mean=[0.5]), restamp=True))
+    assert checks["tflite-int8: provenance in the model"]["detail"] == (
+        "stale: calibrated with another PreprocessSpec than the manifest's preprocess")
+    assert checks["mcu: built from the model beside it"]["ok"]
 
 
 def test_a_stale_mcu_build_is_reported(build: Path, tmp_path: Path) -> None:
@@ -121,3 +186,15 @@ def test_converting_one_target_again_drops_what_was_built_from_it(build: Path, d
     assert targets == ["tflite-int8"]  # the mcu build of the old model is not kept beside the new one
     assert not (out / "mcu").exists() and not (out / "reports" / "mcu.json").exists()  # nor its files
     assert CliRunner().invoke(cli, ["verify", str(out)]).exit_code == 0
+
+
+def test_entries_made_with_another_preprocess_spec_are_not_kept(build: Path, tmp_path: Path) -> None:
+    from edgeserve.manifest import load_manifest, merge_into_existing
+
+    old = load_manifest(build)
+    fresh = {**old, "artifacts": [], "preprocess": {**old["preprocess"], "mean": [0.5]}}
+    merged, stale = merge_into_existing(build / "manifest.json", fresh, {"coreml"}, lambda target: ())
+    assert merged["artifacts"] == [] and [e["target"] for e in stale] == ["tflite-int8", "mcu"]
+    same = {**old, "artifacts": []}
+    merged, stale = merge_into_existing(build / "manifest.json", same, {"coreml"}, lambda target: ())
+    assert [e["target"] for e in merged["artifacts"]] == ["tflite-int8", "mcu"] and stale == []

@@ -110,3 +110,26 @@ def test_a_stuck_or_backwards_counter_is_null_with_the_reason() -> None:
     assert negative["energy_mj_per_inference"] is None and "went negative" in negative["reason"]
     fine = summarize(PowerSeries.from_joules(t, t * 2.0), None, (0.0, 20.0), 100)
     assert fine["energy_mj_per_inference"]["total"] == pytest.approx(400.0)  # 40 J / 100 inferences
+
+
+def test_a_counter_that_stalls_part_way_is_null_but_a_slow_one_is_measured() -> None:
+    t = np.arange(41.0) * 0.5  # sampled every 0.5 s over 20 s
+    stalls = np.minimum(t, 8.0) * 2.0  # 2 W, then the counter stops at 8 s: flat for 12 of 20 s
+    stalled = summarize(PowerSeries.from_joules(t, stalls), None, (0.0, 20.0), 100)
+    assert stalled["energy_mj_per_inference"] is None
+    assert "stalled for 12 s of the 20 s run" in stalled["reason"]
+    # A counter that updates once a second, sampled twice a second: flat half the intervals,
+    # never for long. Its energy is exact: 40 J over 100 inferences.
+    slow = np.floor(t) * 2.0
+    measured = summarize(PowerSeries.from_joules(t, slow), None, (0.0, 20.0), 100)
+    assert measured["reason"] is None
+    assert measured["energy_mj_per_inference"]["total"] == pytest.approx(400.0)
+
+
+def test_a_stuck_idle_baseline_is_not_subtracted() -> None:
+    t = np.arange(31.0)
+    joules = np.where(t < 10, 0.0, (t - 10) * 3.0)  # flat through the idle window 0..10 s
+    out = summarize(PowerSeries.from_joules(t, joules), (0.0, 10.0), (10.0, 30.0), 60)
+    assert out["energy_mj_per_inference"]["total"] == pytest.approx(1000.0)  # 60 J / 60
+    assert out["energy_mj_per_inference"]["above_idle"] is None and out["idle_power_w"] is None
+    assert "did not change" in out["idle_reason"]

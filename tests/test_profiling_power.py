@@ -279,3 +279,16 @@ def test_source_that_breaks_after_probing_raises_sensor_error(tmp_path: Path) ->
     (tmp_path / ORIN_DEV.lstrip("/") / "curr1_input").write_text("N/A\n")
     with pytest.raises(SensorError, match="curr1_input: expected a number"):
         source.read(0.0)
+
+
+def test_rapl_counter_reset_is_a_step_down_not_a_wrap(tmp_path: Path) -> None:
+    """A counter that restarts low (a reset) was added a whole range: 262 kJ of false energy."""
+    rapl_tree(tmp_path, 50_000_000)
+    source = probe(tmp_path, "rapl").source
+    assert source is not None and source.read(0.0).joules == 0.0
+    energy = tmp_path / RAPL.lstrip("/") / "energy_uj"
+    energy.write_text("52000000\n")
+    assert source.read(1.0).joules == pytest.approx(2.0)
+    energy.write_text("1000000\n")  # far from the top of the range: reset, not wrapped
+    assert source.read(2.0).joules == pytest.approx(-49.0)  # goes down; energy.summarize says "ran backwards"
+    assert source.wraps == 0

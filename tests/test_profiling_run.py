@@ -198,3 +198,68 @@ def test_pi5_pmic_and_throttle_flags_through_a_vcgencmd_script(tmp_path: Path) -
     assert s["energy_mj_per_inference"]["total"] == pytest.approx(2.85 * 50.0, rel=0.01)  # W x ms = mJ
     assert s["throttled"]["by"]["vcgencmd"] == 1 and s["throttled"]["any"] is True
     assert s["throttled"]["flags"] == ["soft temperature limit active", "soft temperature limit has occurred"]
+
+
+class _CountsThenResets(SimulatedSession):
+    """Adds 10 mJ to a RAPL counter per inference; at inference ``reset_at`` the counter restarts
+    from a small value (a reset, not a wrap: far below the 20 J range)."""
+
+    def __init__(self, counter: Path, reset_at: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.counter, self.reset_at, self.uj = counter, reset_at, 7_000_000
+
+    def run(self, frame: Any) -> Any:
+        self.uj = 1_000_000 if self.calls == self.reset_at else self.uj + 10_000
+        tmp = self.counter.with_name(".energy_uj")  # replaced whole: the sampler thread never reads half a write
+        tmp.write_text(f"{self.uj}\n")
+        tmp.replace(self.counter)
+        return super().run(frame)
+
+
+def _rapl(tmp_path: Path) -> Path:
+    write_tree(tmp_path, {f"{RAPL}/name": "package-0", f"{RAPL}/energy_uj": 7_000_000,
+                          f"{RAPL}/max_energy_range_uj": MAX_UJ, "sys/class/thermal/thermal_zone0/type": "cpu-thermal",
+                          "sys/class/thermal/thermal_zone0/temp": 45000})
+    return tmp_path / RAPL / "energy_uj"
+
+
+def test_a_stuck_energy_counter_is_null_with_the_reason_not_zero(tmp_path: Path) -> None:
+    """The probe saw 0.0 mJ per inference, with no reason, from a counter that never moved."""
+    _rapl(tmp_path)
+    clock = SimClock()
+    session = SimulatedSession(latency_s=0.01, clock=clock)
+    s = measure(session, PI5, duration_s=5.0, idle_s=1.0, sample_rate_hz=10.0, power_source="rapl",
+                sysfs_root=tmp_path, vcgencmd=NO_VCGENCMD, clock=clock).summary
+    assert s["power_source"] == "rapl" and s["inferences"] > 0
+    assert s["energy_mj_per_inference"] is None and s["inferences_per_wh"] is None
+    assert "did not change during the run (a stuck sensor)" in s["energy_reason"]
+
+
+def test_an_energy_counter_that_runs_backwards_is_null_with_the_reason(tmp_path: Path) -> None:
+    counter = _rapl(tmp_path)
+    clock = SimClock()
+    session = _CountsThenResets(counter, reset_at=100, latency_s=0.02, clock=clock)
+    s = measure(session, PI5, duration_s=5.0, idle_s=1.0, sample_rate_hz=10.0, power_source="rapl",
+                sysfs_root=tmp_path, vcgencmd=NO_VCGENCMD, clock=clock).summary
+    assert s["power_counter_wraps"] == 0  # a 6 J step down in a 20 J range is not a wrap
+    assert s["energy_mj_per_inference"] is None
+    assert "energy counter ran backwards" in s["energy_reason"]
+    # The same counter without the reset: 10 mJ per inference, measured.
+    counter.write_text("7000000\n")
+    clock = SimClock()
+    steady = _CountsThenResets(counter, reset_at=None, latency_s=0.02, clock=clock)
+    s = measure(steady, PI5, duration_s=5.0, idle_s=1.0, sample_rate_hz=10.0, power_source="rapl",
+                sysfs_root=tmp_path, vcgencmd=NO_VCGENCMD, clock=clock).summary
+    assert s["energy_mj_per_inference"]["total"] == pytest.approx(10.0, rel=0.05)
+
+
+def test_an_impossible_temperature_is_no_reading_and_says_why(tmp_path: Path) -> None:
+    """The probe saw 1e21 °C reported as a temperature."""
+    write_tree(tmp_path, {"sys/class/thermal/thermal_zone0/type": "cpu-thermal",
+                          "sys/class/thermal/thermal_zone0/temp": 10**24})  # millidegrees: 1e21 °C
+    clock = SimClock()
+    s = measure(SimulatedSession(latency_s=0.01, clock=clock), PI5, duration_s=3.0, idle_s=1.0,
+                sample_rate_hz=10.0, sysfs_root=tmp_path, vcgencmd=NO_VCGENCMD, clock=clock).summary
+    assert s["temp_c"] is None
+    assert "outside -60..200 °C, not a reading" in s["sampler"]["last_errors"]["thermal"]
+    assert s["sampler"]["errors"]["thermal"] > 20

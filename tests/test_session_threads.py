@@ -61,3 +61,61 @@ def test_a_session_without_backends_says_so_on_every_call(digits_conversion: Pat
         for _ in range(2):
             with pytest.raises(BackendError, match="no backend is left to run the model"):
                 session.run(frame)
+
+
+class _FailsOnce:
+    """A CPU backend whose first invoke raises (a driver's bad moment), then works."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner, self.invokes = inner, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def invoke(self) -> None:
+        self.invokes += 1
+        if self.invokes == 1:
+            raise RuntimeError("transient: device busy")
+        self._inner.invoke()
+
+
+def _profile_with_only(name: str) -> object:
+    """The host profile with its backend chain replaced by ``name`` alone."""
+    import dataclasses
+
+    from edgeserve.profiles import load_profile
+
+    host = load_profile("host")
+    return dataclasses.replace(host, runtime=dataclasses.replace(host.runtime, backends=(name,)))
+
+
+def test_a_failed_first_call_keeps_the_only_backend(digits_conversion: Path, digits_example: Path) -> None:
+    """The probe's Session lost its only backend to one failed call, for good."""
+    from edgeserve.runtime.backend import register_backend, unregister_backend
+    from edgeserve.runtime.backend_litert import LiteRTBackend
+
+    from edgeserve.errors import InferenceError
+
+    frame = np.load(digits_example / "frames.npz")["frames"][5]
+    with Session(digits_conversion) as alone:
+        expected = alone.run(frame)[0].copy()
+    register_backend("test:fails-once", engine="litert", kind="cpu",
+                     factory=lambda path, data, options: _FailsOnce(LiteRTBackend("litert:xnnpack", "cpu", data, options)))
+    try:
+        with Session(digits_conversion, _profile_with_only("test:fails-once")) as session:
+            with pytest.raises(InferenceError, match=r"device busy.*it is kept, and the next call tries it again"):
+                session.run(frame)
+            assert session._active is not None  # still a backend to run: the same one
+            np.testing.assert_array_equal(session.run(frame)[0], expected)
+            reasons = [a.reason for a in session.attempts if not a.ok]
+            assert reasons == ["first invoke raised RuntimeError: transient: device busy"]
+    finally:
+        unregister_backend("test:fails-once")
+
+
+def test_a_closed_session_says_so_instead_of_asserting(digits_conversion: Path) -> None:
+    session = Session(digits_conversion)
+    session.close()
+    for read in (lambda: session.backend, lambda: session.inputs, lambda: session.set_threads(3)):
+        with pytest.raises(BackendError, match="the Session is closed"):
+            read()

@@ -250,7 +250,7 @@ class McuConverter(Converter):
         model_record = next((r for r in entry["files"] if r.get("path") == model_rel), None)
         if model_record is None:
             checks.append(Check("model file is hashed", False, f"{model_rel} is not among the entry's hashed files"))
-        elif model_record.get("sha256") != entry.get("model_sha256"):
+        elif entry.get("model_sha256") and model_record.get("sha256") != entry["model_sha256"]:
             checks.append(Check("model file is the one built", False,
                                 f"{model_rel} sha256 {str(model_record.get('sha256'))[:12]}… but the build was made "
                                 f"from {str(entry.get('model_sha256'))[:12]}…"))

@@ -326,8 +326,10 @@ class TfliteInt8Converter(Converter):
             return VerifyResult(self.name, entry["path"], tuple(checks))
 
         model = (root / entry["path"]).read_bytes()
+        parsed = TfliteModel.from_bytes(model)
+        checks.append(_provenance_check(parsed, root))
         float_io = entry["quantization"]["io"] == "float32"
-        problems = integer_problems(TfliteModel.from_bytes(model), float_io)
+        problems = integer_problems(parsed, float_io)
         expect_integer = entry.get("integer_only", True)
         checks.append(Check("integer-only operators", not problems or not expect_integer,
                             "all integer" if not problems else f"{len(problems)} float op(s): {problems[0]}"))
@@ -350,6 +352,34 @@ class TfliteInt8Converter(Converter):
             checks.append(Check("top-1 agreement with the float source", ok,
                                 f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _provenance_check(model: TfliteModel, root: Path) -> Check:
+    """The source and PreprocessSpec stamped into the model are the ones the manifest records.
+
+    A device feeds the model what the manifest's ``preprocess`` says; a model calibrated with
+    another spec (or made from another source) beside it is stale, whatever its hashes say.
+    """
+    import json
+
+    from edgeserve.manifest import load_manifest
+
+    name = "provenance in the model"
+    raw = model.metadata.get("edgeserve")
+    try:
+        stamped = json.loads(bytes(raw).decode()) if raw else None
+    except (ValueError, UnicodeDecodeError):
+        stamped = None
+    if not isinstance(stamped, dict):
+        return Check(name, False, "the model carries no edgeserve provenance to compare with the manifest")
+    manifest = load_manifest(root)
+    source = (manifest.get("source") or {}).get("sha256")
+    if stamped.get("source_sha256") != source:
+        return Check(name, False, f"stale: made from source {str(stamped.get('source_sha256'))[:12]}…, the manifest's "
+                                  f"source is {str(source)[:12]}…")
+    if stamped.get("preprocess") != manifest.get("preprocess"):
+        return Check(name, False, "stale: calibrated with another PreprocessSpec than the manifest's preprocess")
+    return Check(name, True, f"source {str(source)[:12]}…, preprocess as recorded")
 
 
 def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:

@@ -64,6 +64,19 @@ def _fill_nan(t: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.interp(t, t[good], y[good])
 
 
+#: A counter flat for more than this share of the run has stalled (see PowerSeries.implausible).
+STALL_FRACTION = 0.5
+
+
+def _longest_zero_stretch(p: np.ndarray, seconds: np.ndarray) -> float:
+    """Seconds of the longest run of consecutive intervals with zero power."""
+    longest = current = 0.0
+    for power, dt in zip(p.tolist(), seconds.tolist()):
+        current = current + dt if power == 0 else 0.0
+        longest = max(longest, current)
+    return longest
+
+
 @dataclass(frozen=True)
 class EnergyWindow:
     """Energy over one window and its sampling uncertainty (one half-width, J)."""
@@ -148,16 +161,26 @@ class PowerSeries:
         advance is stuck, one that goes down was reset (or wrapped without being undone), and
         a negative power reading is a sensor fault. Each gives null energy with this reason.
         """
-        overlap = self._overlap(t0, t1) > 0
+        seconds = self._overlap(t0, t1)
+        overlap = seconds > 0
         if not overlap.any():
             return None
-        p = self.p[overlap & self.valid]
+        used = overlap & self.valid
+        p = self.p[used]
         kind = "energy counter" if self.cumulative else "power readings"
         if (p < 0).any():
             what = "ran backwards (reset, or a wrap that was not undone)" if self.cumulative else "went negative"
             return f"the {kind} {what} during the run: {int((p < 0).sum())} of {p.size} intervals"
         if p.size and not (p > 0).any():
             return f"the {kind} did not change during the run (a stuck sensor): no energy can be measured"
+        if self.cumulative:
+            # A counter that updates slower than it is sampled is flat between its updates; one
+            # flat for over half the run stopped counting, and the energy would be too low.
+            flat = _longest_zero_stretch(p, seconds[used])
+            run = float(seconds.sum())
+            if flat > STALL_FRACTION * run:
+                return (f"the {kind} stalled for {flat:.3g} s of the {run:.3g} s run (it stopped counting): "
+                        "the energy would be too low")
         return None
 
     def mean_power_between(self, times: np.ndarray) -> np.ndarray:
@@ -225,7 +248,10 @@ def summarize(series: PowerSeries, idle: tuple[float, float] | None, run: tuple[
     above = above_u = None
     if idle is not None and idle[1] > idle[0]:
         idle_e = series.energy(*idle)
-        if math.isfinite(idle_e.joules) and idle_e.coverage >= min_coverage:
+        idle_problem = series.implausible(*idle)
+        if idle_problem:  # a baseline from a stuck counter would put every joule "above idle"
+            out["idle_reason"] = idle_problem
+        elif math.isfinite(idle_e.joules) and idle_e.coverage >= min_coverage:
             p_idle = idle_e.watts
             spread, n = series.scatter(*idle)
             # Baseline error: its own sampling error plus the standard error of its scatter.

@@ -47,7 +47,11 @@ class _Counter:
         raw = read_number(self.path)
         if self.last is not None:
             delta = raw - self.last
-            if delta < 0:  # wrapped: the counter restarted from 0 after reaching max_uj
+            # A wrap goes from near max_uj to near 0: more than half the range down. A smaller
+            # step down is a reset (or a broken counter); adding max_uj would turn it into a
+            # huge false energy, so the total goes down with it and energy.summarize reports
+            # "ran backwards" with null energy.
+            if delta < -self.max_uj / 2:
                 delta += self.max_uj
                 self.wraps += 1
             self.total_uj += delta
