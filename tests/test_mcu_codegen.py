@@ -257,3 +257,22 @@ def test_float_and_unquantized_tensors_skip_the_conversion_helpers():
 def test_unknown_tensor_type_is_rejected():
     with pytest.raises(InputError, match="handle int8"):
         TensorDesc((1,), "complex64")
+
+
+def test_the_arena_header_picks_the_plan_for_the_pointer_size(tmp_path):
+    """kTensorArenaSize is the 32-bit plan on a Cortex-M and the 64-bit plan on a PC, from one
+    header, so the generated main.cc runs on both (TFLM's structs hold wider pointers on a PC)."""
+    from edgeserve.converters.mcu.arena_header import render_arena_header
+
+    header = render_arena_header("m", arena_bytes=5040, head_bytes=3072, tail_bytes=1956, temp_peak_bytes=0,
+                                 host_arena_bytes=6048, terms={}, kernels="reference")
+    (tmp_path / "m_model_arena.h").write_text(header)
+    (tmp_path / "probe.cc").write_text('#include <cstdio>\n#include "m_model_arena.h"\n'
+                                       'int main() { std::printf("%zu", m_model::kTensorArenaSize); }\n')
+    run([compiler("host-c++"), *STRICT_CXX, "-I", tmp_path, tmp_path / "probe.cc", "-o", tmp_path / "probe"])
+    host = subprocess.run([tmp_path / "probe"], capture_output=True, text=True, check=True).stdout
+    assert host == "6048"  # x86-64
+    arm = compiler("arm-c++")
+    run([arm, "-mcpu=cortex-m4", "-mthumb", "-std=c++17", "-I", tmp_path, "-E", "-dM", tmp_path / "probe.cc",
+         "-o", tmp_path / "macros.txt"])
+    assert "#define M_MODEL_TENSOR_ARENA_SIZE 5040u" in (tmp_path / "macros.txt").read_text()

@@ -32,7 +32,8 @@ def render_arena_header(
 // Terms of the estimate:
 {term_lines}
 // The same plan for a 64-bit host, as the tflite-micro Python interpreter allocates it:
-// {host_arena_bytes:,} bytes.
+// {host_arena_bytes:,} bytes (TFLM's structs hold 8-byte pointers there). The macro below picks
+// it when this header is compiled for a 64-bit machine, so main.cc also runs on a PC.
 //
 // If AllocateTensors() still fails, TFLM prints how many bytes were missing. Do not
 // shrink the arena to arena_used_bytes(): it counts what stays in use after allocation,
@@ -40,7 +41,11 @@ def render_arena_header(
 #ifndef {guard}
 #define {guard}
 
+#if !defined(__SIZEOF_POINTER__) || __SIZEOF_POINTER__ <= 4
 #define {macro} {arena_bytes}u
+#else
+#define {macro} {host_arena_bytes}u
+#endif
 
 #ifdef __cplusplus
 #include <cstddef>
