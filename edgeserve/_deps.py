@@ -25,6 +25,7 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "cv2": ("opencv-python-headless", "images"),
     "torch": ("torch", "torch"),
     "matplotlib": ("matplotlib", "report"),
+    "cryptography": ("cryptography", "sign"),
 }
 
 

@@ -124,6 +124,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--author", help="coreml: author in the package metadata.")
 @click.option("--license", "license_", help="coreml: licence in the package metadata.")
 @click.option("--model-version", help="coreml: version in the package metadata (default: source sha256[:12]).")
+@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path),
+              help="Sign the manifest with this Ed25519 private key (PEM): writes manifest.json.sig.")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
@@ -131,7 +133,8 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
-            license_: str | None, model_version: str | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+            license_: str | None, model_version: str | None, sign_key: Path | None, preprocess_file: Path | None,
+            json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; PyTorch .pt2/.pt for coreml; or a
     full-INT8 .tflite for mcu) to verified edge artifacts."""
     from edgeserve.pipeline import convert as run_convert
@@ -149,7 +152,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             result = run_convert(
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
-                progress=progress,
+                progress=progress, sign_key=sign_key,
             )
     except AccuracyError as exc:
         if exc.result is not None:
@@ -186,13 +189,15 @@ def inspect(artifact: Path, json_out: bool) -> None:
 
 @cli.command()
 @click.argument("manifest", type=click.Path(path_type=Path))
+@click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
+              help="Refuse the manifest unless it is signed by this Ed25519 public key (PEM).")
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 @click.pass_context
-def verify(ctx: click.Context, manifest: Path, json_out: bool) -> None:
+def verify(ctx: click.Context, manifest: Path, public_key: Path | None, json_out: bool) -> None:
     """Re-check every artifact in MANIFEST: hashes, then its verification run. Exit 1 on any failure."""
     from edgeserve.verify import verify_manifest
 
-    results = verify_manifest(manifest)
+    results = verify_manifest(manifest, public_key)
     ok = all(results)
     if json_out:
         emit_json({"ok": ok, "artifacts": [r.to_dict() for r in results]})

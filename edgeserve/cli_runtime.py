@@ -27,6 +27,8 @@ def session_options(f: Any) -> Any:
         click.option("--threads", type=click.IntRange(min=1), help="CPU threads (default: the profile's)."),
         click.option("--target", help="Serve this manifest target only (e.g. tflite-int8)."),
         click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), help="Class names, one per line."),
+        click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Serve only a manifest signed by this Ed25519 public key (PEM)."),
     ]
     for option in reversed(opts):
         f = option(f)
@@ -35,12 +37,12 @@ def session_options(f: Any) -> Any:
 
 def open_session(artifact: Path, profile: str | None, backend: str, require: str | None, threads: int | None,
                  target: str | None, labels: Path | None, preprocess_file: Path | None,
-                 spec_flags: dict[str, Any]) -> Any:
+                 spec_flags: dict[str, Any], public_key: Path | None = None) -> Any:
     from edgeserve.runtime import Session
 
     spec = spec_overrides(preprocess_file, spec_flags)
     session = Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
-                      target=target, labels=labels)
+                      target=target, labels=labels, public_key=public_key)
     if session.preprocess_overrides and not _quiet():
         click.echo(f"preprocess: {', '.join(session.preprocess_overrides)} overridden, the rest as recorded",
                    err=True)
@@ -62,7 +64,8 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.pass_context
 def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
         profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
-        labels: Path | None, preprocess_file: Path | None, thermal_budget: float | None, governor_policy: str,
+        labels: Path | None, public_key: Path | None, preprocess_file: Path | None, thermal_budget: float | None,
+        governor_policy: str,
         sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes."""
     from edgeserve.runtime.inputs import iter_inputs
@@ -73,7 +76,8 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     if not inputs:
         raise click.UsageError("give at least one input: --input PATH [PATH]...")
     quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
+    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
+                           public_key)
     results = []
     with session:
         governor = governor_for(session, session.profile, thermal_budget, governor_policy, sysfs_root)
@@ -109,7 +113,8 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, warmup: int,
           profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
-          labels: Path | None, preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+          labels: Path | None, public_key: Path | None, preprocess_file: Path | None, json_out: bool,
+          **spec_flags: Any) -> None:
     """Measure cold start, end-to-end latency (p50/p95/p99), stage times and allocations of ARTIFACT."""
     from edgeserve.runtime.bench import benchmark, synthetic_frame
     from edgeserve.runtime.inputs import iter_inputs
@@ -117,7 +122,8 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
     if input_path is not None and synthetic is not None:
         raise click.UsageError("give either --input or --synthetic, not both")
     t0 = time.perf_counter()
-    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags)
+    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
+                           public_key)
     with session:
         if input_path is not None:
             frame = next(iter(iter_inputs([input_path])))[1]

@@ -44,6 +44,7 @@ def convert(
     options: Mapping[str, Any] | None = None,
     max_calib_samples: int | None = 1000,
     progress: Progress | None = None,
+    sign_key: str | Path | None = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -88,9 +89,19 @@ def convert(
         )
         evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
 
+    if sign_key is not None:  # a bad key is an error before the conversion, not after it
+        from edgeserve.signing import _load_key
+
+        _load_key(sign_key, private=True)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
                                            profile, options, progress)
+        from edgeserve.signing import sign_manifest, signature_path
+
+        if sign_key is not None:
+            sign_manifest(staging / MANIFEST_NAME, sign_key)
+        else:  # a signature of the manifest this run replaced would not match: never leave one
+            signature_path(staging / MANIFEST_NAME).unlink(missing_ok=True)
     result = ConvertResult(out / MANIFEST_NAME, manifest)
     if failures:
         raise AccuracyError(_failure_message(failures), result)

@@ -15,9 +15,17 @@ from edgeserve.errors import EdgeServeError, ManifestError
 from edgeserve.manifest import MANIFEST_NAME, load_manifest
 
 
-def verify_manifest(path: str | Path) -> list[VerifyResult]:
-    """One result per artifact; an artifact whose check raised gets a failed result with the reason."""
+def verify_manifest(path: str | Path, public_key: str | Path | None = None) -> list[VerifyResult]:
+    """One result per artifact; an artifact whose check raised gets a failed result with the reason.
+
+    With ``public_key`` the manifest must carry a valid Ed25519 signature by it first
+    (:mod:`edgeserve.signing`); an unsigned or altered one raises :class:`ManifestError`.
+    """
     path = Path(path)
+    if public_key is not None:
+        from edgeserve.signing import check_signature
+
+        check_signature(path / MANIFEST_NAME if path.is_dir() else path, public_key)
     manifest = load_manifest(path)
     root = path if path.is_dir() else path.parent
     if not manifest["artifacts"]:

@@ -87,13 +87,20 @@ def engine_of(path: Path) -> str | None:
 
 
 def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = None,
-            labels: Sequence[str] | str | Path | None = None) -> ServedModel:
+            labels: Sequence[str] | str | Path | None = None, public_key: str | Path | None = None) -> ServedModel:
     """Read a manifest (file or its directory) or a bare model file into a ServedModel."""
     path = Path(path)
     if path.is_dir() and (path / MANIFEST_NAME).is_file():
         path = path / MANIFEST_NAME
     if not path.exists():
         raise InputError(f"no such artifact: {path}")
+    if public_key is not None:
+        if path.suffix.lower() != ".json":
+            raise ManifestError(f"{path} is a bare model file, and a public key was given: only a signed "
+                                "manifest (convert --sign-key) can be checked")
+        from edgeserve.signing import check_signature
+
+        check_signature(path, public_key)
     if path.suffix.lower() == ".json":
         served = _from_manifest(path, target)
     else:

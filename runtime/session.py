@@ -102,6 +102,8 @@ class Session:
         labels: class names (list or a text file, one per line) for :meth:`classify`.
         libraries: delegate library paths by accelerator ("edgetpu", "npu", "gpu").
         target: serve this manifest target only (e.g. "tflite-int8").
+        public_key: an Ed25519 public key (PEM): serve only a manifest signed by it
+            (``convert --sign-key``); a bare model file has no signature and is refused.
     """
 
     def __init__(
@@ -119,12 +121,14 @@ class Session:
         labels: Sequence[str] | str | Path | None = None,
         libraries: dict[str, str] | None = None,
         target: str | None = None,
+        public_key: str | Path | None = None,
     ) -> None:
         t0 = time.perf_counter()
         if require is not None and require not in KINDS:
             raise InputError(f"require must be one of {', '.join(KINDS)}; got {require!r}")
         self.profile = _load_profile(profile)
-        self._served: ServedModel = resolve(artifact, target=target, preprocess=preprocess, labels=labels)
+        self._served: ServedModel = resolve(artifact, target=target, preprocess=preprocess, labels=labels,
+                                            public_key=public_key)
         self.labels = self._served.labels
         self.threads: int | None = threads or (self.profile.runtime.threads if self.profile else None)
         self._libraries = dict(libraries or {})
