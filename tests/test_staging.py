@@ -8,12 +8,11 @@ after the whole conversion; killed runs left `.partial` files and /tmp folders b
 from __future__ import annotations
 
 import hashlib
-import json
+import shutil
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -85,35 +84,57 @@ def test_an_interrupt_leaves_out_as_it_was(testdata: Path, tmp_path: Path, monke
     assert siblings(out) == []
 
 
-def test_a_kill_at_any_moment_leaves_out_as_before_or_complete(testdata: Path, tmp_path: Path) -> None:
+# Runs the CLI with every atomic file write counted; the K-th write kills the process
+# (SIGKILL, no cleanup) after its temporary file is complete and before it is renamed.
+_KILL_AT_WRITE = """
+import atexit, contextlib, os, signal, sys
+import edgeserve.atomic as atomic
+k, count, original = int(sys.argv[1]), [0], atomic.atomic_path
+
+@contextlib.contextmanager
+def counted(final):
+    count[0] += 1
+    with original(final) as tmp:
+        yield tmp
+        if count[0] == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+atomic.atomic_path = counted
+atexit.register(lambda: print("writes", count[0]))
+from edgeserve.cli import main
+sys.argv = ["edgeserve", *sys.argv[2:]]
+main()
+"""
+
+
+def test_a_kill_at_every_file_write_leaves_out_as_before_or_complete(testdata: Path, tmp_path: Path) -> None:
     out = tmp_path / "OUT"
-    first = subprocess.run([sys.executable, "-c", "from edgeserve.cli import main; main()",
-                            *convert_args(testdata, out)], capture_output=True, text=True, timeout=300, check=False)
-    assert first.returncode == 0, first.stderr
+    assert CliRunner().invoke(cli, convert_args(testdata, out)).exit_code == 0
+    (out / "notes.txt").write_text("the user's own file")
     before = tree(out)
-    outcomes = {"as before": 0, "complete": 0}
-    for delay in (0.3, 0.8, 1.3, 1.8, 2.5):
-        child = subprocess.Popen([sys.executable, "-c", "from edgeserve.cli import main; main()",
-                                  *convert_args(testdata, out), "--name", "renamed"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
-        now = tree(out)
-        if now == before:
-            outcomes["as before"] += 1
-        else:  # the run had finished: a whole new build, consistent with its manifest
-            manifest = json.loads((out / "manifest.json").read_text())
-            assert [a["name"] for a in manifest["artifacts"] if a["target"] == "mcu"] == ["renamed"]
-            assert "mcu/renamed_model_data.cc" in now
-            outcomes["complete"] += 1
-            before = now
+    shutil.copytree(out, tmp_path / "saved", symlinks=True)
+    args = [*convert_args(testdata, out), "--name", "renamed"]
+
+    def convert_killed_at(k: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", _KILL_AT_WRITE, str(k), *args], capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    counted = convert_killed_at(0)  # no kill: how many writes a whole conversion makes
+    assert counted.returncode == 0, counted.stderr
+    writes = int(counted.stdout.split("writes")[-1])
+    assert writes >= 8, counted.stdout  # the mcu sources, the report and the manifest at least
+    print(f"killed at each of {writes} writes")
+    complete = tree(out)
+    assert complete != before and "mcu/renamed_model_data.cc" in complete
+    shutil.rmtree(out)  # back to the first build, then a kill at each write in turn
+    shutil.copytree(tmp_path / "saved", out, symlinks=True)
+    assert tree(out) == before
+    for k in range(1, writes + 1):
+        killed = convert_killed_at(k)
+        assert killed.returncode == -signal.SIGKILL, (k, killed.stderr[-500:])
+        assert tree(out) == before, f"OUT changed by a run killed at write {k} of {writes}"
         clean_leftovers(out)
         assert siblings(out) == [], siblings(out)
-    assert sum(outcomes.values()) == 5
-    # A kill at 0.3 s lands while Python is still starting or converting: the case that matters.
-    assert outcomes["as before"] >= 1, outcomes
-    print("kill outcomes:", outcomes)
 
 
 def test_leftovers_of_dead_runs_are_removed_or_restored(tmp_path: Path) -> None:
