@@ -103,12 +103,9 @@ def agreement(float_out: np.ndarray, quant_out: np.ndarray, classifier: bool) ->
     """
     f = float_out.reshape(float_out.shape[0], -1).astype(np.float64)
     q = quant_out.reshape(quant_out.shape[0], -1).astype(np.float64)
-    noise = float(np.sum((f - q) ** 2))
-    signal = float(np.sum(f**2))
     out: dict[str, float | None] = {
         "max_abs_diff": float(np.max(np.abs(f - q))),
-        # None when the outputs are identical (infinite SQNR has no JSON form).
-        "sqnr_db": round(10 * math.log10(signal / noise), 2) if noise > 0 and signal > 0 else None,
+        "sqnr_db": sqnr_db(f, q),
     }
     if classifier and f.shape[1] > 1:
         out["top1_agreement"] = float(np.mean(f.argmax(axis=1) == q.argmax(axis=1)))
@@ -126,3 +123,17 @@ def _class_labels(labels: np.ndarray, float_out: np.ndarray) -> np.ndarray:
     if _is_one_hot(labels, float_out):
         return labels.argmax(axis=1)
     return labels.reshape(-1).astype(np.int64)
+
+
+def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float | None:
+    """Signal-to-quantization-noise ratio of ``approx`` against ``reference``, in dB.
+
+    None when it is undefined: an all-zero reference (no signal), or an exact match
+    (no noise; reported as None rather than infinity so it survives JSON).
+    """
+    ref = np.asarray(reference, np.float64)
+    noise = float(np.sum(np.square(ref - np.asarray(approx, np.float64))))
+    signal = float(np.sum(np.square(ref)))
+    if noise == 0.0 or signal == 0.0:
+        return None
+    return round(float(10.0 * np.log10(signal / noise)), 2)

@@ -32,7 +32,7 @@ class ConvertResult:
 
 
 def convert(
-    source: str | Path,
+    source: str | Path | Any,
     targets: Sequence[str],
     out_dir: str | Path,
     *,
@@ -45,6 +45,7 @@ def convert(
     max_calib_samples: int | None = 1000,
     progress: Progress | None = None,
     sign_key: str | Path | None = None,
+    example_inputs: Any = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -52,6 +53,9 @@ def convert(
     when the run ends (see :mod:`edgeserve.staging`): an error, Ctrl-C or a kill leaves
     ``out_dir`` as it was. A run that completes with a target under its accuracy bound is
     published, so the report of every attempt is there to read.
+
+    ``source`` is a model file or directory, or a ``torch.nn.Module`` with
+    ``example_inputs`` (batch-1 tensors): it is exported with ``torch.export`` first.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -69,8 +73,27 @@ def convert(
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
     progress = progress or Progress(enabled=False)
 
+    if not isinstance(source, (str, Path)):
+        with tempfile.TemporaryDirectory(prefix="edgeserve-module-") as exported:
+            with progress.step(f"torch.export {type(source).__name__}"):
+                from edgeserve.sources.pytorch import from_module
+
+                model = from_module(source, example_inputs, Path(exported))
+            return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
+                                   options, max_calib_samples, progress, sign_key)
     with progress.step(f"load {Path(source).name}"), capture_native_stderr():
         model = load_source(source)
+    return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile, options,
+                           max_calib_samples, progress, sign_key)
+
+
+def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
+                    calib_random: bool, preprocess: PreprocessSpec | None, prof: Any, profile: str | None,
+                    options: Mapping[str, Any] | None, max_calib_samples: int | None, progress: Progress,
+                    sign_key: Any) -> ConvertResult:
+    from edgeserve.converters import get_converter
+
+    source = model.path
     _refuse_output_inside_source(model, out)
     converters = [get_converter(t) for t in plan_targets(targets, model.kind)]
     spec = bind_preprocess(preprocess, model.signature.inputs, explicit=preprocess is not None)

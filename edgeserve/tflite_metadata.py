@@ -16,7 +16,8 @@ from edgeserve.errors import MissingDependencyError
 METADATA_NAME = "edgeserve"
 
 
-def _schema() -> Any:
+def schema_module() -> Any:
+    """The TFLite flatbuffer object API (``ModelT`` ...) from ai-edge-litert or TensorFlow."""
     for name in ("ai_edge_litert.schema_py_generated", "tensorflow.lite.python.schema_py_generated"):
         try:
             return importlib.import_module(name)
@@ -29,7 +30,7 @@ def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
     """Return ``model`` with ``payload`` (JSON) stored under the metadata name "edgeserve"."""
     import flatbuffers
 
-    schema = _schema()
+    schema = schema_module()
     obj = schema.ModelT.InitFromPackedBuf(bytearray(model), 0)
     buffer = schema.BufferT()
     buffer.data = list(json.dumps(payload, sort_keys=True).encode())

@@ -168,12 +168,9 @@ def test_onnx_is_not_a_core_ml_source(tmp_path: Path) -> None:
     assert "ONNX is not a source" in result.stderr and "torch.export.save" in result.stderr
 
 
-def test_pytorch_sources_are_coreml_only_and_need_shapes(example: TorchExample, tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert as run
+def test_pytorch_sources_need_shapes(example: TorchExample, tmp_path: Path) -> None:
     from edgeserve.sources import load_source
 
-    with pytest.raises(SourceModelError, match="converts to -t coreml only"):
-        run(example.root / "digits.pt2", ["tflite-int8"], tmp_path / "t", calib=example.root / "calib.npz")
     scripted = tmp_path / "scripted.pt"
     torch.jit.script(example.module).save(str(scripted))  # scripted: no recorded input shapes
     with pytest.raises(SourceModelError, match="records no input shapes"):

@@ -140,7 +140,10 @@ class CoreMLConverter(Converter):
         from edgeserve.converters.coreml.frontend import deployment_target
 
         if ctx.source.kind not in SOURCE_KINDS or ctx.calibration is None or ctx.evaluation is None:
-            what = {"tflite": "is already a .tflite", "saved_model": "is a SavedModel directory, which coremltools "
+            what = {"tflite": "is already a .tflite",
+                    "tflite-float": "is a float .tflite, and coremltools has no TFLite frontend (it converts "
+                    "TensorFlow and PyTorch models only)",
+                    "saved_model": "is a SavedModel directory, which coremltools "
                     "does not take from Keras 3"}.get(ctx.source.kind, f"is a {ctx.source.kind} model")
             raise SourceModelError(
                 f"{ctx.source.path.name} {what}; the coreml target converts a .keras or Keras 2 .h5 model, or a "

@@ -23,10 +23,12 @@ from edgeserve.atomic import write_bytes, write_json
 from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
-from edgeserve.converters.tflite_int8.layer_errors import LayerError, float_layers_model, layer_errors
+from edgeserve.converters.tflite_int8.layer_errors import LayerError
+from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
+from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.errors import InputError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate
+from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate, sqnr_db
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -74,6 +76,7 @@ class Attempt:
     agreement: dict[str, float | None] | None = None
     integer_problems: list[str] = dataclasses.field(default_factory=list)
     io_dtype: str | None = None
+    output_sqnr_db: dict[str, float | None] | None = None  # per output, against the float source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +87,7 @@ class Attempt:
             "float_layers": [l.short_name for l in self.remedy.float_layers],
             "metrics": self.metrics.to_dict() if self.metrics else None,
             "agreement": self.agreement,
+            "output_sqnr_db": self.output_sqnr_db,
             "integer_only": not self.integer_problems if self.model else None,
         }
 
@@ -96,13 +100,15 @@ class TfliteInt8Converter(Converter):
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         if ctx.calibration is None or ctx.evaluation is None:
             raise SourceModelError(
-                f"{ctx.source.path.name} is already a .tflite; tflite-int8 converts a float "
-                ".keras, .h5 or SavedModel source"
+                f"{ctx.source.path.name} is already a full-integer .tflite; tflite-int8 converts a float "
+                "source (Keras, PyTorch, ONNX or a float .tflite). Use it with -t mcu directly"
             )
         opts = Options.from_mapping(ctx.options)
-        saved_model = self.prepare(ctx)
-        make_converter = self._converter_factory(ctx, saved_model, opts)
-        layers = self.calibrate(ctx, make_converter, opts)
+        route = self.route(ctx, opts)
+        with ctx.progress.step("float reference outputs"):
+            ctx.reference_outputs()
+        self._route_record = self._describe_route(ctx, route)
+        layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
 
         attempts: list[Attempt] = []
@@ -111,7 +117,7 @@ class TfliteInt8Converter(Converter):
                 attempts.append(remedy)
                 continue
             with ctx.progress.step(f"tflite-int8: {remedy.description}"):
-                attempt = self.emit(ctx, make_converter, remedy, opts)
+                attempt = self.emit(route, remedy)
             if attempt.model is not None:
                 self.verify(ctx, attempt, metric, opts)
             attempts.append(attempt)
@@ -120,49 +126,38 @@ class TfliteInt8Converter(Converter):
         return self._write(ctx, opts, attempts, layers)
 
     # ----- prepare ----------------------------------------------------------------------
-    def prepare(self, ctx: ConversionContext) -> Path:
-        directory = ctx.workdir / "batch1_saved_model"
-        if not directory.exists():
-            with ctx.progress.step("export batch-1 SavedModel"), capture_native_stderr():
-                ctx.source.export_batch1_saved_model(directory)
-        with ctx.progress.step("float reference outputs"):
-            ctx.reference_outputs()
-        return directory
+    def route(self, ctx: ConversionContext, opts: Options) -> TensorFlowRoute | QuantizerRoute:
+        """The TensorFlow converter for TensorFlow sources; ai-edge-quantizer for every other one."""
+        if ctx.source.tflite_route == "saved-model":
+            directory = ctx.workdir / "batch1_saved_model"
+            if not directory.exists():
+                with ctx.progress.step("export batch-1 SavedModel"), capture_native_stderr():
+                    ctx.source.export_batch1_saved_model(directory)
+            return TensorFlowRoute(directory, ctx.calibration, opts.io, ctx.progress, opts.debug_samples)
+        with ctx.progress.step("float .tflite"), capture_native_stderr():
+            floated = ctx.source.float_tflite(ctx.workdir)
+        self._floated = floated
+        with ctx.progress.step("prepare the float .tflite for quantization"):
+            return QuantizerRoute(floated.model, ctx.calibration, opts.io)
+
+    def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
+        """The route and every tool's version, and (float-.tflite route) the float model against its source."""
+        record: dict[str, Any] = {"quantizer": route.name, "tools": route.tools()}
+        if isinstance(route, QuantizerRoute):
+            floated = self._floated
+            record["tools"] = floated.tools | record["tools"]
+            record["float_model"] = floated.route
+            record["preparations"] = list(route.prepared.steps)
+            record["float_vs_source"] = _float_fidelity(route.float_model, ctx)
+        else:
+            record["float_model"] = "batch-1 SavedModel"
+        return record
 
     # ----- calibrate --------------------------------------------------------------------
-    def _converter_factory(self, ctx: ConversionContext, saved_model: Path, opts: Options) -> Callable[..., Any]:
-        tf = require("tensorflow", "TFLite conversion")
-        calibration = ctx.calibration
-
-        def representative() -> Iterator[list[np.ndarray]]:
-            yield from ctx.progress.track(calibration.batch1(), len(calibration), "calibrating")
-
-        def make(scheme: str = "int8") -> Any:
-            converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            converter.representative_dataset = representative
-            if scheme == "int16x8":
-                ops = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-                converter.target_spec.supported_ops = [ops]
-                io = None if opts.io == "float" else tf.int16  # 16x8 models take int16 or float
-            else:
-                converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-                io = {"int8": tf.int8, "uint8": tf.uint8, "float": None}[opts.io]
-            if io is not None:
-                converter.inference_input_type = io
-                converter.inference_output_type = io
-            return converter
-
-        return make
-
-    def calibrate(self, ctx: ConversionContext, make_converter: Callable[..., Any], opts: Options) -> list[LayerError]:
+    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> list[LayerError]:
         debug = ctx.evaluation.head(opts.debug_samples)
-
-        def debug_dataset() -> Iterator[list[np.ndarray]]:
-            yield from debug.batch1()
-
-        with ctx.progress.step(f"per-layer error ({len(debug)} samples)"), capture_native_stderr():
-            return layer_errors(make_converter, debug_dataset)
+        with ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
+            return route.layer_errors(debug)
 
     def _remedies(self, ctx: ConversionContext, layers: list[LayerError], opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
@@ -189,21 +184,14 @@ class TfliteInt8Converter(Converter):
             yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
 
     # ----- emit -------------------------------------------------------------------------
-    def emit(self, ctx: ConversionContext, make_converter: Callable[..., Any], remedy: Remedy, opts: Options) -> Attempt:
+    def emit(self, route: TensorFlowRoute | QuantizerRoute, remedy: Remedy) -> Attempt:
         attempt = Attempt(remedy, "error")
         native = NativeOutput()
         try:
             with capture_native_stderr() as native:
-                if remedy.name == "float-layers":
-                    debug = ctx.calibration.head(opts.debug_samples)
-                    model = float_layers_model(
-                        make_converter, lambda: debug.batch1(),
-                        [l.tensor for l in remedy.float_layers], integer_io=opts.io != "float",
-                    )
-                else:
-                    model = bytes(make_converter(remedy.name).convert())
-        except Exception as exc:  # the TF converter raises many types; the reason goes in the report
-            attempt.reason = _converter_reason(exc, native.text)
+                model = route.emit(remedy)
+        except Exception as exc:  # the converters raise many types; the reason goes in the report
+            attempt.reason = f"{route.name}: " + _converter_reason(exc, native.text)
             return attempt
         attempt.model = model
         return attempt
@@ -219,13 +207,15 @@ class TfliteInt8Converter(Converter):
         runner = TfliteRunner(attempt.model)
         attempt.io_dtype = runner.inputs[0].dtype.name
         evaluation = ctx.evaluation
-        outputs = []
+        outputs: list[list[np.ndarray]] = [[] for _ in runner.outputs]
         for batch in ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT"):
-            outputs.append(runner.predict(batch)[0][0])
-        quantized = np.concatenate(outputs)
-        reference = ctx.reference_outputs()[0]
-        attempt.metrics = evaluate(metric, reference, quantized, evaluation.labels)
-        attempt.agreement = agreement(reference, quantized, classifier=metric == "top1")
+            for slot, out in zip(outputs, runner.predict(batch)[0]):
+                slot.append(out)
+        quantized = [np.concatenate(o) for o in outputs]
+        reference = ctx.reference_outputs()
+        attempt.metrics = evaluate(metric, reference[0], quantized[0], evaluation.labels)
+        attempt.agreement = agreement(reference[0], quantized[0], classifier=metric == "top1")
+        attempt.output_sqnr_db = {d.name: sqnr_db(r, q) for d, r, q in zip(runner.outputs, reference, quantized)}
         if attempt.remedy.name == "int8" and attempt.integer_problems:
             attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
         elif attempt.metrics.drop_points > opts.max_drop:
@@ -254,6 +244,7 @@ class TfliteInt8Converter(Converter):
             "calibration_sha256": ctx.calibration.sha256,
             "calibration_origin": ctx.calibration.origin,
             "remedy": best.remedy.name,
+            "route": self._route_record,
             "preprocess": ctx.preprocess.to_dict() if ctx.preprocess else None,
         }
         from edgeserve.tflite_metadata import add_metadata
@@ -299,6 +290,8 @@ class TfliteInt8Converter(Converter):
             },
             "metrics": metrics,
             "agreement": best.agreement,
+            "output_sqnr_db": best.output_sqnr_db,
+            "route": self._route_record,
             "attempts": [a.to_dict() for a in attempts],
             "worst_layers": [l.to_dict() for l in layers[:5]],
             "report": file_record(out, report_path),
@@ -414,3 +407,23 @@ def _converter_reason(exc: BaseException, native: str) -> str:
     lines = [l for l in (str(exc) + "\n" + native).splitlines() if "error" in l.lower()]
     text = lines[0] if lines else (str(exc).splitlines() or [type(exc).__name__])[0]
     return text.strip()[:400]
+
+
+def _float_fidelity(float_model: bytes, ctx: ConversionContext, samples: int = 32) -> dict[str, Any]:
+    """The float .tflite the quantizer starts from, against the source on the first eval samples.
+
+    A route that changes the float numbers (a wrong layout, a dropped op) shows here, apart
+    from what quantization costs.
+    """
+    from edgeserve.runtime.litert import TfliteRunner
+
+    head = ctx.evaluation.head(samples)
+    runner = TfliteRunner(float_model)
+    got, _ = runner.predict(list(head.inputs))
+    reference = [r[: len(head)] for r in ctx.reference_outputs()]
+    return {
+        "samples": len(head),
+        "max_abs_diff": {d.name: float(np.max(np.abs(g - r))) if g.size else 0.0
+                         for d, g, r in zip(runner.outputs, got, reference)},
+        "sqnr_db": {d.name: sqnr_db(r, g) for d, g, r in zip(runner.outputs, got, reference)},
+    }

@@ -15,9 +15,9 @@ import importlib
 from pathlib import Path
 
 from edgeserve.errors import SourceModelError
-from edgeserve.sources.base import SERVING_KEY, Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import SERVING_KEY, FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
-__all__ = ["SERVING_KEY", "Signature", "SourceKind", "SourceModel", "TensorInfo", "kinds", "load_source",
+__all__ = ["SERVING_KEY", "FloatTflite", "Signature", "SourceKind", "SourceModel", "TensorInfo", "kinds", "load_source",
            "source_kind"]
 
 _MODULES = ("keras", "pytorch", "tflite")

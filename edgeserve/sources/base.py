@@ -60,8 +60,30 @@ class SourceKind:
     load: Callable[[Path], "SourceModel"]
 
 
+@dataclasses.dataclass(frozen=True)
+class FloatTflite:
+    """A float LiteRT model made from a source, and how it was made.
+
+    Attributes:
+        model: the .tflite bytes (float32 or fp16/dynamic-range weights, float activations).
+        route: the steps, e.g. "ExportedProgram (.pt2) -> litert-torch".
+        tools: package -> version of every tool the route used.
+    """
+
+    model: bytes
+    route: str
+    tools: dict[str, str | None]
+
+
 class SourceModel:
-    """A loaded float source model. Use :func:`edgeserve.sources.load_source` to make one."""
+    """A loaded float source model. Use :func:`edgeserve.sources.load_source` to make one.
+
+    ``tflite_route`` says how the TFLite targets start from it: "saved-model" (TensorFlow
+    sources: TensorFlow's own converter) or "float-tflite" (every other source: a float
+    .tflite from :meth:`float_tflite`, quantized by ai-edge-quantizer).
+    """
+
+    tflite_route = "saved-model"
 
     def __init__(self, path: Path, kind: str, signature: Signature, framework_version: str) -> None:
         self.path = path
@@ -70,6 +92,7 @@ class SourceModel:
         self.framework = "tensorflow"
         self.framework_version = framework_version
         self._sha256: str | None = None
+        self.origin: str | None = None  # what the manifest names instead of a path (an in-memory nn.Module)
 
     @property
     def sha256(self) -> str:
@@ -79,7 +102,7 @@ class SourceModel:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "path": str(self.path),
+            "path": self.origin or str(self.path),
             "kind": self.kind,
             "sha256": self.sha256,
             "framework": self.framework,
@@ -99,4 +122,8 @@ class SourceModel:
 
     def export_batch1_saved_model(self, directory: Path) -> Path:
         """Write a SavedModel whose ``serving_default`` takes batch-1 inputs (for TFLite)."""
+        raise NotImplementedError
+
+    def float_tflite(self, workdir: Path) -> FloatTflite:
+        """A float .tflite of this model with batch-1 inputs (the "float-tflite" route)."""
         raise NotImplementedError

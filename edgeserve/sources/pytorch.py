@@ -1,17 +1,21 @@
 """PyTorch sources: an ``ExportedProgram`` saved as ``.pt2``, or a traced TorchScript ``.pt``.
 
-torch is imported when a model is loaded. PyTorch sources convert to Core ML only today
-(coremltools takes them directly); the TFLite targets need a TensorFlow model.
+torch is imported when a model is loaded. Core ML takes PyTorch models directly
+(coremltools); the TFLite targets start from a float .tflite made by litert-torch, which
+needs no TensorFlow (``float_tflite``).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import logging
 import pickle
 import re
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ import numpy as np
 
 from edgeserve._deps import require
 from edgeserve.errors import SourceModelError, first_line
-from edgeserve.sources.base import Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +32,14 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".torchscript")
 
 
 class TorchSource(SourceModel):
-    """A PyTorch model: an ``ExportedProgram`` (.pt2) or a TorchScript module (.pt).
+    """A PyTorch model: an ``ExportedProgram`` (.pt2), a TorchScript module (.pt), or an
+    ``nn.Module`` given to the Python API with example inputs.
 
-    PyTorch sources convert to Core ML only (coremltools takes them directly); the TFLite
-    targets need a TensorFlow model. ``program`` is the ExportedProgram (None for
-    TorchScript), ``module`` what is called for reference predictions.
+    ``program`` is the ExportedProgram (None for TorchScript), ``module`` what is called for
+    reference predictions.
     """
+
+    tflite_route = "float-tflite"
 
     def __init__(self, path: Path, kind: str, module: Any, program: Any, signature: Signature,
                  framework_version: str) -> None:
@@ -57,11 +63,75 @@ class TorchSource(SourceModel):
                 chunks.append([o.detach().cpu().numpy() for o in outs])
         return [np.concatenate([c[i] for c in chunks]) for i in range(len(chunks[0]))]
 
-    def export_batch1_saved_model(self, directory: Path) -> Path:
+    def float_tflite(self, workdir: Path) -> FloatTflite:
+        """litert-torch lowers the model to a float .tflite, in the source's own layout (NCHW stays NCHW)."""
+        torch = require("torch", "converting a PyTorch model")
+        litert_torch = require("litert_torch", "converting a PyTorch model to LiteRT")
+        example = tuple(torch.zeros(_batch1(t), dtype=getattr(torch, t.dtype)) for t in self.signature.inputs)
+        if self.program is not None:
+            program, route = self.program, "ExportedProgram -> litert-torch"
+        else:
+            program, route = _torchscript_to_program(torch, self.module, example, self.path), \
+                "TorchScript -> torch.export (TS2EP) -> litert-torch"
+        module = program.module()
+        try:
+            with _quiet():
+                edge = litert_torch.convert(module, example)
+                data = bytes(edge.model_content())
+        except Exception as exc:  # litert-torch raises from torch.export, MLIR lowering and the LiteRT converter
+            raise SourceModelError(
+                f"litert-torch cannot convert {self.path.name}: {first_line(exc)}. Route tried: {route}. "
+                "-t coreml takes PyTorch models directly"
+            ) from exc
+        return FloatTflite(data, f"{self.kind} -> {route.split(' -> ', 1)[1]}",
+                           {"torch": torch.__version__, "litert-torch": _version("litert-torch")})
+
+
+def _batch1(info: TensorInfo) -> tuple[int, ...]:
+    if any(d is None for d in info.shape[1:]):
         raise SourceModelError(
-            f"{self.path.name} is a PyTorch model; it converts to -t coreml only. The TFLite targets "
-            "(tflite-int8, mcu) start from a .keras, .h5 or SavedModel model"
+            f"input {info.name} has dynamic dimensions {info.shape}; edge targets need a fixed shape. "
+            "Export the model with a fixed input size"
         )
+    return (1, *(int(d) for d in info.shape[1:]))
+
+
+def _torchscript_to_program(torch: Any, module: Any, example: tuple[Any, ...], path: Path) -> Any:
+    from torch._export.converter import TS2EPConverter
+
+    try:
+        with _quiet():
+            return TS2EPConverter(module, example).convert()
+    except Exception as exc:  # the TorchScript-to-export converter raises many types
+        raise SourceModelError(
+            f"cannot turn TorchScript {path.name} into an ExportedProgram for litert-torch: {first_line(exc)}. "
+            "Save the model with torch.export.save(torch.export.export(model, example), 'model.pt2') instead"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """litert-torch and torch.export print progress and notices on stdout and stderr."""
+    from edgeserve.console import capture_native_stderr
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            capture_native_stderr(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def _version(package: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _load_torch(path: Path, kind: str) -> TorchSource:
@@ -92,7 +162,7 @@ def _load_torch(path: Path, kind: str) -> TorchSource:
     if recorded is None or len(recorded) != len(names):
         raise SourceModelError(
             f"{path.name} records no input shapes (it was scripted, or traced with _store_inputs=False), and "
-            "Core ML needs fixed ones. Save it with torch.jit.trace(model, example_inputs).save(...) or as an "
+            "edge targets need fixed ones. Save it with torch.jit.trace(model, example_inputs).save(...) or as an "
             "ExportedProgram (.pt2)"
         )
     inputs = tuple(TensorInfo(_torch_name(n, f"input_{i}"), shape, dtype)
@@ -173,10 +243,42 @@ def _torch_name(name: str, fallback: str) -> str:
 
 
 KINDS = (
-    SourceKind("torch-export", "a PyTorch ExportedProgram (.pt2) (Core ML target only)",
+    SourceKind("torch-export", "a PyTorch ExportedProgram (.pt2)",
                lambda p: not p.is_dir() and p.suffix.lower() in TORCH_EXPORT_SUFFIXES,
                lambda p: _load_torch(p, "torch-export")),
-    SourceKind("torchscript", "a TorchScript (.pt) file (Core ML target only)",
+    SourceKind("torchscript", "a traced TorchScript (.pt) file",
                lambda p: not p.is_dir() and p.suffix.lower() in TORCHSCRIPT_SUFFIXES,
                lambda p: _load_torch(p, "torchscript")),
 )
+
+
+def from_module(module: Any, example_inputs: Any, directory: Path) -> TorchSource:
+    """An ``nn.Module`` given to the Python API: exported with ``torch.export`` into ``directory``.
+
+    The ExportedProgram is what every target starts from and what the manifest's sha256
+    names, so a module and its saved ``.pt2`` convert the same way.
+    """
+    torch = require("torch", "converting a PyTorch model")
+    if not isinstance(module, torch.nn.Module):
+        raise SourceModelError(f"expected a path to a model file or a torch.nn.Module; got {type(module).__name__}")
+    if example_inputs is None:
+        raise SourceModelError(
+            f"converting the nn.Module {type(module).__name__} needs example_inputs (a tensor or a tuple of "
+            "tensors with the batch-1 input shapes), e.g. example_inputs=torch.zeros(1, 3, 224, 224)"
+        )
+    example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    try:
+        with _quiet():
+            program = torch.export.export(module.eval(), example)
+    except Exception as exc:  # torch.export raises many types for untraceable code
+        raise SourceModelError(
+            f"torch.export cannot export {type(module).__name__}: {first_line(exc)}. Route tried: nn.Module -> "
+            "torch.export. Make forward() traceable (no data-dependent Python control flow) or pass a traced "
+            "TorchScript file"
+        ) from exc
+    path = directory / f"{type(module).__name__}.pt2"
+    torch.export.save(program, str(path))
+    source = _load_torch(path, "torch-export")
+    source.kind = "torch-module"
+    source.origin = f"nn.Module {type(module).__module__}.{type(module).__qualname__} (exported with torch.export)"
+    return source

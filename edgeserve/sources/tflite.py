@@ -1,7 +1,12 @@
-"""A .tflite file as a source: a starting point for targets that repackage it (mcu).
+"""A .tflite file as a source.
 
-Read with edgeserve's own flatbuffer reader, so neither TensorFlow nor LiteRT is needed
-and a corrupt file is a :class:`ModelFileError`, never a crash.
+A full-integer file is a starting point for targets that repackage it (mcu): kind "tflite".
+A float one (float32, fp16 weights, or dynamic-range int8 weights) is kind "tflite-float":
+its float outputs, computed with LiteRT, are the reference every target is scored
+against, and the TFLite targets quantize it with ai-edge-quantizer.
+
+Read with edgeserve's own flatbuffer reader first, so a corrupt file is a
+:class:`ModelFileError` before LiteRT sees it, never a crash.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from edgeserve.errors import SourceModelError
-from edgeserve.sources.base import Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
 
 class TfliteSource(SourceModel):
     def __init__(self, path: Path) -> None:
         from edgeserve.tflite_model import TfliteModel
+        from edgeserve.tflite_verify import validate_tflite
 
-        self.model = TfliteModel.from_file(path)
+        data = path.read_bytes()
+        self.model = TfliteModel.from_bytes(data)
         if not self.model.subgraphs:
             raise SourceModelError(f"{path} has no subgraph")
         graph = self.model.subgraphs[0]
@@ -28,20 +35,35 @@ class TfliteSource(SourceModel):
             return TensorInfo(tensor.name, tuple(tensor.shape), tensor.dtype_name)
 
         sig = Signature(inputs=tuple(info(i) for i in graph.inputs), outputs=tuple(info(i) for i in graph.outputs))
-        super().__init__(path, "tflite", sig, f"tflite schema {self.model.version}")
+        integer, _ = self.model.is_full_integer()
+        super().__init__(path, "tflite" if integer else "tflite-float", sig, f"tflite schema {self.model.version}")
         self.framework = "tflite"
+        self.tflite_route = "float-tflite"
+        self._data = data
+        self._runner = None
+        if not integer:  # LiteRT runs this file in-process: check what it trusts first
+            validate_tflite(data)
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        raise SourceModelError(
-            f"{self.path.name} is already a .tflite; this target needs the float source model "
-            "(.keras, .h5 or SavedModel) to convert and compare against"
-        )
+        if self.kind == "tflite":
+            raise SourceModelError(
+                f"{self.path.name} is already a full-integer .tflite; this target needs a float source model "
+                "to convert and compare against"
+            )
+        from edgeserve.runtime.litert import TfliteRunner
 
-    def export_batch1_saved_model(self, directory: Path) -> Path:
-        return self._predict_batch([])  # type: ignore[return-value]
+        if self._runner is None:
+            self._runner = TfliteRunner(self._data)
+        outputs, _ = self._runner.predict([np.asarray(x, np.float32) for x in inputs])
+        return outputs
+
+    def float_tflite(self, workdir: Path) -> FloatTflite:
+        if self.kind == "tflite":
+            self._predict_batch([])
+        return FloatTflite(self._data, "float .tflite as given", {})
 
 
 KINDS = (
-    SourceKind("tflite", "a .tflite file (for targets that start from one)",
+    SourceKind("tflite", "a .tflite file (full-integer for -t mcu, float for every TFLite target)",
                lambda p: not p.is_dir() and p.suffix.lower() == ".tflite", TfliteSource),
 )

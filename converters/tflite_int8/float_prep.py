@@ -1,0 +1,208 @@
+"""Make a float .tflite something a static quantizer can calibrate, without changing its numbers.
+
+Float .tflite files found in the wild (MediaPipe's face and hand detectors, older model
+zoos) were written for the float runtime, and three of their habits stop a quantizer:
+
+* no SignatureDef: the quantizer feeds calibration data by signature input name;
+* fp16 weights behind ``DEQUANTIZE`` ops (and int8 weights read by "hybrid" kernels in a
+  dynamic-range model): the quantizer needs float32 constants to pick int8 weight scales;
+* ``builtin_code`` left at 0 by schema versions before 3a, with the real operator in
+  ``deprecated_builtin_code``: read naively, every operator of such a file is an ADD.
+
+Each fix is exact: fp16 and int8 values widen to float32 without rounding, so the prepared
+model computes what the original does (the tflite-int8 target checks that on real data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import SourceModelError
+from edgeserve.tflite_metadata import schema_module
+
+SIGNATURE_KEY = "serving_default"
+# TensorType values of the TFLite schema.
+_FLOAT32, _FLOAT16, _UINT8, _INT8 = 0, 1, 3, 9
+_DEQUANTIZE = 6
+# Before schema 3a the operator lived in a signed byte; 127 means "look in builtin_code".
+_PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    model: bytes
+    steps: tuple[str, ...]  # what was changed, for the manifest; empty when nothing was needed
+
+
+def prepare_float_tflite(data: bytes) -> Prepared:
+    """The model with the three fixes above applied where needed."""
+    import flatbuffers
+
+    schema = schema_module()
+    try:
+        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    except Exception as exc:  # the generated reader raises struct/index errors on bad bytes
+        raise SourceModelError(f"cannot read the float .tflite: {exc}") from exc
+    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model), _add_signature(schema, model)) if s]
+    if not steps:
+        return Prepared(data, ())
+    builder = flatbuffers.Builder(len(data) * 2 + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return Prepared(bytes(builder.Output()), tuple(steps))
+
+
+def _restore_op_codes(model: Any) -> str | None:
+    fixed = 0
+    for code in model.operatorCodes or []:
+        deprecated = code.deprecatedBuiltinCode or 0
+        if deprecated != _PLACEHOLDER_FOR_GREATER_OP_CODES and (code.builtinCode or 0) < deprecated:
+            code.builtinCode = deprecated
+            fixed += 1
+    return f"copied deprecated_builtin_code into builtin_code for {fixed} operator code(s)" if fixed else None
+
+
+def _buffer_array(model: Any, tensor: Any) -> np.ndarray | None:
+    """A constant tensor's values, or None for an activation (no data in its buffer)."""
+    if not tensor.buffer or tensor.buffer >= len(model.buffers):
+        return None
+    raw = model.buffers[tensor.buffer].data
+    if raw is None or len(raw) == 0:
+        return None
+    dtype = {_FLOAT16: np.float16, _INT8: np.int8, _UINT8: np.uint8, _FLOAT32: np.float32}.get(tensor.type)
+    if dtype is None:
+        return None
+    return np.frombuffer(np.asarray(raw, np.uint8).tobytes(), dtype).reshape(tuple(int(d) for d in (tensor.shape if tensor.shape is not None else ())))
+
+
+def _dequantized(tensor: Any, values: np.ndarray) -> np.ndarray:
+    if tensor.type == _FLOAT16:
+        return values.astype(np.float32)
+    q = tensor.quantization
+    scale = np.asarray(q.scale, np.float64)
+    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0] * len(scale), np.float64)
+    if scale.size > 1:  # per channel along quantized_dimension
+        shape = [1] * values.ndim
+        shape[q.quantizedDimension] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return ((values.astype(np.float64) - zero) * scale).astype(np.float32)
+
+
+def _set_float32(model: Any, tensor: Any, values: np.ndarray) -> None:
+    schema = schema_module()
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(values.astype("<f4").tobytes(), np.uint8)
+    model.buffers.append(buffer)
+    tensor.buffer = len(model.buffers) - 1
+    tensor.type = _FLOAT32
+    tensor.quantization = None
+
+
+def _widen_constant_weights(model: Any) -> str | None:
+    """Fold DEQUANTIZE(constant) into a float32 constant; widen int8 weights of hybrid ops."""
+    codes = model.operatorCodes or []
+    folded = widened = 0
+    for graph in model.subgraphs or []:
+        kept = []
+        for op in graph.operators or []:
+            code = codes[op.opcodeIndex]
+            if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == _DEQUANTIZE and len(op.inputs) == 1:
+                source = graph.tensors[op.inputs[0]]
+                values = _buffer_array(model, source)
+                if values is not None and source.type in (_FLOAT16, _INT8, _UINT8):
+                    _set_float32(model, graph.tensors[op.outputs[0]], _dequantized(source, values))
+                    folded += 1
+                    continue  # the DEQUANTIZE op goes; its output is now a constant
+            kept.append(op)
+        graph.operators = kept
+        for op in kept:
+            for index in op.inputs:
+                if index < 0:
+                    continue
+                tensor = graph.tensors[index]
+                q = tensor.quantization
+                if tensor.type not in (_INT8, _UINT8) or q is None or q.scale is None or len(q.scale) == 0:
+                    continue
+                values = _buffer_array(model, tensor)
+                if values is not None and _reads_float(graph, op):
+                    _set_float32(model, tensor, _dequantized(tensor, values))
+                    widened += 1
+    if folded or widened:
+        _drop_unused(model)
+    parts = []
+    if folded:
+        parts.append(f"folded {folded} DEQUANTIZE op(s) of fp16/int8 constants into float32 weights")
+    if widened:
+        parts.append(f"widened {widened} int8 weight tensor(s) of dynamic-range ops to float32")
+    return "; ".join(parts) or None
+
+
+def _drop_unused(model: Any) -> None:
+    """Remove the tensors and buffers the folding left unreferenced (the fp16/int8 originals)."""
+    for graph in model.subgraphs or []:
+        used = sorted({i for op in graph.operators or [] for i in [*(op.inputs if op.inputs is not None else []),
+                                                                  *(op.outputs if op.outputs is not None else []),
+                                                                  *(op.intermediates if op.intermediates is not None
+                                                                    else [])] if i >= 0}
+                      | {int(i) for i in graph.inputs} | {int(i) for i in graph.outputs})
+        remap = {old: new for new, old in enumerate(used)}
+        graph.tensors = [graph.tensors[i] for i in used]
+        for op in graph.operators or []:
+            op.inputs = [remap[i] if i >= 0 else i for i in op.inputs]
+            op.outputs = [remap[i] if i >= 0 else i for i in op.outputs]
+            if op.intermediates is not None:
+                op.intermediates = [remap[i] for i in op.intermediates]
+        graph.inputs = [remap[int(i)] for i in graph.inputs]
+        graph.outputs = [remap[int(i)] for i in graph.outputs]
+        for signature in model.signatureDefs or []:
+            if signature.subgraphIndex == model.subgraphs.index(graph):
+                for entry in [*(signature.inputs or []), *(signature.outputs or [])]:
+                    entry.tensorIndex = remap[entry.tensorIndex]
+    # Buffer 0 is the schema's empty sentinel; metadata entries point at buffers too.
+    used_buffers = {0} | {t.buffer for g in model.subgraphs or [] for t in g.tensors} | \
+        {m.buffer for m in model.metadata or []}
+    order = sorted(b for b in used_buffers if b < len(model.buffers))
+    remap = {old: new for new, old in enumerate(order)}
+    model.buffers = [model.buffers[i] for i in order]
+    for graph in model.subgraphs or []:
+        for tensor in graph.tensors:
+            tensor.buffer = remap[tensor.buffer]
+    for entry in model.metadata or []:
+        entry.buffer = remap[entry.buffer]
+
+
+def _reads_float(graph: Any, op: Any) -> bool:
+    """True for a hybrid (dynamic-range) op: its first input is a float activation."""
+    first = op.inputs[0] if op.inputs else -1
+    return first >= 0 and graph.tensors[first].type == _FLOAT32
+
+
+def _add_signature(schema: Any, model: Any) -> str | None:
+    if model.signatureDefs:
+        return None
+    if not model.subgraphs:
+        raise SourceModelError("the .tflite has no subgraph")
+    graph = model.subgraphs[0]
+
+    def maps(indices: Any, prefix: str) -> list[Any]:
+        result, seen = [], set()
+        for position, index in enumerate(indices):
+            raw = graph.tensors[index].name
+            name = (raw.decode() if isinstance(raw, bytes) else raw) or f"{prefix}_{position}"
+            if name in seen:
+                name = f"{prefix}_{position}"
+            seen.add(name)
+            entry = schema.TensorMapT()
+            entry.name, entry.tensorIndex = name, int(index)
+            result.append(entry)
+        return result
+
+    signature = schema.SignatureDefT()
+    signature.signatureKey = SIGNATURE_KEY
+    signature.subgraphIndex = 0
+    signature.inputs = maps(graph.inputs, "input")
+    signature.outputs = maps(graph.outputs, "output")
+    model.signatureDefs = [signature]
+    return f"added SignatureDef '{SIGNATURE_KEY}' over the {len(graph.inputs)} input(s) and {len(graph.outputs)} output(s)"
