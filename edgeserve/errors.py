@@ -122,6 +122,14 @@ class UnsupportedOpError(EdgeServeError):
         )
 
 
+class UnquantizableOpError(UnsupportedOpError):
+    """An operator the quantizer of the route leaves in float, so no full-integer model exists."""
+
+    def __init__(self, op: str, target: str, message: str) -> None:
+        self.op, self.target, self.supported = op, target, []
+        EdgeServeError.__init__(self, message)
+
+
 class AccuracyError(EdgeServeError):
     """Quantization lost more accuracy than allowed and no remedy recovered it.
 

@@ -84,8 +84,8 @@ class McuConverter(Converter):
         if not integer:
             raise InputError(
                 f"the mcu target needs a full-integer model; {len(problems)} tensor(s) are float, e.g. "
-                f"{problems[0]}. Convert the float source model (.keras, .h5 or SavedModel) with "
-                "-t tflite-int8 -t mcu; a float .tflite cannot be quantized by edgeserve yet"
+                f"{problems[0]}. tflite-int8 kept some layers in float to meet --max-drop; allow a larger "
+                "--max-drop, or give calibration data closer to what the model sees"
             )
         with ctx.progress.step("mcu: check operators against TFLM"):
             ops = resolve_ops(model)

@@ -26,7 +26,7 @@ from edgeserve.converters._base import Check, ConversionContext, Converter, Veri
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
-from edgeserve.errors import InputError, SourceModelError, VerificationError
+from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate, sqnr_db
 from edgeserve.tflite_model import TfliteModel
@@ -138,7 +138,8 @@ class TfliteInt8Converter(Converter):
             floated = ctx.source.float_tflite(ctx.workdir)
         self._floated = floated
         with ctx.progress.step("prepare the float .tflite for quantization"):
-            return QuantizerRoute(floated.model, ctx.calibration, opts.io)
+            alternative = "" if ctx.source.kind.startswith("tflite") else ", or convert with -t coreml, which runs it in float"
+            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative)
 
     def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The route and every tool's version, and (float-.tflite route) the float model against its source."""
@@ -190,6 +191,8 @@ class TfliteInt8Converter(Converter):
         try:
             with capture_native_stderr() as native:
                 model = route.emit(remedy)
+        except UnsupportedOpError:
+            raise  # no remedy can help: one error naming the operator, nothing written
         except Exception as exc:  # the converters raise many types; the reason goes in the report
             attempt.reason = f"{route.name}: " + _converter_reason(exc, native.text)
             return attempt

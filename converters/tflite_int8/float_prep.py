@@ -175,7 +175,7 @@ def _drop_unused(model: Any) -> None:
 
 def _reads_float(graph: Any, op: Any) -> bool:
     """True for a hybrid (dynamic-range) op: its first input is a float activation."""
-    first = op.inputs[0] if op.inputs else -1
+    first = op.inputs[0] if op.inputs is not None and len(op.inputs) else -1
     return first >= 0 and graph.tensors[first].type == _FLOAT32
 
 

@@ -14,6 +14,7 @@ import contextlib
 import importlib.metadata
 import io
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from edgeserve.console import capture_native_stderr
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
-from edgeserve.errors import InputError
+from edgeserve.errors import InputError, UnquantizableOpError
 from edgeserve.tflite_model import TfliteModel
 
 NAME = "ai-edge-quantizer"
@@ -34,19 +35,6 @@ def tool_version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-class QuantizerLeftFloat(Exception):
-    """The quantizer kept operators in float: name them, and what the user can do."""
-
-    def __init__(self, ops: dict[str, str]) -> None:
-        version = tool_version("ai-edge-quantizer") or ""
-        names = ", ".join(f"{op} (first at {where})" for op, where in ops.items())
-        super().__init__(
-            f"error: {NAME} {version} cannot quantize {names}, so the model would not be full-integer. Replace "
-            "that operator in the source model (PRELU with ReLU or LeakyReLU, for example) or deploy the float "
-            "model with -t coreml where the source allows it"
-        )
 
 
 def _float_operators(model: bytes) -> dict[str, str]:
@@ -72,7 +60,8 @@ class QuantizerRoute:
     # The static recipes quantize the model's inputs and outputs too (int8 or int16 I/O).
     io_types = ("int8",)
 
-    def __init__(self, float_model: bytes, calibration: Any, io: str) -> None:
+    def __init__(self, float_model: bytes, calibration: Any, io: str, described: str = "float .tflite",
+                 alternative: str = "") -> None:
         if io not in self.io_types:
             raise InputError(
                 f"--io {io} is not available on the {NAME} route (a PyTorch, ONNX or float .tflite source): "
@@ -80,6 +69,8 @@ class QuantizerRoute:
             )
         self.prepared: Prepared = prepare_float_tflite(float_model)
         self.calibration = calibration
+        self.described = described  # the route up to the float model, for error messages
+        self.alternative = alternative  # ", or ..." another target that takes this source
         self._int8: bytes | None = None
         parsed = TfliteModel.from_bytes(self.prepared.model)
         signature = parsed.signature_defs.get("serving_default") or next(iter(parsed.signature_defs.values()))
@@ -87,6 +78,28 @@ class QuantizerRoute:
         # Calibration arrays come in the subgraph's input order; the quantizer takes them by name.
         self._key = signature.key
         self._names = [name for name, index in sorted(signature.inputs.items(), key=lambda kv: position[kv[1]])]
+
+    def _calibrate(self, q: Any, data: dict[str, list[dict[str, np.ndarray]]]) -> Any:
+        """Activation ranges: the min and max over the whole calibration set.
+
+        The quantizer's own ``calibrate`` keeps a moving average of each sample's min and
+        max (smoothing 0.95), so the last samples set a range that clips the others;
+        TensorFlow's converter keeps the overall min and max. Measured on the PyTorch digits
+        CNN of the tests (200 calibration frames, 200 held out): top-1 drop 1.5 points and
+        output SQNR 15.7 dB with the moving average, 0.0 points and 38.0 dB with min/max.
+        On BlazeFace (faces only) the moving average is 1 dB better; min/max is kept for
+        all, as the range TFLite users know. The quantizer's own Calibrator is given its own
+        ``min_max_update`` and the same recipe.
+        """
+        calibrator = require("ai_edge_quantizer.calibrator", "quantizing a float .tflite")
+        qsv_utils = require("ai_edge_quantizer.utils.qsv_utils", "quantizing a float .tflite")
+        recipes = require("ai_edge_quantizer.recipe_manager", "quantizing a float .tflite")
+        manager = recipes.RecipeManager()
+        manager.load_quantization_recipe(q.get_quantization_recipe())
+        calib = calibrator.Calibrator(bytearray(self.float_model), num_threads=1,
+                                      qsv_update_func=qsv_utils.min_max_update)
+        calib.calibrate(data, manager)
+        return calib.get_model_qsvs()
 
     @property
     def float_model(self) -> bytes:
@@ -105,8 +118,13 @@ class QuantizerRoute:
             return self.emit_scheme("int8", keep_float=[l.tensor for l in remedy.float_layers])
         model = self.emit_scheme(remedy.name)
         left_float = _float_operators(model)
-        if left_float:
-            raise QuantizerLeftFloat(left_float)
+        if left_float:  # no remedy makes such a model full-integer: stop here, naming the operator
+            op, where = next(iter(left_float.items()))
+            others = f" (also: {', '.join(list(left_float)[1:])})" if len(left_float) > 1 else ""
+            raise UnquantizableOpError(op, "tflite-int8", (
+                f"{NAME} {tool_version('ai-edge-quantizer') or ''} cannot quantize {op} at {where}{others}, so no "
+                f"full-integer model exists. Route tried: {self.described} -> {NAME}. What to do: replace {op} in "
+                f"the source model with operators that quantize (PRELU -> ReLU, for example){self.alternative}"))
         return model
 
     def emit_scheme(self, scheme: str, keep_float: list[str] | None = None) -> bytes:
@@ -125,8 +143,9 @@ class QuantizerRoute:
                             for sample in self.calibration.batch1()]}
         # The quantizer prints its size summary and progress bars; edgeserve reports its own.
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                capture_native_stderr():
-            result = q.quantize(q.calibrate(data, num_threads=1))
+                capture_native_stderr(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # LiteRT: "preserve_all_tensors is for debugging"
+            result = q.quantize(self._calibrate(q, data))
         model = bytes(result.quantized_model)
         if scheme == "int8" and not keep_float:
             self._int8 = model

@@ -69,7 +69,7 @@ class TorchSource(SourceModel):
         litert_torch = require("litert_torch", "converting a PyTorch model to LiteRT")
         example = tuple(torch.zeros(_batch1(t), dtype=getattr(torch, t.dtype)) for t in self.signature.inputs)
         if self.program is not None:
-            program, route = self.program, "ExportedProgram -> litert-torch"
+            program, route = self.program, "ExportedProgram (.pt2) -> litert-torch"
         else:
             program, route = _torchscript_to_program(torch, self.module, example, self.path), \
                 "TorchScript -> torch.export (TS2EP) -> litert-torch"
@@ -83,7 +83,9 @@ class TorchSource(SourceModel):
                 f"litert-torch cannot convert {self.path.name}: {first_line(exc)}. Route tried: {route}. "
                 "-t coreml takes PyTorch models directly"
             ) from exc
-        return FloatTflite(data, f"{self.kind} -> {route.split(' -> ', 1)[1]}",
+        if self.kind == "torch-module":
+            route = "nn.Module -> torch.export -> litert-torch"
+        return FloatTflite(data, route,
                            {"torch": torch.__version__, "litert-torch": _version("litert-torch")})
 
 

@@ -1,0 +1,147 @@
+"""PyTorch sources to every target: .pt2, TorchScript and an nn.Module, checked against torch.
+
+The route is litert-torch (float .tflite, NCHW kept) and ai-edge-quantizer; Core ML takes
+the model directly. Every figure is compared with the PyTorch module's own outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import SourceModelError, UnsupportedOpError
+from torch_digits import SPEC, TorchExample, build
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("litert_torch")
+pytest.importorskip("ai_edge_quantizer")
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> TorchExample:
+    return build(tmp_path_factory.mktemp("torch_digits_all"), epochs=25)
+
+
+def _convert(source: object, targets: list[str], out: Path, example: TorchExample, **kwargs: object) -> dict:
+    from edgeserve.pipeline import convert
+
+    result = convert(source, targets, out, calib=example.root / "calib.npz", eval_data=example.root / "eval.npz",
+                     preprocess=SPEC, **kwargs)  # type: ignore[arg-type]
+    return {a["target"]: a for a in result.manifest["artifacts"]} | {"_manifest": result.manifest}
+
+
+def _torch_outputs(example: TorchExample, x: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return example.module(torch.from_numpy(x)).numpy()
+
+
+def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
+    from edgeserve.runtime.litert import TfliteRunner
+
+    return TfliteRunner(model).predict([x])[0][0]
+
+
+def _check_tflite_int8_and_mcu(entries: dict, out: Path, example: TorchExample, float_model: str) -> None:
+    int8 = entries["tflite-int8"]
+    assert int8["status"] == "ok" and int8["integer_only"] and int8["quantization"]["io"] == "int8"
+    assert entries["_manifest"]["source"]["framework"] == "pytorch"
+    assert int8["metrics"]["float"] > 0.9  # it learned, so agreement below is meaningful
+    assert int8["metrics"]["drop_points"] <= 1.0
+    route = int8["route"]
+    assert route["float_model"] == float_model
+    assert route["tools"]["litert-torch"] and route["tools"]["ai-edge-quantizer"] and route["tools"]["torch"]
+    # litert-torch's float model computes what torch does (float rounding only).
+    assert all(v is None or v > 60 for v in route["float_vs_source"]["sqnr_db"].values()), route
+    # NCHW stays NCHW: the artifact takes what the PyTorch model takes, as the spec says.
+    assert int8["inputs"][0]["shape"] == [1, 3, 8, 8]
+    assert entries["_manifest"]["preprocess"]["layout"] == "nchw"
+
+    # Independently: the written model in LiteRT against the PyTorch module on the held-out digits.
+    with np.load(example.root / "eval.npz") as data:
+        x, y = data["x"], data["y"]
+    expected = _torch_outputs(example, x)
+    got = _litert((out / int8["path"]).read_bytes(), x)
+    assert np.mean(expected.argmax(1) == got.argmax(1)) >= 0.98
+    assert np.mean(expected.argmax(1) == y) - np.mean(got.argmax(1) == y) <= 0.01
+
+    mcu = entries["mcu"]
+    assert mcu["status"] == "ok" and mcu["verification"]["bit_exact"] is True  # TFLM == LiteRT reference
+    assert mcu["arena_bytes"] > 0
+
+
+def test_exported_program_reaches_every_target(example: TorchExample, tmp_path: Path) -> None:
+    entries = _convert(example.root / "digits.pt2", ["tflite-int8", "mcu", "coreml"], tmp_path, example)
+    assert entries["_manifest"]["source"]["kind"] == "torch-export"
+    _check_tflite_int8_and_mcu(entries, tmp_path, example, "ExportedProgram (.pt2) -> litert-torch")
+    coreml = entries["coreml"]
+    assert coreml["status"] == "ok" and coreml["verification"]["top1_agreement"] >= 0.98
+    verified = CliRunner().invoke(cli, ["verify", str(tmp_path), "--json"])
+    assert verified.exit_code == 0, verified.output
+    assert {a["target"] for a in json.loads(verified.stdout)["artifacts"]} == {"tflite-int8", "mcu", "coreml"}
+
+
+def test_same_top1_from_the_same_frames_for_every_artifact(example: TorchExample, tmp_path: Path) -> None:
+    """`edgeserve run` feeds each artifact in its own layout from the same camera frames."""
+    _convert(example.root / "digits.pt2", ["tflite-int8"], tmp_path, example)
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    from PIL import Image
+
+    for i, frame in enumerate(example.frames[:20]):
+        Image.fromarray(frame).save(frames / f"{i:02d}.png")
+    result = CliRunner().invoke(cli, ["run", str(tmp_path), "--input", str(frames), "--json", "-k", "1"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["results"]
+    assert [Path(r["input"]).name for r in rows] == [f"{i:02d}.png" for i in range(20)]
+    got = [row["top_k"][0]["index"] for row in rows]
+    spec = SPEC.bind_to_input((1, 3, 8, 8))
+    expected = _torch_outputs(example, np.concatenate([spec.apply(f) for f in example.frames[:20]])).argmax(1)
+    assert np.mean(np.array(got) == expected) >= 0.95
+
+
+def test_torchscript_reaches_tflite_int8_and_mcu(example: TorchExample, tmp_path: Path) -> None:
+    entries = _convert(example.root / "digits.pt", ["mcu"], tmp_path, example)  # mcu plans tflite-int8 first
+    assert entries["_manifest"]["source"]["kind"] == "torchscript"
+    _check_tflite_int8_and_mcu(entries, tmp_path, example, "TorchScript -> torch.export (TS2EP) -> litert-torch")
+
+
+def test_an_nn_module_from_the_python_api(example: TorchExample, tmp_path: Path) -> None:
+    entries = _convert(example.module, ["tflite-int8", "mcu"], tmp_path, example,
+                       example_inputs=torch.zeros(1, 3, 8, 8))
+    source = entries["_manifest"]["source"]
+    assert source["kind"] == "torch-module" and source["path"].startswith("nn.Module torch.nn.modules.container")
+    _check_tflite_int8_and_mcu(entries, tmp_path, example, "nn.Module -> torch.export -> litert-torch")
+    with pytest.raises(SourceModelError, match="needs example_inputs"):
+        _convert(example.module, ["tflite-int8"], tmp_path / "no", example)
+
+
+def test_sources_that_cannot_take_the_route_say_why(example: TorchExample, tmp_path: Path) -> None:
+    class Branchy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.sum() > 0 else x  # data-dependent: torch.export refuses it
+
+    with pytest.raises(SourceModelError, match="torch.export cannot export Branchy.*Route tried: nn.Module"):
+        _convert(Branchy(), ["tflite-int8"], tmp_path / "a", example, example_inputs=torch.zeros(1, 3, 8, 8))
+
+    class CumulativeSum(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(x.flatten(1), dim=1)
+
+    source = tmp_path / "cumsum.pt2"
+    torch.export.save(torch.export.export(CumulativeSum(), (torch.zeros(1, 3, 8, 8),)), source)
+    before = source.read_bytes()
+    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-q", "--calib",
+                                      str(example.root / "calib.npz"), "-o", str(tmp_path / "b")])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ai-edge-quantizer") and "cannot quantize CUMSUM at op" in line
+    assert "Route tried: ExportedProgram (.pt2) -> litert-torch -> ai-edge-quantizer" in line
+    assert "-t coreml" in line  # the target that takes it
+    assert not (tmp_path / "b").exists() and source.read_bytes() == before
+    with pytest.raises(UnsupportedOpError):
+        _convert(source, ["tflite-int8"], tmp_path / "c", example)

@@ -1,0 +1,210 @@
+"""A float .tflite as the source: made here from the digits model, and real ones from PyPI.
+
+Every check compares against the float file run in LiteRT, which is the source here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import InputError, ModelFileError, SourceModelError, UnsupportedOpError
+from registry_models import BLAZEFACE, PALM, mediapipe_model
+
+pytest.importorskip("ai_edge_quantizer")
+tf = pytest.importorskip("tensorflow")
+
+
+def _litert(model: bytes, x: np.ndarray) -> list[np.ndarray]:
+    from edgeserve.runtime.litert import TfliteRunner
+
+    return TfliteRunner(model).predict([x])[0]
+
+
+@pytest.fixture(scope="module")
+def digits_floats(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """digits.tflite (float32) and digits_dynamic.tflite (int8 weights, float activations)."""
+    import keras
+
+    root = tmp_path_factory.mktemp("digits_floats")
+    model = keras.models.load_model(digits_example / "digits_cnn.keras", compile=False)
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    (root / "digits.tflite").write_bytes(converter.convert())
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]  # no representative data: dynamic range
+    (root / "digits_dynamic.tflite").write_bytes(converter.convert())
+    return root
+
+
+def _convert(source: Path, targets: list[str], out: Path, calib: Path, eval_data: Path | None = None,
+             **kwargs: object) -> dict:
+    from edgeserve.pipeline import convert
+
+    result = convert(source, targets, out, calib=calib, eval_data=eval_data, **kwargs)  # type: ignore[arg-type]
+    return {a["target"]: a for a in result.manifest["artifacts"]} | {"_manifest": result.manifest}
+
+
+@pytest.mark.parametrize("name", ["digits.tflite", "digits_dynamic.tflite"])
+def test_float_tflite_reaches_tflite_int8_and_mcu(name: str, digits_floats: Path, digits_example: Path,
+                                                  tmp_path: Path) -> None:
+    source = digits_floats / name
+    before = hashlib.sha256(source.read_bytes()).hexdigest()
+    entries = _convert(source, ["tflite-int8", "mcu"], tmp_path, digits_example / "calib.npz",
+                       digits_example / "eval.npz")
+    assert entries["_manifest"]["source"]["kind"] == "tflite-float"
+    int8 = entries["tflite-int8"]
+    assert int8["status"] == "ok" and int8["integer_only"] and int8["quantization"]["io"] == "int8"
+    assert int8["metrics"]["drop_points"] <= 1.0
+    route = int8["route"]
+    assert route["quantizer"] == "ai-edge-quantizer" and route["tools"]["ai-edge-quantizer"]
+    assert route["float_model"] == "float .tflite as given"
+    if name == "digits_dynamic.tflite":  # int8 weights of hybrid kernels widened to float32
+        assert any("widened" in step for step in route["preparations"]), route["preparations"]
+    else:
+        assert route["preparations"] == []  # TensorFlow's file has a signature and float32 weights
+    # The prepared float model computes what the file does: exactly for a float32 file; a
+    # dynamic-range file's hybrid kernels also quantize activations on the fly, which the
+    # widened float model does not, so there the two differ by that rounding only.
+    floor = 25.0 if name == "digits_dynamic.tflite" else 100.0
+    assert all(v is None or v > floor for v in route["float_vs_source"]["sqnr_db"].values()), route
+
+    # Independently: both files in LiteRT on the held-out digits, top-1 agreement.
+    with np.load(digits_example / "eval.npz") as data:
+        x = data["x"]
+    reference = _litert(source.read_bytes(), x)[0]
+    quantized = _litert((tmp_path / int8["path"]).read_bytes(), x)[0]
+    assert np.mean(reference.argmax(1) == quantized.argmax(1)) >= 0.98
+
+    mcu = entries["mcu"]
+    assert mcu["status"] == "ok" and mcu["model_from"] == "model_int8.tflite"
+    # TFLM against LiteRT's reference kernels on the same model: bit-exact for the float32
+    # file; for the widened dynamic-range one the outputs differ by one int8 step (measured;
+    # the mcu target allows 3 and records the figure, as for ad01 in the MLPerf set).
+    assert mcu["verification"]["max_abs_diff"] <= (1 if name == "digits_dynamic.tflite" else 0), mcu["verification"]
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == before  # the source is untouched
+    assert CliRunner().invoke(cli, ["verify", str(tmp_path)]).exit_code == 0
+
+
+def test_io_other_than_int8_is_refused_on_this_route(digits_floats: Path, digits_example: Path,
+                                                     tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--io float is not available on the ai-edge-quantizer route"):
+        _convert(digits_floats / "digits.tflite", ["tflite-int8"], tmp_path / "out", digits_example / "calib.npz",
+                 options={"io": "float"})
+    assert not (tmp_path / "out").exists()
+
+
+def test_coreml_refuses_a_float_tflite_with_the_reason(digits_floats: Path, digits_example: Path,
+                                                       tmp_path: Path) -> None:
+    with pytest.raises(SourceModelError, match="coremltools has no TFLite frontend"):
+        _convert(digits_floats / "digits.tflite", ["coreml"], tmp_path / "out", digits_example / "calib.npz")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupt_float_tflite_is_a_clean_error(digits_floats: Path, digits_example: Path, tmp_path: Path) -> None:
+    data = bytearray((digits_floats / "digits.tflite").read_bytes())
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(ModelFileError):
+        _convert(bad, ["tflite-int8"], tmp_path / "out", digits_example / "calib.npz")
+    result = CliRunner().invoke(cli, ["convert", str(bad), "-t", "tflite-int8", "--calib",
+                                      str(digits_example / "calib.npz"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.stderr.startswith("error:") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+# ----- real models from the registry ------------------------------------------------------
+def _faces() -> np.ndarray:
+    """The 100 faces of scikit-image's LFW subset (25x25 gray; its other 100 images are not
+    faces) as BlazeFace input: 128x128 RGB in [-1, 1]."""
+    from skimage import data, transform
+
+    faces = data.lfw_subset()[:100]
+    return np.stack([np.repeat(transform.resize(f, (128, 128))[..., None], 3, -1) for f in faces]
+                    ).astype(np.float32) * 2 - 1
+
+
+@pytest.fixture(scope="module")
+def blazeface(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("blazeface")
+    model = mediapipe_model(BLAZEFACE, root)
+    faces = _faces()
+    np.savez(root / "calib.npz", x=faces[:70])
+    np.savez(root / "faces.npz", x=faces[70:])
+    return model
+
+
+def test_blazeface_preparations_are_exact(blazeface: Path) -> None:
+    from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
+    from edgeserve.tflite_model import TfliteModel
+
+    original = blazeface.read_bytes()
+    prepared = prepare_float_tflite(original)
+    steps = " | ".join(prepared.steps)
+    # The three things this older file needed (see the float_prep docstring).
+    assert "deprecated_builtin_code" in steps and "folded 74 DEQUANTIZE" in steps and "SignatureDef" in steps
+    before, after = TfliteModel.from_bytes(original), TfliteModel.from_bytes(prepared.model)
+    assert before.op_counts()["DEQUANTIZE"] == 74 and "DEQUANTIZE" not in after.op_counts()
+    assert after.op_counts()["CONV_2D"] == before.op_counts()["CONV_2D"] == 21
+    assert len(prepared.model) < len(original) * 2  # fp16 originals dropped, float32 copies kept
+    with np.load(blazeface.parent / "faces.npz") as data:
+        x = data["x"][:8]
+    for a, b in zip(_litert(original, x), _litert(prepared.model, x)):
+        np.testing.assert_array_equal(a, b)  # fp16 -> fp32 widening is exact
+
+
+def test_blazeface_reaches_tflite_int8_and_mcu_with_an_sqnr_floor(blazeface: Path, tmp_path: Path) -> None:
+    entries = _convert(blazeface, ["tflite-int8", "mcu"], tmp_path, blazeface.parent / "calib.npz",
+                       options={"max_drop": 100.0})  # a detector: judged by SQNR per output below
+    int8 = entries["tflite-int8"]
+    assert int8["status"] == "ok" and int8["integer_only"]
+    sqnr = int8["output_sqnr_db"]
+    # Measured on the calibration faces: regressors 18 dB, classificators 11 dB (the two
+    # heads' logits share one scale through the CONCATENATION, which costs the 8x8 head).
+    # Non-face images drive this model's logits to about -2,000: calibrated with them too,
+    # the SQNR falls to 7 dB and 0 dB (measured), which is why the set is faces only.
+    assert sqnr["regressors"] >= 15.0 and sqnr["classificators"] >= 8.0, sqnr
+    # Independently, on 30 faces the quantizer never saw (measured: 18.0 dB, 11.5 dB).
+    with np.load(blazeface.parent / "faces.npz") as data:
+        x = data["x"]
+    from edgeserve.metrics import sqnr_db
+
+    reference = _litert(blazeface.read_bytes(), x)
+    quantized = _litert((tmp_path / int8["path"]).read_bytes(), x)
+    assert sqnr_db(reference[0], quantized[0]) >= 15.0 and sqnr_db(reference[1], quantized[1]) >= 8.0
+    # The best anchor of each face: the score the detector thresholds agrees.
+    best = reference[1][:, :, 0].argmax(1)
+    ref_scores = 1 / (1 + np.exp(-reference[1][np.arange(len(x)), best, 0]))
+    q_scores = 1 / (1 + np.exp(-quantized[1][np.arange(len(x)), best, 0]))
+    assert np.abs(ref_scores - q_scores).mean() < 0.1
+
+    mcu = entries["mcu"]
+    assert mcu["status"] == "ok" and mcu["verification"]["bit_exact"] is True
+    report = json.loads((tmp_path / "reports" / "mcu.json").read_text())
+    assert report["arena"]["target_32bit"]["total"] == mcu["arena_bytes"] > 0
+
+
+def test_an_operator_the_quantizer_leaves_float_is_one_error(tmp_path: Path) -> None:
+    palm = mediapipe_model(PALM, tmp_path)
+    from skimage import data, transform
+
+    x = np.stack([transform.resize(data.astronaut(), (192, 192)).astype(np.float32) * 2 - 1] * 4)
+    np.savez(tmp_path / "calib.npz", x=x)
+    before = palm.read_bytes()
+    result = CliRunner().invoke(cli, ["convert", str(palm), "-t", "tflite-int8", "-t", "mcu", "--calib",
+                                      str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ai-edge-quantizer"), result.stderr
+    assert "cannot quantize PRELU at op" in lines[0] and "p_re_lu" in lines[0]  # the op and its node
+    assert "Route tried: float .tflite as given -> ai-edge-quantizer" in lines[0]
+    assert "What to do: replace PRELU" in lines[0]
+    assert not (tmp_path / "out").exists() and palm.read_bytes() == before
+    with pytest.raises(UnsupportedOpError) as err:
+        _convert(palm, ["tflite-int8"], tmp_path / "out2", tmp_path / "calib.npz")
+    assert err.value.op == "PRELU"
