@@ -126,6 +126,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--model-version", help="coreml: version in the package metadata (default: source sha256[:12]).")
 @click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path),
               help="Sign the manifest with this Ed25519 private key (PEM): writes manifest.json.sig.")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
+              help="ONNX: fix an input's dynamic dimensions (repeatable).")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
@@ -133,10 +135,10 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
-            license_: str | None, model_version: str | None, sign_key: Path | None, preprocess_file: Path | None,
-            json_out: bool, **spec_flags: Any) -> None:
-    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir; PyTorch .pt2/.pt for coreml; or a
-    full-INT8 .tflite for mcu) to verified edge artifacts."""
+            license_: str | None, model_version: str | None, sign_key: Path | None,
+            input_shapes: Sequence[str], preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+    """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
+    float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
     from edgeserve.pipeline import convert as run_convert
 
     if calib is not None and calib_random:
@@ -152,13 +154,29 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             result = run_convert(
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
-                progress=progress, sign_key=sign_key,
+                progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
             )
     except AccuracyError as exc:
         if exc.result is not None:
             _show_manifest(exc.result.manifest, json_out)  # type: ignore[attr-defined]
         raise
     _show_manifest(result.manifest, json_out)
+
+
+def parse_input_shapes(values: Sequence[str]) -> dict[str, tuple[int, ...]] | None:
+    """``NAME=1x3x224x224`` options as {name: shape}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in values:
+        name, sep, dims = value.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d < 1 for d in shape):
+            raise click.BadParameter(f"expected NAME=1x3x224x224 (positive sizes); got {value!r}",
+                                     param_hint="--input-shape")
+        shapes[name] = shape
+    return shapes or None
 
 
 def _show_manifest(manifest: dict[str, Any], json_out: bool) -> None:

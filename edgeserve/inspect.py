@@ -1,4 +1,5 @@
-"""``edgeserve inspect``: what a .tflite file or a manifest holds, without TensorFlow."""
+"""``edgeserve inspect``: what a .tflite file, a Core ML package, a manifest or a source model holds,
+and for a model, the route to each target."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from edgeserve.errors import InputError
 from edgeserve.manifest import MANIFEST_NAME, load_manifest
+from edgeserve.routes import routes_for
 from edgeserve.tflite_metadata import METADATA_NAME
 from edgeserve.tflite_model import TfliteModel
 
@@ -19,11 +21,71 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     # A Core ML package is a folder too: tell it from an output folder before looking for a manifest.
     if path.suffix.lower() == ".mlpackage":
         return inspect_mlpackage(path)
-    if path.is_dir() or path.name == MANIFEST_NAME or path.suffix == ".json":
+    if path.name == MANIFEST_NAME or path.suffix == ".json" or (path.is_dir() and (path / MANIFEST_NAME).exists()):
         return {"kind": "manifest", "path": str(path), "manifest": load_manifest(path)}
     if path.suffix.lower() == ".tflite":
-        return inspect_tflite(path)
-    raise InputError(f"cannot inspect {path.name}: expected a .tflite file, a .mlpackage or a manifest.json")
+        info = inspect_tflite(path)
+        kind = "tflite" if info["integer_only"] else "tflite-float"
+        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind)]}
+    if path.suffix.lower() == ".onnx":
+        return inspect_onnx(path)
+    if path.is_dir() and not (path / "saved_model.pb").exists():
+        raise InputError(f"cannot inspect {path}: a folder without {MANIFEST_NAME} or saved_model.pb")
+    return inspect_source(path)
+
+
+def inspect_source(path: Path) -> dict[str, Any]:
+    """A source model's signature, operators and route to each target, before any conversion."""
+    from edgeserve.console import capture_native_stderr
+    from edgeserve.sources import load_source, source_kind
+
+    source_kind(path)  # an unknown format is an error naming the accepted ones, before any import
+    with capture_native_stderr():
+        source = load_source(path)
+        ops = source.operator_counts()
+    return {
+        "kind": "source",
+        "path": str(path),
+        "source_kind": source.kind,
+        "framework": source.framework_version,
+        "inputs": [t.to_dict() for t in source.signature.inputs],
+        "outputs": [t.to_dict() for t in source.signature.outputs],
+        "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "routes": [r.to_dict() for r in routes_for(source.kind)],
+    }
+
+
+def inspect_onnx(path: Path) -> dict[str, Any]:
+    """An ONNX file's signature and operators (read with the onnx package), and why no route exists."""
+    import collections
+
+    from edgeserve._deps import require
+    from edgeserve.onnx_check import validate_onnx
+
+    data = path.read_bytes()
+    validate_onnx(data)
+    onnx = require("onnx", "reading an ONNX model")
+    model = onnx.load_from_string(data)
+    graph = model.graph
+    constants = {i.name for i in graph.initializer}
+
+    def info(value: Any) -> dict[str, Any]:
+        dims = value.type.tensor_type.shape.dim
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
+        return {"name": value.name, "shape": [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims],
+                "dtype": dtype}
+
+    ops = collections.Counter(node.op_type for node in graph.node)
+    return {
+        "kind": "source",
+        "path": str(path),
+        "source_kind": "onnx",
+        "framework": f"onnx opset {max((o.version for o in model.opset_import if o.domain in ('', 'ai.onnx')), default=0)}",
+        "inputs": [info(v) for v in graph.input if v.name not in constants],
+        "outputs": [info(v) for v in graph.output],
+        "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "routes": [r.to_dict() for r in routes_for("onnx")],
+    }
 
 
 def inspect_mlpackage(path: Path) -> dict[str, Any]:

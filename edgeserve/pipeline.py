@@ -46,6 +46,7 @@ def convert(
     progress: Progress | None = None,
     sign_key: str | Path | None = None,
     example_inputs: Any = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -56,6 +57,7 @@ def convert(
 
     ``source`` is a model file or directory, or a ``torch.nn.Module`` with
     ``example_inputs`` (batch-1 tensors): it is exported with ``torch.export`` first.
+    ``input_shapes`` fixes an ONNX input's dynamic dimensions by name.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -82,7 +84,7 @@ def convert(
             return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
                                    options, max_calib_samples, progress, sign_key)
     with progress.step(f"load {Path(source).name}"), capture_native_stderr():
-        model = load_source(source)
+        model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None)
     return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile, options,
                            max_calib_samples, progress, sign_key)
 

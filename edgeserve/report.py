@@ -161,6 +161,9 @@ def print_inspection(info: dict[str, Any]) -> None:
     if info["kind"] == "coreml":
         _print_coreml_package(console, info)
         return
+    if info["kind"] == "source":
+        _print_source(console, info)
+        return
     console.print(f"{info['path']}: {info['bytes']:,} bytes, {info['operators']} operators, "
                   f"{info['tensors']} tensors, {info['constant_bytes']:,} constant bytes")
     table = Table("io", "name", "shape", "dtype", "scale", "zero point")
@@ -173,10 +176,36 @@ def print_inspection(info: dict[str, Any]) -> None:
         ops.add_row(name, str(count), str(info["op_versions"].get(name, "")))
     console.print(ops)
     console.print(f"integer-only: {info['integer_only']}" + (f" ({len(info['float_ops'])} float op(s))" if info["float_ops"] else ""))
+    if info.get("routes"):
+        _print_routes(console, info["routes"])
     if info.get("edgeserve"):
         e = info["edgeserve"]
         console.print(f"made by edgeserve {e.get('edgeserve_version')} ({e.get('target')}, {e.get('remedy')}), "
                       f"calibration {e.get('calibration_origin')} {str(e.get('calibration_sha256'))[:12]}")
+
+
+def _print_source(console: Console, info: dict[str, Any]) -> None:
+    console.print(f"{info['path']}: {info['source_kind']} source ({info['framework']})")
+    table = Table("io", "name", "shape", "dtype")
+    for kind in ("inputs", "outputs"):
+        for t in info[kind]:
+            table.add_row(kind[:-1], t["name"], str(t["shape"]), t["dtype"])
+    console.print(table)
+    console.print(f"{sum(info['ops'].values())} operators: " + ", ".join(f"{n}×{c}" for n, c in info["ops"].items()))
+    _print_routes(console, info["routes"])
+
+
+def _print_routes(console: Console, routes: list[dict[str, Any]]) -> None:
+    table = Table("target", "route", "status")
+    for r in routes:
+        if not r["exists"]:
+            status = f"no route: {r['reason']}"
+        elif r["missing"]:
+            status = "needs " + ", ".join(r["missing"])
+        else:
+            status = "ready"
+        table.add_row(r["target"], r["route"] or "-", status)
+    console.print(table)
 
 
 def _print_coreml_package(console: Console, info: dict[str, Any]) -> None:

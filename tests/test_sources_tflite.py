@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import InputError, ModelFileError, SourceModelError, UnsupportedOpError
-from registry_models import BLAZEFACE, PALM, mediapipe_model
+from registry_models import BLAZEFACE, PALM, registry_model
 
 pytest.importorskip("ai_edge_quantizer")
 tf = pytest.importorskip("tensorflow")
@@ -132,7 +132,7 @@ def _faces() -> np.ndarray:
 @pytest.fixture(scope="module")
 def blazeface(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("blazeface")
-    model = mediapipe_model(BLAZEFACE, root)
+    model = registry_model(BLAZEFACE, root)
     faces = _faces()
     np.savez(root / "calib.npz", x=faces[:70])
     np.savez(root / "faces.npz", x=faces[70:])
@@ -190,7 +190,7 @@ def test_blazeface_reaches_tflite_int8_and_mcu_with_an_sqnr_floor(blazeface: Pat
 
 
 def test_an_operator_the_quantizer_leaves_float_is_one_error(tmp_path: Path) -> None:
-    palm = mediapipe_model(PALM, tmp_path)
+    palm = registry_model(PALM, tmp_path)
     from skimage import data, transform
 
     x = np.stack([transform.resize(data.astronaut(), (192, 192)).astype(np.float32) * 2 - 1] * 4)

@@ -56,7 +56,7 @@ REVERIFY_ATOL = 1e-2
 # The oldest deployment target each precision can use (ML program; constexpr weights;
 # activation quantize/dequantize ops).
 MIN_TARGET = {"fp16": "iOS15", "int8-weights": "iOS16", "w8a8": "iOS17"}
-SOURCE_KINDS = ("keras", "keras-h5", "torch-export", "torchscript")
+SOURCE_KINDS = ("keras", "keras-h5", "torch-export", "torchscript", "torch-module", "onnx")
 ARITHMETIC = "float32 arithmetic, every value rounded to its declared type (fp16 activations)"
 
 

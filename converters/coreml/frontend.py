@@ -153,7 +153,7 @@ def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target:
         options["classifier_config"] = ct.ClassifierConfig(list(labels))
     if source.framework == "tensorflow":
         model, frontend = [_keras_function(source, plans)], "tensorflow"
-    elif source.framework == "pytorch":
+    elif source.framework in ("pytorch", "onnx"):  # an ONNX source is traced into a torch program
         model, frontend = _torch_model(source, plans), "pytorch"
     else:
         raise SourceModelError(f"{source.path.name} ({source.kind}) cannot be converted to Core ML")

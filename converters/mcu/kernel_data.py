@@ -88,6 +88,9 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
 OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "DequantizeOpData": row((32, 8), (32, 8)),  # dequantize.h
     "OpDataAdd": row((60, 4), (60, 4)),  # add.h
+    # tflite::HardSwishParams (kernels/internal/types.h): three int16, an int, an int16, an
+    # int; probed with g++ and arm-none-eabi-g++ -mcpu=cortex-m4 (Nov 2026).
+    "HardSwishParams": row((20, 4), (20, 4)),
     # concatenation.cc (OpData); compression adds a decompression scratch index per
     # input (kMaxInputNum = 10).
     "OpDataConcatenation": row((40, 8), (24, 4), (80, 8), (64, 4)),
@@ -244,6 +247,8 @@ KERNELS: dict[str, KernelData] = {
     "FULLY_CONNECTED": KernelData("TfLiteFullyConnectedParams", "OpDataFullyConnected",
                                   _fixed("i0 i1 i2 o0"), _fully_connected_arrays,
                                   source="fully_connected.cc, fully_connected_common.cc"),
+    # HardSwishInit allocates the params; HardSwishPrepare fetches input and output.
+    "HARD_SWISH": KernelData(None, "HardSwishParams", _fixed("i0 o0"), source="hard_swish.cc, hard_swish_common.cc"),
     "LOGISTIC": KernelData(None, "OpDataLogistic", _fixed("i0 o0"), source="logistic_common.cc"),
     "MAX_POOL_2D": KernelData("TfLitePoolParams", "OpDataPooling", _fixed("i0 o0"),
                               source="pooling_common.cc"),

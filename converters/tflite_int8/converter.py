@@ -26,7 +26,7 @@ from edgeserve.converters._base import Check, ConversionContext, Converter, Veri
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
-from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError
+from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError, first_line
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate, sqnr_db
 from edgeserve.tflite_model import TfliteModel
@@ -191,8 +191,11 @@ class TfliteInt8Converter(Converter):
         try:
             with capture_native_stderr() as native:
                 model = route.emit(remedy)
-        except UnsupportedOpError:
-            raise  # no remedy can help: one error naming the operator, nothing written
+        except UnsupportedOpError as exc:
+            if remedy.name == "int8":
+                raise  # not even int8 makes the model integer: one error naming the operator, nothing written
+            attempt.reason = first_line(exc)  # a remedy's own scheme (int16 activations) lacks the kernel
+            return attempt
         except Exception as exc:  # the converters raise many types; the reason goes in the report
             attempt.reason = f"{route.name}: " + _converter_reason(exc, native.text)
             return attempt

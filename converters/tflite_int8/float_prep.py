@@ -7,7 +7,8 @@ zoos) were written for the float runtime, and three of their habits stop a quant
 * fp16 weights behind ``DEQUANTIZE`` ops (and int8 weights read by "hybrid" kernels in a
   dynamic-range model): the quantizer needs float32 constants to pick int8 weight scales;
 * ``builtin_code`` left at 0 by schema versions before 3a, with the real operator in
-  ``deprecated_builtin_code``: read naively, every operator of such a file is an ADD.
+  ``deprecated_builtin_code``: read naively, every operator of such a file is an ADD;
+* tensors sharing a name: the quantizer keys calibration ranges by name.
 
 Each fix is exact: fp16 and int8 values widen to float32 without rounding, so the prepared
 model computes what the original does (the tflite-int8 target checks that on real data).
@@ -46,7 +47,8 @@ def prepare_float_tflite(data: bytes) -> Prepared:
         model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     except Exception as exc:  # the generated reader raises struct/index errors on bad bytes
         raise SourceModelError(f"cannot read the float .tflite: {exc}") from exc
-    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model), _add_signature(schema, model)) if s]
+    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model), _unique_names(model),
+                         _add_signature(schema, model)) if s]
     if not steps:
         return Prepared(data, ())
     builder = flatbuffers.Builder(len(data) * 2 + 1024)
@@ -177,6 +179,27 @@ def _reads_float(graph: Any, op: Any) -> bool:
     """True for a hybrid (dynamic-range) op: its first input is a float activation."""
     first = op.inputs[0] if op.inputs is not None and len(op.inputs) else -1
     return first >= 0 and graph.tensors[first].type == _FLOAT32
+
+
+def _unique_names(model: Any) -> str | None:
+    """Give every tensor of a subgraph its own name.
+
+    The quantizer keys calibration ranges by tensor name: two tensors with one name share
+    one range, which is wrong for both. litert-torch names tensors after the nn.Module that
+    made them, so every op of a one-module model (an ONNX graph, a flat forward) gets the
+    same name.
+    """
+    renamed = 0
+    for graph in model.subgraphs or []:
+        seen: set[str] = set()
+        for index, tensor in enumerate(graph.tensors):
+            name = tensor.name.decode() if isinstance(tensor.name, bytes) else (tensor.name or "")
+            if name in seen or not name:
+                name = f"{name or 'tensor'}#{index}"
+                tensor.name = name
+                renamed += 1
+            seen.add(name)
+    return f"renamed {renamed} tensor(s) that shared a name (the quantizer keys ranges by name)" if renamed else None
 
 
 def _add_signature(schema: Any, model: Any) -> str | None:

@@ -3,6 +3,7 @@
 keras    .keras, Keras 2 .h5 (with keras_legacy's shims), SavedModel directories
 pytorch  ExportedProgram .pt2, traced TorchScript .pt
 tflite   a .tflite file, read by edgeserve's own reader
+onnx     a self-contained .onnx file (onnx_file; its graph becomes a torch module in onnx_torch)
 
 Each module lists its :class:`SourceKind` entries in ``KINDS``; a new kind is a new module
 added to ``_MODULES``. Modules import their framework only when a model is loaded, so
@@ -20,15 +21,7 @@ from edgeserve.sources.base import SERVING_KEY, FloatTflite, Signature, SourceKi
 __all__ = ["SERVING_KEY", "FloatTflite", "Signature", "SourceKind", "SourceModel", "TensorInfo", "kinds", "load_source",
            "source_kind"]
 
-_MODULES = ("keras", "pytorch", "tflite")
-
-ONNX_IS_NOT_A_SOURCE = (
-    "ONNX is not a source edgeserve converts from yet: coremltools has no ONNX frontend any more (Apple dropped "
-    "it; coremltools converts TensorFlow and PyTorch only), and the TFLite targets start from TensorFlow. "
-    "Convert the model the ONNX file was exported from instead: the PyTorch module saved with "
-    "torch.export.save (.pt2) for -t coreml, or the Keras/SavedModel model for any target"
-)
-
+_MODULES = ("keras", "pytorch", "tflite", "onnx_file")
 
 def kinds() -> tuple[SourceKind, ...]:
     """Every registered source kind, in detection order."""
@@ -50,8 +43,6 @@ def _find(path: Path) -> SourceKind:
             return kind
     if path.is_dir():
         raise SourceModelError(f"{path} is a directory without saved_model.pb; expected a SavedModel directory")
-    if path.suffix.lower() == ".onnx":
-        raise SourceModelError(f"{path.name} is an ONNX model. {ONNX_IS_NOT_A_SOURCE}. Accepted: {accepted()}")
     raise SourceModelError(f"cannot tell the model format of {path.name}: expected {accepted()}")
 
 
@@ -60,9 +51,19 @@ def source_kind(path: Path) -> str:
     return _find(Path(path)).name
 
 
-def load_source(path: str | Path) -> SourceModel:
-    """Load any registered source kind, or raise :class:`SourceModelError`."""
+def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> SourceModel:
+    """Load any registered source kind, or raise :class:`SourceModelError`.
+
+    ``input_shapes`` fixes dynamic input dimensions by input name (``--input-shape``); the
+    kinds that can have them (ONNX) take it.
+    """
     path = Path(path)
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
-    return _find(path).load(path)
+    kind = _find(path)
+    if input_shapes:
+        if kind.name != "onnx":
+            raise SourceModelError(f"--input-shape applies to ONNX sources; {path.name} is {kind.described}, "
+                                   "whose input shapes are fixed when it is saved")
+        return kind.load(path, input_shapes)
+    return kind.load(path)

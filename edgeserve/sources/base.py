@@ -124,6 +124,10 @@ class SourceModel:
         """Write a SavedModel whose ``serving_default`` takes batch-1 inputs (for TFLite)."""
         raise NotImplementedError
 
+    def operator_counts(self) -> dict[str, int]:
+        """The source's operators (layers, ATen ops, TFLite builtins) and how often each occurs."""
+        return {}
+
     def float_tflite(self, workdir: Path) -> FloatTflite:
         """A float .tflite of this model with batch-1 inputs (the "float-tflite" route)."""
         raise NotImplementedError

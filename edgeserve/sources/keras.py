@@ -36,6 +36,11 @@ class KerasSource(SourceModel):
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [np.asarray(o) for o in outs]
 
+    def operator_counts(self) -> dict[str, int]:
+        import collections
+
+        return dict(collections.Counter(type(layer).__name__ for layer in self.model.layers))
+
     def export_batch1_saved_model(self, directory: Path) -> Path:
         tf = require("tensorflow", "TFLite conversion")
         keras = require("keras", "TFLite conversion")
@@ -70,6 +75,12 @@ class SavedModelSource(SourceModel):
             ),
         )
         super().__init__(path, "saved_model", sig, framework_version)
+
+    def operator_counts(self) -> dict[str, int]:
+        import collections
+
+        return dict(collections.Counter(op.type for op in self._fn.graph.get_operations()
+                                        if op.type not in ("Placeholder", "Const", "Identity", "NoOp")))
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         tf = require("tensorflow")

@@ -63,6 +63,14 @@ class TorchSource(SourceModel):
                 chunks.append([o.detach().cpu().numpy() for o in outs])
         return [np.concatenate([c[i] for c in chunks]) for i in range(len(chunks[0]))]
 
+    def operator_counts(self) -> dict[str, int]:
+        if self.program is not None:
+            names = [str(n.target) for n in self.program.graph.nodes if n.op == "call_function"]
+        else:
+            names = [n.kind() for n in self.module.inlined_graph.nodes()
+                     if not n.kind().startswith(("prim::", "aten::size"))]
+        return dict(collections.Counter(names))
+
     def float_tflite(self, workdir: Path) -> FloatTflite:
         """litert-torch lowers the model to a float .tflite, in the source's own layout (NCHW stays NCHW)."""
         torch = require("torch", "converting a PyTorch model")

@@ -44,6 +44,9 @@ class TfliteSource(SourceModel):
         if not integer:  # LiteRT runs this file in-process: check what it trusts first
             validate_tflite(data)
 
+    def operator_counts(self) -> dict[str, int]:
+        return self.model.op_counts()
+
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self.kind == "tflite":
             raise SourceModelError(

@@ -1,0 +1,88 @@
+"""Which route takes each kind of source to each target, or why none does.
+
+This is the source x target matrix of the README as data: ``edgeserve inspect SOURCE``
+prints it for one source before anything is converted, and the converters follow the
+same routes. A route names the tools it needs; it is "ready" when they are installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from typing import Any
+
+# The import name of each tool a route uses, and the edgeserve extra that installs it.
+_TOOLS = {
+    "tensorflow": ("tensorflow", "convert"),
+    "ai-edge-quantizer": ("ai_edge_quantizer", "convert"),
+    "litert-torch": ("litert_torch", "torch"),
+    "torch": ("torch", "torch"),
+    "torch.export": ("torch", "torch"),
+    "onnx": ("onnx", "convert"),
+    "coremltools": ("coremltools", "convert"),
+    "tflite-micro": ("tflite_micro", "convert"),
+}
+
+_KERAS = ("keras", "keras-h5")
+_TORCH = ("torch-export", "torchscript", "torch-module")
+
+# Why ONNX files are read by edgeserve itself (edgeserve/sources/onnx_torch.py), measured on
+# this project's pins (Python 3.11, tensorflow 2.21, numpy 2, torch 2.13 CPU): onnx2tf 2.x
+# needs Python 3.12; onnx2tf 1.29 pins tensorflow 2.19 and numpy 1.26; onnx2torch imports
+# torchvision, whose PyPI wheels are CUDA builds that do not load beside the CPU torch build;
+# coremltools dropped its ONNX frontend.
+ONNX_READER = "edgeserve ONNX reader"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    target: str
+    steps: tuple[str, ...]  # tools in order; empty when there is no route
+    reason: str = ""  # why there is no route
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.steps)
+
+    def missing(self) -> list[str]:
+        """Tools of this route that are not installed, as 'package (extra)'."""
+        out = []
+        for step in self.steps:
+            tool = _TOOLS.get(step)
+            if tool and importlib.util.find_spec(tool[0]) is None:
+                out.append(f"{step} (pip install 'edgeserve[{tool[1]}]')")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        missing = self.missing() if self.exists else []
+        return {"target": self.target, "route": " -> ".join(self.steps) or None, "exists": self.exists,
+                "ready": self.exists and not missing, "missing": missing, "reason": self.reason or None}
+
+
+def routes_for(kind: str) -> list[Route]:
+    """The route of a source kind to every target, in target order."""
+    if kind in _KERAS or kind == "saved_model":
+        int8 = Route("tflite-int8", ("tensorflow",))
+        coreml = Route("coreml", ("tensorflow", "coremltools")) if kind in _KERAS else Route(
+            "coreml", (), "coremltools does not take a SavedModel from Keras 3; convert the .keras or .h5 file")
+    elif kind in _TORCH:
+        first = ("torch",) if kind != "torchscript" else ("torch", "torch.export (TS2EP)")
+        int8 = Route("tflite-int8", (*first, "litert-torch", "ai-edge-quantizer"))
+        coreml = Route("coreml", ("torch", "coremltools"))
+    elif kind == "tflite-float":
+        int8 = Route("tflite-int8", ("ai-edge-quantizer",))
+        coreml = Route("coreml", (), "coremltools has no TFLite frontend; convert the model the .tflite was made from")
+    elif kind == "tflite":
+        return [
+            Route("tflite-int8", (), "already a full-integer .tflite: use it as it is, or with -t mcu"),
+            Route("mcu", ("tflite-micro",)),
+            Route("coreml", (), "coremltools has no TFLite frontend; convert the model the .tflite was made from"),
+        ]
+    elif kind == "onnx":
+        first = ("onnx", ONNX_READER, "torch.export")
+        int8 = Route("tflite-int8", (*first, "litert-torch", "ai-edge-quantizer"))
+        coreml = Route("coreml", (*first, "coremltools"))
+    else:
+        raise ValueError(f"unknown source kind {kind!r}")
+    mcu = Route("mcu", (*int8.steps, "tflite-micro")) if int8.exists else Route("mcu", (), int8.reason)
+    return [int8, mcu, coreml]

@@ -1,0 +1,154 @@
+"""ONNX sources: a self-contained ``.onnx`` file.
+
+The float reference is ONNX Runtime on the file itself (after the same checks the runtime
+does before ORT parses a file). The TFLite and Core ML routes go through PyTorch: the graph
+becomes an ``nn.Module`` (:mod:`onnx_torch`), ``torch.export`` traces it, and from there it
+is a PyTorch model like any other. NCHW stays NCHW on every route.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve._deps import require
+from edgeserve.errors import SourceModelError, first_line
+from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
+
+ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
+
+
+class OnnxSource(SourceModel):
+    tflite_route = "float-tflite"
+
+    def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+        from edgeserve.onnx_check import validate_onnx
+
+        self.path = path
+        data = path.read_bytes()
+        validate_onnx(data)  # before onnxruntime or the reader parse it
+        onnx = require("onnx", "reading an ONNX model")
+        self._onnx = onnx
+        self.proto = onnx.load_model_from_string(data)
+        self._data = data
+        graph = self.proto.graph
+        constants = {i.name for i in graph.initializer}
+        shapes = dict(input_shapes or {})
+        names = [v.name for v in graph.input if v.name not in constants]
+        unknown = set(shapes) - set(names)
+        if unknown:
+            raise SourceModelError(f"--input-shape names {', '.join(sorted(unknown))}, which {path.name} has no "
+                                   f"input called; its inputs: {', '.join(names)}")
+        inputs = tuple(_input_info(onnx, v, shapes) for v in graph.input if v.name not in constants)
+        opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        self._session: Any = None
+        self._program: Any = None
+        self._input_shapes = [t.shape for t in inputs]
+        outputs = tuple(TensorInfo(v.name, tuple(o.shape), o.dtype.name)
+                        for v, o in zip(graph.output, self._run([np.zeros(t.shape, np.float32) for t in inputs])))
+        super().__init__(path, "onnx", Signature(inputs, outputs), f"onnx {onnx.__version__}, opset {opset}")
+        self.framework = "onnx"
+
+    # ----- float reference: ONNX Runtime ---------------------------------------------------
+    def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if self._session is None:
+            ort = require("onnxruntime", "running an ONNX source")
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            try:
+                self._session = ort.InferenceSession(self._data, options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
+                raise SourceModelError(f"onnxruntime cannot load {self.path.name}: {first_line(exc)}") from exc
+        names = [i.name for i in self._session.get_inputs()]
+        return self._session.run(None, dict(zip(names, [np.asarray(x, np.float32) for x in inputs])))
+
+    def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        chunks = [self._run([x[i : i + 1] for x in inputs]) for i in range(len(inputs[0]))]
+        return [np.concatenate([c[k] for c in chunks]) for k in range(len(chunks[0]))]
+
+    # ----- the PyTorch routes --------------------------------------------------------------
+    @property
+    def program(self) -> Any:
+        """The ExportedProgram of the translated graph (what coremltools and litert-torch take)."""
+        if self._program is None:
+            torch = require("torch", "converting an ONNX model")
+            from edgeserve.sources.onnx_torch import build_module
+
+            module = build_module(self._onnx, self.proto)
+            example = tuple(torch.zeros(shape) for shape in self._input_shapes)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._program = torch.export.export(module, example)
+            except SourceModelError:
+                raise
+            except Exception as exc:  # torch.export raises many types
+                cause = exc.__cause__ if isinstance(exc.__cause__, SourceModelError) else None
+                if cause is not None:
+                    raise cause from exc
+                raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self.path.name}: "
+                                       f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+        return self._program
+
+    @property
+    def module(self) -> Any:
+        return self.program.module()
+
+    def operator_counts(self) -> dict[str, int]:
+        import collections
+
+        return dict(collections.Counter(node.op_type for node in self.proto.graph.node))
+
+    def float_tflite(self, workdir: Path) -> FloatTflite:
+        torch = require("torch", "converting an ONNX model")
+        litert_torch = require("litert_torch", "converting an ONNX model to LiteRT")
+        from edgeserve.sources.pytorch import _quiet, _version
+
+        program = self.program
+        example = tuple(torch.zeros(shape) for shape in self._input_shapes)
+        try:
+            with _quiet():
+                data = bytes(litert_torch.convert(program.module(), example).model_content())
+        except Exception as exc:  # litert-torch raises from lowering and the LiteRT converter
+            raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self.path.name}: "
+                                   f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+        return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,
+                                         "litert-torch": _version("litert-torch")})
+
+
+def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:
+    tensor = value.type.tensor_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    if dtype != "float32":
+        raise SourceModelError(f"input '{value.name}' is {dtype}; edgeserve converts models with float32 inputs")
+    declared = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim]
+    if value.name in shapes:
+        given = tuple(shapes[value.name])
+        if len(given) != len(declared) or any(d is not None and d != g for d, g in zip(declared, given)):
+            raise SourceModelError(f"--input-shape {value.name}={'x'.join(map(str, given))} does not fit the "
+                                   f"declared shape {_dims(declared)}")
+        return TensorInfo(value.name, given, dtype)
+    if declared and declared[0] is None:
+        declared[0] = 1  # a dynamic batch: edge targets run batch 1
+    if any(d is None for d in declared):
+        example = "x".join(str(d) if d else "224" for d in declared)
+        raise SourceModelError(
+            f"input '{value.name}' has dynamic dimensions {_dims(declared)}; edge targets need a fixed shape. "
+            f"Pass --input-shape {value.name}={example} (your sizes)")
+    return TensorInfo(value.name, tuple(declared), dtype)
+
+
+def _dims(dims: list[int | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> OnnxSource:
+    return OnnxSource(path, input_shapes)
+
+
+KINDS = (
+    SourceKind("onnx", "an ONNX (.onnx) file", lambda p: not p.is_dir() and p.suffix.lower() == ".onnx", load_onnx),
+)

@@ -1,0 +1,469 @@
+"""An ONNX graph as a ``torch.nn.Module``, so ONNX files take the PyTorch routes.
+
+No installable converter fits this project's pins (the measurements are in ``edgeserve.routes``),
+so edgeserve reads the graph itself: each node becomes the torch function with the same
+semantics (the ONNX operator specification), float initializers become buffers, and
+``forward`` walks the nodes in order. ``torch.export`` traces that walk into a plain
+graph of ATen ops, which litert-torch and coremltools then take as any PyTorch model.
+
+Shape arithmetic (Shape -> Gather -> Concat -> Reshape, as exporters write it) is folded
+while tracing: values computed only from constants and static shapes stay numpy arrays.
+Every operator of the file is checked before anything runs, so an unsupported one is one
+error naming it and its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch  # this module is imported only on the ONNX routes, which need torch
+
+from edgeserve.errors import EdgeServeError, UnsupportedOpError
+
+Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
+
+
+class OnnxOpError(UnsupportedOpError):
+    def __init__(self, op: str, node: str, detail: str) -> None:
+        self.op, self.target, self.supported = op, "onnx source", sorted(OPS)
+        self.node = node
+        EdgeServeError.__init__(self, (
+            f"ONNX operator {op} (node '{node}') {detail}. Route tried: ONNX -> edgeserve's ONNX reader -> "
+            f"torch.export -> litert-torch. What to do: re-export the model without it (for example with another "
+            f"opset), or convert the model the ONNX file was exported from"))
+
+
+def node_name(node: Any) -> str:
+    """The node's name, or (exporters often leave it empty) the name of its first output."""
+    return node.name or (f"-> {node.output[0]}" if node.output else "unnamed")
+
+
+def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def build_module(onnx: Any, model: Any) -> Any:
+    """The ONNX model as an ``nn.Module`` taking its graph inputs in order (batch-1 shapes)."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise OnnxOpError(f"{node.domain}.{node.op_type}", node_name(node), "is from a custom operator domain")
+        if node.op_type not in OPS:
+            raise OnnxOpError(node.op_type, node_name(node), "has no translation in edgeserve's ONNX reader")
+    initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=1)
+    # Each node carries the model's opset: a few operators changed meaning between versions.
+    nodes = [(n.op_type, list(n.input), list(n.output), _attrs(onnx, n) | {"_opset": opset}, node_name(n))
+             for n in graph.node]
+    inputs = [v.name for v in graph.input if v.name not in initializers]
+    return OnnxGraph(initializers, inputs, [v.name for v in graph.output], nodes).eval()
+
+
+class OnnxGraph(torch.nn.Module):
+    """Runs the nodes in order; litert-torch names the tensors it makes after this class."""
+
+    def __init__(self, initializers: dict[str, np.ndarray], inputs: list[str], outputs: list[str],
+                 nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> None:
+        super().__init__()
+        self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
+        self._names: dict[str, str] = {}
+        self._constants: dict[str, np.ndarray] = {}
+        for i, (name, array) in enumerate(initializers.items()):
+            if array.dtype.kind == "f":  # weights: buffers, so they are the module's state
+                attr = f"w{i}"
+                self.register_buffer(attr, torch.from_numpy(np.array(array, np.float32)))  # a writable copy
+                self._names[name] = attr
+            else:  # int64 shapes, axes, pads: known while tracing
+                self._constants[name] = array
+
+    def forward(self, *xs: Any) -> Any:
+        env: dict[str, Value] = {"": None}
+        env.update(self._constants)
+        env.update({name: getattr(self, attr) for name, attr in self._names.items()})
+        env.update(zip(self.inputs, xs))
+        for op, ins, outs, attrs, name in self.nodes:
+            args = [env[i] for i in ins]
+            try:
+                result = OPS[op](args, attrs)
+            except (ValueError, NotImplementedError) as exc:
+                raise OnnxOpError(op, name, str(exc)) from exc
+            results = result if isinstance(result, tuple) else (result,)
+            env.update(zip(outs, results))
+        found = tuple(_tensor(env[o]) for o in self.outputs)
+        return found[0] if len(found) == 1 else found
+
+
+# ----- operators ----------------------------------------------------------------------------
+def _torch() -> Any:
+    return torch
+
+
+def _is_np(*values: Value) -> bool:
+    return all(isinstance(v, np.ndarray) or v is None for v in values)
+
+
+def _tensor(v: Value) -> Any:
+    torch = _torch()
+    return torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+
+
+def _ints(v: Value) -> list[int]:
+    if not isinstance(v, np.ndarray):
+        raise ValueError("needs a value known before the model runs (a constant or a static shape)")
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def _binary(np_fn: Callable[..., Any], torch_fn: Callable[..., Any]) -> Callable[..., Value]:
+    def run(args: list[Value], attrs: dict[str, Any]) -> Value:
+        a, b = args
+        if _is_np(a, b):
+            return np_fn(a, b)
+        return torch_fn(_tensor(a), _tensor(b))
+    return run
+
+
+def _unary(torch_name: str) -> Callable[..., Value]:
+    def run(args: list[Value], attrs: dict[str, Any]) -> Value:
+        return getattr(_torch(), torch_name)(_tensor(args[0]))
+    return run
+
+
+def _spatial_pads(pads: list[int], rank: int) -> tuple[list[int] | None, list[int] | None]:
+    """ONNX pads [b1, b2, ..., e1, e2, ...] as a symmetric padding, or as F.pad's list when asymmetric."""
+    if not pads:
+        return [0] * rank, None
+    begins, ends = pads[:rank], pads[rank:]
+    if begins == ends:
+        return begins, None
+    flat: list[int] = []
+    for b, e in zip(reversed(begins), reversed(ends)):
+        flat += [b, e]
+    return None, flat
+
+
+def _check_auto_pad(attrs: dict[str, Any]) -> None:
+    mode = attrs.get("auto_pad", b"NOTSET")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("NOTSET", "VALID"):
+        raise NotImplementedError(f"auto_pad {mode} is not supported (pads must be explicit)")
+
+
+def _conv(args: list[Value], attrs: dict[str, Any]) -> Value:
+    torch = _torch()
+    _check_auto_pad(attrs)
+    x, w = _tensor(args[0]), _tensor(args[1])
+    b = _tensor(args[2]) if len(args) > 2 and args[2] is not None else None
+    rank = w.dim() - 2
+    sym, flat = _spatial_pads(list(attrs.get("pads", [])), rank)
+    if flat is not None:
+        x, sym = torch.nn.functional.pad(x, flat), [0] * rank
+    fn = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d}.get(rank)
+    if fn is None:
+        raise NotImplementedError(f"{rank}-D convolution is not supported")
+    return fn(x, w, b, stride=list(attrs.get("strides", [1] * rank)), padding=sym,
+              dilation=list(attrs.get("dilations", [1] * rank)), groups=int(attrs.get("group", 1)))
+
+
+def _pool(kind: str) -> Callable[..., Value]:
+    def run(args: list[Value], attrs: dict[str, Any]) -> Value:
+        torch = _torch()
+        _check_auto_pad(attrs)
+        x = _tensor(args[0])
+        kernel = list(attrs["kernel_shape"])
+        rank = len(kernel)
+        if rank != 2:
+            raise NotImplementedError(f"{rank}-D pooling is not supported")
+        sym, flat = _spatial_pads(list(attrs.get("pads", [])), rank)
+        strides = list(attrs.get("strides", [1] * rank))
+        ceil = bool(attrs.get("ceil_mode", 0))
+        if kind == "max":
+            if flat is not None:
+                x, sym = torch.nn.functional.pad(x, flat, value=float("-inf")), [0] * rank
+            if list(attrs.get("dilations", [1] * rank)) != [1] * rank:
+                raise NotImplementedError("dilated max pooling is not supported")
+            return torch.nn.functional.max_pool2d(x, kernel, strides, sym, ceil_mode=ceil)
+        include = bool(attrs.get("count_include_pad", 0))
+        if flat is not None:
+            if not include:
+                raise NotImplementedError("asymmetric pads with count_include_pad=0 are not supported")
+            x, sym = torch.nn.functional.pad(x, flat), [0] * rank
+        return torch.nn.functional.avg_pool2d(x, kernel, strides, sym, ceil_mode=ceil, count_include_pad=include)
+    return run
+
+
+def _gemm(args: list[Value], attrs: dict[str, Any]) -> Value:
+    a, b = _tensor(args[0]), _tensor(args[1])
+    if attrs.get("transA", 0):
+        a = a.transpose(0, 1)
+    if attrs.get("transB", 0):
+        b = b.transpose(0, 1)
+    y = (a @ b) * float(attrs.get("alpha", 1.0))
+    if len(args) > 2 and args[2] is not None:
+        y = y + _tensor(args[2]) * float(attrs.get("beta", 1.0))
+    return y
+
+
+def _batch_norm(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, scale, bias, mean, var = (_tensor(a) for a in args[:5])
+    return _torch().nn.functional.batch_norm(x, mean, var, scale, bias, training=False,
+                                             eps=float(attrs.get("epsilon", 1e-5)))
+
+
+def _reshape(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, shape = args[0], _ints(args[1])
+    dims = list(x.shape)
+    if not attrs.get("allowzero", 0):
+        shape = [dims[i] if s == 0 else s for i, s in enumerate(shape)]
+    return x.reshape(shape)
+
+
+def _flatten(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x = args[0]
+    axis = int(attrs.get("axis", 1))
+    axis = axis if axis >= 0 else x.ndim + axis
+    lead = int(np.prod(x.shape[:axis])) if axis else 1
+    return x.reshape(lead, -1)
+
+
+def _axes(args: list[Value], attrs: dict[str, Any]) -> list[int] | None:
+    if "axes" in attrs:
+        return list(attrs["axes"])
+    if len(args) > 1 and args[1] is not None:
+        return _ints(args[1])
+    return None
+
+
+def _squeeze(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, axes = args[0], _axes(args, attrs)
+    if axes is None:
+        axes = [i for i, d in enumerate(x.shape) if d == 1]
+    axes = sorted(a % x.ndim for a in axes)
+    if isinstance(x, np.ndarray):
+        return np.squeeze(x, tuple(axes))
+    for a in reversed(axes):
+        x = x.squeeze(a)
+    return x
+
+
+def _unsqueeze(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, axes = args[0], _axes(args, attrs)
+    rank = x.ndim + len(axes or [])
+    for a in sorted(a % rank for a in axes or []):
+        x = np.expand_dims(x, a) if isinstance(x, np.ndarray) else x.unsqueeze(a)
+    return x
+
+
+def _concat(args: list[Value], attrs: dict[str, Any]) -> Value:
+    axis = int(attrs["axis"])
+    if _is_np(*args):
+        return np.concatenate(args, axis=axis)
+    return _torch().cat([_tensor(a) for a in args], dim=axis)
+
+
+def _gather(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, idx = args
+    axis = int(attrs.get("axis", 0))
+    if _is_np(x, idx):
+        return np.take(x, idx, axis=axis)
+    if isinstance(idx, np.ndarray) and idx.ndim == 0:
+        return _tensor(x).select(axis, int(idx))
+    torch = _torch()
+    return torch.index_select(_tensor(x), axis, _tensor(np.asarray(idx, np.int64)).reshape(-1)).reshape(
+        *x.shape[:axis], *np.shape(idx), *x.shape[axis + 1:])
+
+
+def _slice(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x = args[0]
+    starts, ends = _ints(args[1]), _ints(args[2])
+    axes = _ints(args[3]) if len(args) > 3 and args[3] is not None else list(range(len(starts)))
+    steps = _ints(args[4]) if len(args) > 4 and args[4] is not None else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a % x.ndim] = slice(s, None if e >= 2**62 else e, st)
+    return x[tuple(index)]
+
+
+def _softmax(log: bool) -> Callable[..., Value]:
+    def run(args: list[Value], attrs: dict[str, Any]) -> Value:
+        fn = _torch().log_softmax if log else _torch().softmax
+        x = _tensor(args[0])
+        if attrs["_opset"] >= 13:
+            return fn(x, dim=int(attrs.get("axis", -1)))
+        # Before opset 13 the input is flattened to 2-D at ``axis`` (default 1) and the
+        # softmax runs over everything after it.
+        axis = int(attrs.get("axis", 1)) % x.dim()
+        lead = int(np.prod(x.shape[:axis])) if axis else 1
+        return fn(x.reshape(lead, -1), dim=1).reshape(x.shape)
+    return run
+
+
+def _sum(args: list[Value], attrs: dict[str, Any]) -> Value:
+    total = _tensor(args[0])
+    for a in args[1:]:
+        total = total + _tensor(a)
+    return total
+
+
+def _lrn(args: list[Value], attrs: dict[str, Any]) -> Value:
+    # ONNX: x / (bias + alpha / size * sum of squares over `size` channels) ** beta, which is
+    # torch's local_response_norm with the same four numbers.
+    return _torch().nn.functional.local_response_norm(
+        _tensor(args[0]), int(attrs["size"]), alpha=float(attrs.get("alpha", 1e-4)),
+        beta=float(attrs.get("beta", 0.75)), k=float(attrs.get("bias", 1.0)))
+
+
+def _clip(args: list[Value], attrs: dict[str, Any]) -> Value:
+    lo = float(args[1]) if len(args) > 1 and args[1] is not None else attrs.get("min")
+    hi = float(args[2]) if len(args) > 2 and args[2] is not None else attrs.get("max")
+    return _torch().clamp(_tensor(args[0]), min=lo, max=hi)
+
+
+def _reduce_mean(args: list[Value], attrs: dict[str, Any]) -> Value:
+    axes = _axes(args, attrs)
+    x = _tensor(args[0])
+    return x.mean(dim=axes if axes is not None else list(range(x.dim())), keepdim=bool(attrs.get("keepdims", 1)))
+
+
+def _pad(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x = _tensor(args[0])
+    pads = list(attrs["pads"]) if "pads" in attrs else _ints(args[1])
+    value = float(np.asarray(args[2]).reshape(-1)[0]) if len(args) > 2 and args[2] is not None else 0.0
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    rank = x.dim()
+    flat: list[int] = []
+    for i in reversed(range(rank)):
+        flat += [pads[i], pads[i + rank]]
+    while len(flat) > 2 and flat[-2:] == [0, 0]:
+        flat = flat[:-2]
+    if mode == "constant":
+        return _torch().nn.functional.pad(x, flat, value=value)
+    if mode in ("reflect", "edge"):
+        return _torch().nn.functional.pad(x, flat, mode="reflect" if mode == "reflect" else "replicate")
+    raise NotImplementedError(f"pad mode {mode} is not supported")
+
+
+def _cast(args: list[Value], attrs: dict[str, Any]) -> Value:
+    from onnx import helper
+
+    dtype = helper.tensor_dtype_to_np_dtype(int(attrs["to"]))
+    x = args[0]
+    if isinstance(x, np.ndarray):
+        return x.astype(dtype)
+    if dtype.kind != "f":
+        raise NotImplementedError(f"casting a run-time tensor to {dtype} is not supported")
+    return x.float()
+
+
+def _constant(args: list[Value], attrs: dict[str, Any]) -> Value:
+    from onnx import numpy_helper
+
+    if "value" in attrs:
+        array = numpy_helper.to_array(attrs["value"])
+    elif "value_float" in attrs:
+        array = np.asarray(attrs["value_float"], np.float32)
+    elif "value_int" in attrs:
+        array = np.asarray(attrs["value_int"], np.int64)
+    elif "value_ints" in attrs:
+        array = np.asarray(attrs["value_ints"], np.int64)
+    else:
+        raise NotImplementedError(f"Constant with {sorted(attrs)} is not supported")
+    return array
+
+
+def _constant_of_shape(args: list[Value], attrs: dict[str, Any]) -> Value:
+    from onnx import numpy_helper
+
+    value = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.zeros(1, np.float32)
+    return np.full(_ints(args[0]), value.reshape(-1)[0], dtype=value.dtype)
+
+
+def _shape(args: list[Value], attrs: dict[str, Any]) -> Value:
+    dims = np.asarray([int(d) for d in args[0].shape], np.int64)
+    return dims[attrs.get("start", 0): attrs.get("end", len(dims))]
+
+
+def _transpose(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x = args[0]
+    perm = list(attrs.get("perm", reversed(range(x.ndim))))
+    return np.transpose(x, perm) if isinstance(x, np.ndarray) else x.permute(perm)
+
+
+def _hard_sigmoid(args: list[Value], attrs: dict[str, Any]) -> Value:
+    # clamp(alpha*x + beta, 0, 1), written as relu6(6*(alpha*x + beta)) / 6: a clamp to [0, 1]
+    # lowers to RELU_0_TO_1, which ai-edge-quantizer 0.10 leaves in float; RELU6 quantizes.
+    x = _tensor(args[0])
+    y = x * (6.0 * float(attrs.get("alpha", 0.2))) + 6.0 * float(attrs.get("beta", 0.5))
+    return torch.nn.functional.relu6(y) * (1.0 / 6.0)
+
+
+def _leaky_relu(args: list[Value], attrs: dict[str, Any]) -> Value:
+    return _torch().nn.functional.leaky_relu(_tensor(args[0]), float(attrs.get("alpha", 0.01)))
+
+
+def _prelu(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, slope = _tensor(args[0]), _tensor(args[1])
+    return _torch().where(x >= 0, x, x * slope)
+
+
+def _global_pool(kind: str) -> Callable[..., Value]:
+    def run(args: list[Value], attrs: dict[str, Any]) -> Value:
+        x = _tensor(args[0])
+        dims = list(range(2, x.dim()))
+        return x.mean(dim=dims, keepdim=True) if kind == "avg" else x.amax(dim=dims, keepdim=True)
+    return run
+
+
+OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
+    "Add": _binary(np.add, lambda a, b: a + b),
+    "Sub": _binary(np.subtract, lambda a, b: a - b),
+    "Mul": _binary(np.multiply, lambda a, b: a * b),
+    "Div": _binary(lambda a, b: a // b if a.dtype.kind in "iu" else a / b, lambda a, b: a / b),
+    "MatMul": _binary(np.matmul, lambda a, b: a @ b),
+    "Max": _binary(np.maximum, lambda a, b: _torch().maximum(a, b)),
+    "Min": _binary(np.minimum, lambda a, b: _torch().minimum(a, b)),
+    "Pow": _binary(np.power, lambda a, b: a ** b),
+    "Relu": _unary("relu"),
+    "Sigmoid": _unary("sigmoid"),
+    "Tanh": _unary("tanh"),
+    "Exp": _unary("exp"),
+    "Sqrt": _unary("sqrt"),
+    "Neg": _unary("neg"),
+    "Abs": _unary("abs"),
+    "HardSwish": lambda a, _: _torch().nn.functional.hardswish(_tensor(a[0])),
+    "HardSigmoid": _hard_sigmoid,
+    "LeakyRelu": _leaky_relu,
+    "PRelu": _prelu,
+    "Clip": _clip,
+    "Softmax": _softmax(False),
+    "Sum": _sum,
+    "LRN": _lrn,
+    "LogSoftmax": _softmax(True),
+    "Conv": _conv,
+    "MaxPool": _pool("max"),
+    "AveragePool": _pool("avg"),
+    "GlobalAveragePool": _global_pool("avg"),
+    "GlobalMaxPool": _global_pool("max"),
+    "Gemm": _gemm,
+    "BatchNormalization": _batch_norm,
+    "Flatten": _flatten,
+    "Reshape": _reshape,
+    "Transpose": _transpose,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Concat": _concat,
+    "Gather": _gather,
+    "Slice": _slice,
+    "ReduceMean": _reduce_mean,
+    "Pad": _pad,
+    "Cast": _cast,
+    "Constant": _constant,
+    "Shape": _shape,
+    "ConstantOfShape": _constant_of_shape,
+    "Identity": lambda a, _: a[0],
+    "Dropout": lambda a, _: a[0],
+}
