@@ -11,7 +11,7 @@ DEMO_OUT := build/digits
 # Compilers for the microcontroller target's tests (host C/C++ and GNU Arm for Cortex-M).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
-.PHONY: setup toolchain demo test test-fast bench clean
+.PHONY: setup toolchain registry-models demo test test-fast bench clean
 
 setup: $(VENV)/.installed toolchain
 
@@ -55,10 +55,14 @@ demo: setup
 	$(PY) examples/digits/run_artifact.py $(DEMO_OUT) $(EXAMPLE)/frames.npz
 	$(ES) bench $(DEMO_OUT) --synthetic 640x480 --frames 300
 
-test: setup
+# Real models from PyPI wheels (MediaPipe, rapidocr), fetched once into ~/.cache/edgeserve.
+registry-models: setup
+	$(PY) tests/registry_models.py
+
+test: setup registry-models
 	$(PY) -m pytest
 
-test-fast: setup
+test-fast: setup registry-models
 	$(PY) -m pytest -m "not slow"
 
 bench: setup

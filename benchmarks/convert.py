@@ -1,12 +1,18 @@
-"""Conversion wall time and sizes per model, for the README.
+"""Conversion wall time and sizes per model, and per route, for the README.
 
-    python benchmarks/convert.py [--json] [--out build/bench]
+    python benchmarks/convert.py [--json] [--out build/bench] [--only models|routes]
 
-Runs `edgeserve convert -t tflite-int8` (the Python API, one process) on the bundled
+models: `edgeserve convert -t tflite-int8` (the Python API, one process) on the bundled
 digits example and the four MLPerf Tiny Keras sources in ../shared/testdata, with
 offline calibration data (examples/mlperf_tiny/calibration_data.py). Reports, per model:
 source and INT8 file sizes, the size ratio, total conversion wall time (export,
 calibration, per-layer debugger, conversion, LiteRT verification) and the metric.
+
+routes: the same digits CNN trained in PyTorch (tests/torch_digits.py) from each source
+kind (Keras, .pt2, TorchScript, nn.Module, ONNX, float .tflite) to tflite-int8 alone and
+to every target (tflite-int8, mcu, coreml), and MobileNet-sized models: vww_96
+(MobileNetV1, Keras .h5 and its float .tflite) and PaddleOCR's MobileNetV3 text-direction
+classifier (ONNX, from the rapidocr-onnxruntime wheel; tests/registry_models.py).
 """
 
 from __future__ import annotations
@@ -87,16 +93,101 @@ def run(work: Path) -> list[dict]:
     return rows
 
 
+def _timed(source: object, targets: list[str], out: Path, **kwargs: object) -> tuple[float, dict]:
+    from edgeserve.errors import AccuracyError
+    from edgeserve.pipeline import convert
+
+    start = time.perf_counter()
+    try:
+        manifest = convert(source, targets, out, **kwargs).manifest  # type: ignore[arg-type]
+    except AccuracyError as exc:
+        manifest = exc.result.manifest
+    return time.perf_counter() - start, {a["target"]: a for a in manifest["artifacts"]}
+
+
+def route_cases(work: Path) -> list[dict]:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import registry_models
+    import torch_digits
+
+    from edgeserve.preprocess import PreprocessSpec
+
+    data = _script(ROOT / "examples" / "mlperf_tiny" / "calibration_data.py")
+    digits = _script(ROOT / "examples" / "digits" / "build_model.py")
+    keras_example = work / "digits_example"
+    if not (keras_example / "digits_cnn.keras").exists():
+        digits.build(keras_example)
+    tex = torch_digits.build(work / "torch_digits", epochs=25)
+    torch.onnx.export(tex.module, (torch.zeros(1, 3, 8, 8),), str(tex.root / "digits.onnx"), input_names=["image"],
+                      dynamo=False)
+    photos = data.photo_folder(work / "photos", n=120, seed=0)
+    ocr = registry_models.registry_model(registry_models.OCR_CLS, work)
+    ocr_calib = work / "ocr_calib.npz"
+    np.savez(ocr_calib, x=np.random.default_rng(0).uniform(-1, 1, (64, 3, 48, 192)).astype(np.float32))
+    t = {"calib": tex.root / "calib.npz", "eval_data": tex.root / "eval.npz", "preprocess": torch_digits.SPEC}
+    k = {"calib": keras_example / "calib.npz", "eval_data": keras_example / "eval.npz"}
+    return [
+        {"model": "digits CNN", "kind": "Keras .keras", "source": keras_example / "digits_cnn.keras", "kw": k},
+        {"model": "digits CNN", "kind": "PyTorch .pt2", "source": tex.root / "digits.pt2", "kw": t},
+        {"model": "digits CNN", "kind": "TorchScript .pt", "source": tex.root / "digits.pt", "kw": t},
+        {"model": "digits CNN", "kind": "nn.Module", "source": tex.module,
+         "kw": t | {"example_inputs": torch.zeros(1, 3, 8, 8)}},
+        {"model": "digits CNN", "kind": "ONNX", "source": tex.root / "digits.onnx", "kw": t},
+        {"model": "vww_96 (MobileNetV1)", "kind": "Keras .h5", "source": MLPERF / "vww_96.h5",
+         "kw": {"calib": photos, "preprocess": PreprocessSpec()}, "targets": ["tflite-int8", "mcu"]},
+        {"model": "vww_96 (MobileNetV1)", "kind": "float .tflite", "source": MLPERF / "vww_96_float.tflite", "kw": {"calib": photos, "preprocess": PreprocessSpec()},
+         "targets": ["tflite-int8", "mcu"]},
+        {"model": "PP-OCR cls (MobileNetV3)", "kind": "ONNX", "source": ocr,
+         "kw": {"calib": ocr_calib, "input_shapes": {"x": (1, 3, 48, 192)}}},
+    ]
+
+
+def run_routes(work: Path) -> list[dict]:
+    rows = []
+    for i, case in enumerate(route_cases(work)):
+        if isinstance(case["source"], Path) and not case["source"].exists():
+            continue
+        kw = dict(case["kw"]) | {"options": {"max_drop": 100.0, "fit_check": False}}
+        every = case.get("targets", ["tflite-int8", "mcu", "coreml"])
+        int8_s, entries = _timed(case["source"], ["tflite-int8"], work / f"route{i}_int8", **kw)
+        all_s, entries_all = _timed(case["source"], every, work / f"route{i}_all", **kw)
+        int8 = entries["tflite-int8"]
+        rows.append({
+            "model": case["model"], "source": case["kind"],
+            "route": (int8.get("route") or {}).get("float_model", "") + " -> " + (int8.get("route") or {}).get(
+                "quantizer", ""),
+            "tflite_int8_seconds": round(int8_s, 1),
+            "targets": every, "all_targets_seconds": round(all_s, 1),
+            "statuses": {t: e["status"] for t, e in entries_all.items()},
+            "int8_drop": int8["metrics"]["drop_points"], "metric": int8["metrics"]["metric"],
+            "int8_sqnr_db": next(iter((int8.get("output_sqnr_db") or {}).values()), None),
+        })
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=["models", "routes"])
     args = parser.parse_args()
     if not MLPERF.is_dir():
         sys.exit(f"needs ../shared/testdata beside the project: {MLPERF} not found")
-    rows = run(args.out)
+    routes = run_routes(args.out / "routes") if args.only != "models" else []
+    rows = run(args.out) if args.only != "routes" else []
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"models": rows, "routes": routes}, indent=2))
+        return
+    if routes:
+        print("| model | source | route | tflite-int8 s | all targets s | targets | int8 drop | int8 SQNR dB |")
+        print("|---|---|---|---:|---:|---|---:|---:|")
+        for r in routes:
+            print(f"| {r['model']} | {r['source']} | {r['route']} | {r['tflite_int8_seconds']} | "
+                  f"{r['all_targets_seconds']} | {', '.join(r['targets'])} | {r['int8_drop']} ({r['metric']}) | "
+                  f"{r['int8_sqnr_db']} |")
+    if not rows:
         return
     print("| model | source bytes | INT8 bytes | ratio | convert s | metric | float | INT8 | drop |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|")

@@ -52,11 +52,12 @@ def test_unknown_target_suggests_the_close_one(tmp_path: Path) -> None:
 
 
 def test_unknown_source_format_names_the_accepted_ones(tmp_path: Path) -> None:
-    onnx = tmp_path / "model.onnx"
-    onnx.write_bytes(b"\x08\x07")
-    result = invoke("convert", str(onnx), "-t", "tflite-int8", "-o", str(tmp_path / "o"))
+    model = tmp_path / "model.caffemodel"
+    model.write_bytes(b"\x08\x07")
+    result = invoke("convert", str(model), "-t", "tflite-int8", "-o", str(tmp_path / "o"))
     assert result.exit_code == 1
-    assert ".keras file" in result.stderr and "SavedModel directory" in result.stderr
+    for kind in (".keras file", "SavedModel directory", "ExportedProgram (.pt2)", "ONNX (.onnx) file", ".tflite file"):
+        assert kind in result.stderr, kind
 
 
 def test_targets_json() -> None:

@@ -67,6 +67,7 @@ def test_onnx_reaches_every_target(example: TorchExample, tmp_path: Path) -> Non
     # The reader + litert-torch float model computes what ONNX Runtime does on the file.
     assert all(v is None or v > 60 for v in int8["route"]["float_vs_source"]["sqnr_db"].values())
     assert int8["inputs"][0]["shape"] == [1, 3, 8, 8]  # NCHW, as the ONNX file takes it
+    assert int8["inputs"][0]["name"] == "image" and [o["name"] for o in int8["outputs"]] == ["probs"]
 
     with np.load(example.root / "eval.npz") as data:
         x = data["x"]

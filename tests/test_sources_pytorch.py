@@ -145,3 +145,45 @@ def test_sources_that_cannot_take_the_route_say_why(example: TorchExample, tmp_p
     assert not (tmp_path / "b").exists() and source.read_bytes() == before
     with pytest.raises(UnsupportedOpError):
         _convert(source, ["tflite-int8"], tmp_path / "c", example)
+
+
+def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
+    """Two inputs of different shapes, two outputs: the INT8 model takes and gives them in the
+    source's order, under the source's names, and each output agrees with torch."""
+
+    class TwoInTwoOut(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.image = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.side = torch.nn.Linear(5, 4)
+
+        def forward(self, image: torch.Tensor, side: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            pooled = self.image(image).mean(dim=(2, 3))
+            return pooled + self.side(side), torch.relu(self.side(side))
+
+    torch.manual_seed(0)
+    module = TwoInTwoOut().eval()
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((64, 3, 8, 8)).astype(np.float32)
+    sides = rng.standard_normal((64, 5)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", image=images, side=sides)
+    source = tmp_path / "two.pt2"
+    torch.export.save(torch.export.export(module, (torch.zeros(1, 3, 8, 8), torch.zeros(1, 5))), source)
+    from edgeserve.pipeline import convert
+    from edgeserve.sources import load_source
+
+    signature = load_source(source).signature
+    result = convert(source, ["tflite-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                     options={"max_drop": 100.0})
+    (entry,) = result.manifest["artifacts"]
+    assert [(i["name"], i["shape"]) for i in entry["inputs"]] == [("image", [1, 3, 8, 8]), ("side", [1, 5])]
+    assert [o["name"] for o in entry["outputs"]] == [t.name for t in signature.outputs]
+    from edgeserve.runtime.litert import TfliteRunner
+
+    got = TfliteRunner((tmp_path / "out" / entry["path"]).read_bytes()).predict([images, sides])[0]
+    with torch.no_grad():
+        expected = [t.numpy() for t in module(torch.from_numpy(images), torch.from_numpy(sides))]
+    from edgeserve.metrics import sqnr_db
+
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and sqnr_db(e, g) > 25.0

@@ -208,3 +208,33 @@ def test_an_operator_the_quantizer_leaves_float_is_one_error(tmp_path: Path) -> 
     with pytest.raises(UnsupportedOpError) as err:
         _convert(palm, ["tflite-int8"], tmp_path / "out2", tmp_path / "calib.npz")
     assert err.value.op == "PRELU"
+
+
+def test_tensors_sharing_a_name_are_renamed_and_nothing_else_changes(digits_floats: Path) -> None:
+    """The quantizer keys calibration ranges by tensor name; litert-torch gives every op of a
+    one-module model the same name. Renaming is the only change: outputs are identical."""
+    import flatbuffers
+
+    from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
+    from edgeserve.tflite_metadata import schema_module
+
+    schema = schema_module()
+    data = (digits_floats / "digits.tflite").read_bytes()
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    graph = model.subgraphs[0]
+    produced = [op.outputs[0] for op in graph.operators]
+    for index in produced[:3]:
+        graph.tensors[index].name = "same"
+    builder = flatbuffers.Builder(len(data) * 2)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    clashing = bytes(builder.Output())
+
+    prepared = prepare_float_tflite(clashing)
+    assert any("renamed 2 tensor(s)" in step for step in prepared.steps), prepared.steps
+    from edgeserve.tflite_model import TfliteModel
+
+    names = [t.name for t in TfliteModel.from_bytes(prepared.model).subgraphs[0].tensors]
+    assert len(names) == len(set(names))
+    x = np.random.default_rng(0).random((4, 8, 8, 1), np.float32)
+    np.testing.assert_array_equal(_litert(clashing, x)[0], _litert(prepared.model, x)[0])
+    assert prepare_float_tflite(data).steps == ()  # a clean TensorFlow file needs nothing

@@ -139,7 +139,9 @@ class TfliteInt8Converter(Converter):
         self._floated = floated
         with ctx.progress.step("prepare the float .tflite for quantization"):
             alternative = "" if ctx.source.kind.startswith("tflite") else ", or convert with -t coreml, which runs it in float"
-            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative)
+            signature = ctx.source.signature
+            names = ([t.name for t in signature.inputs], [t.name for t in signature.outputs])
+            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative, names)
 
     def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The route and every tool's version, and (float-.tflite route) the float model against its source."""

@@ -38,8 +38,13 @@ class Prepared:
     steps: tuple[str, ...]  # what was changed, for the manifest; empty when nothing was needed
 
 
-def prepare_float_tflite(data: bytes) -> Prepared:
-    """The model with the three fixes above applied where needed."""
+def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | None = None) -> Prepared:
+    """The model with the fixes above applied where needed.
+
+    ``io_names`` (input names, output names, in the model's order) renames the model's inputs
+    and outputs and its signature entries to the source's names: litert-torch calls them
+    ``args_0`` and ``output_0``, and an ONNX file's ``probs`` should stay ``probs``.
+    """
     import flatbuffers
 
     schema = schema_module()
@@ -47,7 +52,8 @@ def prepare_float_tflite(data: bytes) -> Prepared:
         model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     except Exception as exc:  # the generated reader raises struct/index errors on bad bytes
         raise SourceModelError(f"cannot read the float .tflite: {exc}") from exc
-    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model), _unique_names(model),
+    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model),
+                         _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:
         return Prepared(data, ())
@@ -179,6 +185,32 @@ def _reads_float(graph: Any, op: Any) -> bool:
     """True for a hybrid (dynamic-range) op: its first input is a float activation."""
     first = op.inputs[0] if op.inputs is not None and len(op.inputs) else -1
     return first >= 0 and graph.tensors[first].type == _FLOAT32
+
+
+def _name_io(model: Any, io_names: tuple[list[str], list[str]]) -> str | None:
+    graph = model.subgraphs[0]
+    renamed = 0
+    for indices, names in ((graph.inputs, io_names[0]), (graph.outputs, io_names[1])):
+        if len(indices) != len(names):
+            return None  # not the source's signature: leave the model's own names
+        for index, name in zip(indices, names):
+            tensor = graph.tensors[int(index)]
+            current = tensor.name.decode() if isinstance(tensor.name, bytes) else tensor.name
+            if name and current != name:
+                for other in graph.tensors:  # a clash would be renamed away again by _unique_names
+                    if other is not tensor and (other.name.decode() if isinstance(other.name, bytes)
+                                                else other.name) == name:
+                        other.name = f"{name}#inner"
+                tensor.name = name
+                renamed += 1
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex == 0:
+            for maps, indices, names in ((signature.inputs, graph.inputs, io_names[0]),
+                                         (signature.outputs, graph.outputs, io_names[1])):
+                by_index = {int(i): n for i, n in zip(indices, names)}
+                for entry in maps or []:
+                    entry.name = by_index.get(entry.tensorIndex, entry.name)
+    return f"named {renamed} input/output tensor(s) as the source names them" if renamed else None
 
 
 def _unique_names(model: Any) -> str | None:

@@ -61,13 +61,13 @@ class QuantizerRoute:
     io_types = ("int8",)
 
     def __init__(self, float_model: bytes, calibration: Any, io: str, described: str = "float .tflite",
-                 alternative: str = "") -> None:
+                 alternative: str = "", io_names: tuple[list[str], list[str]] | None = None) -> None:
         if io not in self.io_types:
             raise InputError(
                 f"--io {io} is not available on the {NAME} route (a PyTorch, ONNX or float .tflite source): "
                 f"it makes int8 model inputs and outputs; use --io int8, or convert a Keras source for --io {io}"
             )
-        self.prepared: Prepared = prepare_float_tflite(float_model)
+        self.prepared: Prepared = prepare_float_tflite(float_model, io_names)
         self.calibration = calibration
         self.described = described  # the route up to the float model, for error messages
         self.alternative = alternative  # ", or ..." another target that takes this source
