@@ -119,6 +119,7 @@ def route_cases(work: Path) -> list[dict]:
     keras_example = work / "digits_example"
     if not (keras_example / "digits_cnn.keras").exists():
         digits.build(keras_example)
+    (work / "torch_digits").mkdir(parents=True, exist_ok=True)
     tex = torch_digits.build(work / "torch_digits", epochs=25)
     torch.onnx.export(tex.module, (torch.zeros(1, 3, 8, 8),), str(tex.root / "digits.onnx"), input_names=["image"],
                       dynamo=False)

@@ -191,13 +191,13 @@ def ocr_cls(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return model
 
 
-def test_a_real_onnx_model_reaches_tflite_int8_and_mcu(ocr_cls: Path, tmp_path: Path) -> None:
+def test_a_real_onnx_model_reaches_every_target(ocr_cls: Path, tmp_path: Path) -> None:
     from edgeserve.pipeline import convert
     from edgeserve.sources import load_source
 
     source = load_source(ocr_cls, {"x": (1, 3, 48, 192)})
     assert source.operator_counts()["HardSigmoid"] == 9 and source.operator_counts()["Conv"] == 53
-    result = convert(ocr_cls, ["tflite-int8", "mcu"], tmp_path, calib=ocr_cls.parent / "calib.npz",
+    result = convert(ocr_cls, ["tflite-int8", "mcu", "coreml"], tmp_path, calib=ocr_cls.parent / "calib.npz",
                      input_shapes={"x": (1, 3, 48, 192)}, options={"max_drop": 100.0, "fit_check": False})
     entries = {a["target"]: a for a in result.manifest["artifacts"]}
     int8 = entries["tflite-int8"]
@@ -210,3 +210,30 @@ def test_a_real_onnx_model_reaches_tflite_int8_and_mcu(ocr_cls: Path, tmp_path: 
     assert sqnr >= 13.0, int8["output_sqnr_db"]
     assert int8["agreement"]["top1_agreement"] >= 0.85
     assert entries["mcu"]["status"] == "ok" and entries["mcu"]["verification"]["max_abs_diff"] <= 3
+    # The MobileNet-sized check of the issue, with this model in place of torchvision's (whose
+    # wheels do not load here): NCHW recorded for both artifacts, Core ML agrees with ORT.
+    assert int8["inputs"][0]["shape"] == [1, 3, 48, 192] and result.manifest["preprocess"]["layout"] == "nchw"
+    coreml = entries["coreml"]
+    assert coreml["status"] == "ok" and coreml["verification"]["top1_agreement"] >= 0.98
+
+
+@pytest.mark.parametrize("name, kind, first_op", [
+    ("digits.pt2", "torch-export", "aten.conv2d.default"),
+    ("digits.pt", "torchscript", "aten::_convolution"),
+    ("digits.onnx", "onnx", "Conv"),
+])
+def test_inspect_shows_the_signature_operators_and_routes_before_converting(
+        example: TorchExample, name: str, kind: str, first_op: str) -> None:
+    result = CliRunner().invoke(cli, ["inspect", str(example.root / name), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["kind"] == "source" and info["source_kind"] == kind
+    # As the file declares it: the ONNX export left the batch dynamic (converted as 1).
+    assert [i["shape"] for i in info["inputs"]] == [[None if kind == "onnx" else 1, 3, 8, 8]]
+    assert info["ops"][first_op] >= 1
+    routes = {r["target"]: r for r in info["routes"]}
+    assert set(routes) == {"tflite-int8", "mcu", "coreml"}
+    assert all(r["exists"] and r["ready"] for r in routes.values())
+    assert "litert-torch" in routes["tflite-int8"]["route"] and routes["mcu"]["route"].endswith("tflite-micro")
+    text = CliRunner().invoke(cli, ["inspect", str(example.root / name)])
+    assert text.exit_code == 0 and "ready" in text.stdout and "tflite-int8" in text.stdout

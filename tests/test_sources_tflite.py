@@ -91,6 +91,16 @@ def test_float_tflite_reaches_tflite_int8_and_mcu(name: str, digits_floats: Path
     assert CliRunner().invoke(cli, ["verify", str(tmp_path)]).exit_code == 0
 
 
+def test_inspect_a_float_tflite_shows_its_routes(digits_floats: Path) -> None:
+    result = CliRunner().invoke(cli, ["inspect", str(digits_floats / "digits.tflite"), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["source_kind"] == "tflite-float" and not info["integer_only"]
+    routes = {r["target"]: r for r in info["routes"]}
+    assert routes["tflite-int8"]["route"] == "ai-edge-quantizer" and routes["tflite-int8"]["ready"]
+    assert not routes["coreml"]["exists"] and "no TFLite frontend" in routes["coreml"]["reason"]
+
+
 def test_io_other_than_int8_is_refused_on_this_route(digits_floats: Path, digits_example: Path,
                                                      tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--io float is not available on the ai-edge-quantizer route"):
