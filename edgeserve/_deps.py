@@ -52,3 +52,13 @@ def _quiet_tensorflow() -> None:
     # edgeserve's own output. Users can still raise the level themselves.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+def package_version(package: str) -> str | None:
+    """The installed version of a distribution (for provenance records), or None."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None

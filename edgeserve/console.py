@@ -48,6 +48,25 @@ class NativeOutput:
 
 
 @contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Silence what conversion libraries print (litert-torch, torch.export, ai-edge-quantizer):
+    progress lines on stdout, notices on stderr and through logging and warnings. edgeserve
+    reports its own progress; ``--debug`` shows native output through capture_native_stderr."""
+    import io
+    import warnings
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            capture_native_stderr(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+@contextlib.contextmanager
 def capture_native_stderr() -> Iterator[NativeOutput]:
     """Redirect file descriptor 2 to a temp file for the block; the text is in ``.text`` after.
 

@@ -10,17 +10,13 @@ activations, the worst layers kept in float), and the per-layer table comes from
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
-import io
 import re
-import warnings
 from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import require
-from edgeserve.console import capture_native_stderr
+from edgeserve._deps import package_version, require
+from edgeserve.console import capture_native_stderr, quiet_libraries
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
@@ -28,13 +24,6 @@ from edgeserve.errors import InputError, UnquantizableOpError
 from edgeserve.tflite_model import TfliteModel
 
 NAME = "ai-edge-quantizer"
-
-
-def tool_version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _float_operators(model: bytes) -> dict[str, str]:
@@ -106,7 +95,7 @@ class QuantizerRoute:
         return self.prepared.model
 
     def tools(self) -> dict[str, str | None]:
-        return {"ai-edge-quantizer": tool_version("ai-edge-quantizer"), "ai-edge-litert": tool_version("ai-edge-litert")}
+        return {"ai-edge-quantizer": package_version("ai-edge-quantizer"), "ai-edge-litert": package_version("ai-edge-litert")}
 
     def layer_errors(self, debug: Any) -> list[LayerError]:
         model = self.emit_scheme("int8")
@@ -122,7 +111,7 @@ class QuantizerRoute:
             op, where = next(iter(left_float.items()))
             others = f" (also: {', '.join(list(left_float)[1:])})" if len(left_float) > 1 else ""
             raise UnquantizableOpError(op, "tflite-int8", (
-                f"{NAME} {tool_version('ai-edge-quantizer') or ''} cannot quantize {op} at {where}{others}, so no "
+                f"{NAME} {package_version('ai-edge-quantizer') or ''} cannot quantize {op} at {where}{others}, so no "
                 f"full-integer model exists. Route tried: {self.described} -> {NAME}. What to do: replace {op} in "
                 f"the source model with operators that quantize (PRELU -> ReLU, for example){self.alternative}"))
         return model
@@ -142,9 +131,7 @@ class QuantizerRoute:
         data = {self._key: [dict(zip(self._names, [np.asarray(x, np.float32) for x in sample]))
                             for sample in self.calibration.batch1()]}
         # The quantizer prints its size summary and progress bars; edgeserve reports its own.
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                capture_native_stderr(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # LiteRT: "preserve_all_tensors is for debugging"
+        with quiet_libraries():
             result = q.quantize(self._calibrate(q, data))
         model = bytes(result.quantized_model)
         if scheme == "int8" and not keep_float:

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import require
+from edgeserve._deps import package_version, require
+from edgeserve.console import quiet_libraries
 from edgeserve.errors import SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
@@ -105,18 +106,16 @@ class OnnxSource(SourceModel):
     def float_tflite(self, workdir: Path) -> FloatTflite:
         torch = require("torch", "converting an ONNX model")
         litert_torch = require("litert_torch", "converting an ONNX model to LiteRT")
-        from edgeserve.sources.pytorch import _quiet, _version
-
         program = self.program
         example = tuple(torch.zeros(shape) for shape in self._input_shapes)
         try:
-            with _quiet():
+            with quiet_libraries():
                 data = bytes(litert_torch.convert(program.module(), example).model_content())
         except Exception as exc:  # litert-torch raises from lowering and the LiteRT converter
             raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self.path.name}: "
                                    f"{first_line(exc)}. Route tried: {ROUTE}") from exc
         return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,
-                                         "litert-torch": _version("litert-torch")})
+                                         "litert-torch": package_version("litert-torch")})
 
 
 def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:

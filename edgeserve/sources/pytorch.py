@@ -8,20 +8,18 @@ needs no TensorFlow (``float_tflite``).
 from __future__ import annotations
 
 import collections
-import contextlib
-import io
 import logging
 import pickle
 import re
 import warnings
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import require
+from edgeserve._deps import package_version, require
+from edgeserve.console import quiet_libraries
 from edgeserve.errors import SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
@@ -83,7 +81,7 @@ class TorchSource(SourceModel):
                 "TorchScript -> torch.export (TS2EP) -> litert-torch"
         module = program.module()
         try:
-            with _quiet():
+            with quiet_libraries():
                 edge = litert_torch.convert(module, example)
                 data = bytes(edge.model_content())
         except Exception as exc:  # litert-torch raises from torch.export, MLIR lowering and the LiteRT converter
@@ -94,7 +92,7 @@ class TorchSource(SourceModel):
         if self.kind == "torch-module":
             route = "nn.Module -> torch.export -> litert-torch"
         return FloatTflite(data, route,
-                           {"torch": torch.__version__, "litert-torch": _version("litert-torch")})
+                           {"torch": torch.__version__, "litert-torch": package_version("litert-torch")})
 
 
 def _batch1(info: TensorInfo) -> tuple[int, ...]:
@@ -110,38 +108,13 @@ def _torchscript_to_program(torch: Any, module: Any, example: tuple[Any, ...], p
     from torch._export.converter import TS2EPConverter
 
     try:
-        with _quiet():
+        with quiet_libraries():
             return TS2EPConverter(module, example).convert()
     except Exception as exc:  # the TorchScript-to-export converter raises many types
         raise SourceModelError(
             f"cannot turn TorchScript {path.name} into an ExportedProgram for litert-torch: {first_line(exc)}. "
             "Save the model with torch.export.save(torch.export.export(model, example), 'model.pt2') instead"
         ) from exc
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """litert-torch and torch.export print progress and notices on stdout and stderr."""
-    from edgeserve.console import capture_native_stderr
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            capture_native_stderr(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        previous = logging.root.manager.disable
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(previous)
-
-
-def _version(package: str) -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _load_torch(path: Path, kind: str) -> TorchSource:
@@ -278,7 +251,7 @@ def from_module(module: Any, example_inputs: Any, directory: Path) -> TorchSourc
         )
     example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     try:
-        with _quiet():
+        with quiet_libraries():
             program = torch.export.export(module.eval(), example)
     except Exception as exc:  # torch.export raises many types for untraceable code
         raise SourceModelError(
