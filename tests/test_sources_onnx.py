@@ -139,8 +139,8 @@ def test_a_corrupt_onnx_file_is_a_clean_error(example: TorchExample, tmp_path: P
     bad.write_bytes((example.root / "digits.onnx").read_bytes()[:500])
     with pytest.raises(ModelFileError):
         load_source(bad)
-    with pytest.raises(SourceModelError, match="--input-shape applies to ONNX sources"):
-        load_source(example.root / "digits.pt2", {"x": (1, 3, 8, 8)})
+    with pytest.raises(SourceModelError, match="--input-shape applies to ONNX and ExportedProgram"):
+        load_source(example.root / "digits.pt", {"x": (1, 3, 8, 8)})
 
 
 def _zoo(name: str) -> Path:

@@ -187,3 +187,22 @@ def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
 
     for g, e in zip(got, expected):
         assert g.shape == e.shape and sqnr_db(e, g) > 25.0
+
+
+def test_a_dynamic_exported_program_needs_input_shape(example: TorchExample, tmp_path: Path) -> None:
+    height, width = torch.export.Dim("height", min=4, max=64), torch.export.Dim("width", min=4, max=64)
+    program = torch.export.export(example.module, (torch.zeros(1, 3, 8, 8),),
+                                  dynamic_shapes={"input": {2: height, 3: width}})
+    source = tmp_path / "dynamic.pt2"
+    torch.export.save(program, source)
+    common = ["convert", str(source), "-t", "tflite-int8", "-q", "--calib", str(example.root / "calib.npz")]
+    result = CliRunner().invoke(cli, [*common, "-o", str(tmp_path / "a")])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "input 'input' has dynamic dimensions [1, 3, ?, ?]" in line and "--input-shape input=1x3x224x224" in line
+    assert not (tmp_path / "a").exists()
+    result = CliRunner().invoke(cli, [*common, "-o", str(tmp_path / "b"), "--input-shape", "input=1x3x8x8", "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["artifacts"]
+    assert entry["status"] == "ok" and entry["inputs"][0]["shape"] == [1, 3, 8, 8]
+    assert entry["metrics"]["drop_points"] <= 1.0

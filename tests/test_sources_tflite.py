@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.errors import InputError, ModelFileError, SourceModelError, UnsupportedOpError
+from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
 from registry_models import BLAZEFACE, PALM, registry_model
 
 pytest.importorskip("ai_edge_quantizer")
@@ -101,12 +101,37 @@ def test_inspect_a_float_tflite_shows_its_routes(digits_floats: Path) -> None:
     assert not routes["coreml"]["exists"] and "no TFLite frontend" in routes["coreml"]["reason"]
 
 
-def test_io_other_than_int8_is_refused_on_this_route(digits_floats: Path, digits_example: Path,
-                                                     tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="--io float is not available on the ai-edge-quantizer route"):
-        _convert(digits_floats / "digits.tflite", ["tflite-int8"], tmp_path / "out", digits_example / "calib.npz",
-                 options={"io": "float"})
-    assert not (tmp_path / "out").exists()
+@pytest.mark.parametrize("io, dtype", [("uint8", "uint8"), ("float", "float32")])
+def test_uint8_and_float_model_io_keep_integer_kernels(io: str, dtype: str, digits_floats: Path,
+                                                       digits_example: Path, tmp_path: Path) -> None:
+    from edgeserve.tflite_model import TfliteModel
+
+    targets = ["tflite-int8", "mcu"] if io == "uint8" else ["tflite-int8"]  # mcu needs integer I/O
+    entries = _convert(digits_floats / "digits.tflite", targets, tmp_path, digits_example / "calib.npz",
+                       digits_example / "eval.npz", options={"io": io})
+    int8 = entries["tflite-int8"]
+    assert int8["status"] == "ok" and int8["quantization"]["io"] == dtype
+    assert int8["inputs"][0]["dtype"] == dtype and int8["outputs"][0]["dtype"] == dtype
+    model = TfliteModel.from_bytes((tmp_path / int8["path"]).read_bytes())
+    ops = model.op_counts()
+    # What TensorFlow's converter makes for the same --io: requantize (uint8) or quantize and
+    # dequantize (float) at the boundary, every kernel in int8.
+    assert ops.get("QUANTIZE", 0) >= (2 if io == "uint8" else 1) and int8["integer_only"]
+    if io == "float":
+        assert ops["DEQUANTIZE"] == 1
+    with np.load(digits_example / "eval.npz") as data:
+        x = data["x"]
+    reference = _litert((digits_floats / "digits.tflite").read_bytes(), x)[0]
+    got = _litert((tmp_path / int8["path"]).read_bytes(), x)[0]
+    assert np.mean(reference.argmax(1) == got.argmax(1)) >= 0.98
+    if io == "uint8":
+        assert entries["mcu"]["status"] == "ok" and entries["mcu"]["verification"]["max_abs_diff"] == 0
+    else:
+        from edgeserve.errors import InputError
+
+        with pytest.raises(InputError, match="needs integer model inputs and outputs.*--io int8"):
+            _convert(digits_floats / "digits.tflite", ["tflite-int8", "mcu"], tmp_path / "m",
+                     digits_example / "calib.npz", options={"io": io})
 
 
 def test_coreml_refuses_a_float_tflite_with_the_reason(digits_floats: Path, digits_example: Path,

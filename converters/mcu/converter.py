@@ -81,6 +81,11 @@ class McuConverter(Converter):
         # in this process, and a model LiteRT's kernels would abort on aborts TFLM's too.
         model = validate_tflite(model_bytes, runtime="tflm")
         integer, problems = model.is_full_integer()
+        if not integer and all(p.startswith(("QUANTIZE op", "DEQUANTIZE op")) for p in problems):
+            raise InputError(
+                "the mcu target needs integer model inputs and outputs; this model takes or gives float "
+                f"({problems[0]}), as --io float makes it. Convert with --io int8 (or uint8) for -t mcu"
+            )
         if not integer:
             raise InputError(
                 f"the mcu target needs a full-integer model; {len(problems)} tensor(s) are float, e.g. "

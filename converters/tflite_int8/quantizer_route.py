@@ -18,6 +18,7 @@ import numpy as np
 from edgeserve._deps import package_version, require
 from edgeserve.console import capture_native_stderr, quiet_libraries
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
+from edgeserve.converters.tflite_int8.io_types import uint8_io
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
 from edgeserve.errors import InputError, UnquantizableOpError
@@ -46,16 +47,13 @@ class QuantizerRoute:
     """Quantizes one prepared float .tflite; ``emit`` makes one model per remedy."""
 
     name = NAME
-    # The static recipes quantize the model's inputs and outputs too (int8 or int16 I/O).
-    io_types = ("int8",)
+    io_types = ("int8", "uint8", "float")
 
     def __init__(self, float_model: bytes, calibration: Any, io: str, described: str = "float .tflite",
                  alternative: str = "", io_names: tuple[list[str], list[str]] | None = None) -> None:
         if io not in self.io_types:
-            raise InputError(
-                f"--io {io} is not available on the {NAME} route (a PyTorch, ONNX or float .tflite source): "
-                f"it makes int8 model inputs and outputs; use --io int8, or convert a Keras source for --io {io}"
-            )
+            raise InputError(f"--io must be one of {', '.join(self.io_types)}; got {io!r}")
+        self.io = io
         self.prepared: Prepared = prepare_float_tflite(float_model, io_names)
         self.calibration = calibration
         self.described = described  # the route up to the float model, for error messages
@@ -124,6 +122,9 @@ class QuantizerRoute:
         algorithms = require("ai_edge_quantizer.algorithm_manager", "quantizing a float .tflite")
         q = quantizer.Quantizer(bytearray(self.float_model))
         q.load_quantization_recipe(recipe.static_wi8_ai16() if scheme == "int16x8" else recipe.static_wi8_ai8())
+        if self.io == "float":  # QUANTIZE after each input and DEQUANTIZE before each output, kernels integer
+            for boundary in ("INPUT", "OUTPUT"):
+                q.update_quantization_recipe(".*", boundary, algorithm_key=algorithms.AlgorithmName.NO_QUANTIZE)
         for tensor in keep_float or []:
             # The quantizer names an operator by its output tensors, ';'-joined with a trailing ';'.
             q.update_quantization_recipe(f"(^|;){re.escape(tensor)};", "*",
@@ -134,6 +135,8 @@ class QuantizerRoute:
         with quiet_libraries():
             result = q.quantize(self._calibrate(q, data))
         model = bytes(result.quantized_model)
+        if self.io == "uint8" and scheme == "int8":  # 16x8 models keep int16 I/O, as on the TensorFlow route
+            model = uint8_io(model)
         if scheme == "int8" and not keep_float:
             self._int8 = model
         return model

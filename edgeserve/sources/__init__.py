@@ -55,15 +55,15 @@ def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     """Load any registered source kind, or raise :class:`SourceModelError`.
 
     ``input_shapes`` fixes dynamic input dimensions by input name (``--input-shape``); the
-    kinds that can have them (ONNX) take it.
+    kinds that can have them (ONNX, ExportedProgram) take it.
     """
     path = Path(path)
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
     kind = _find(path)
     if input_shapes:
-        if kind.name != "onnx":
-            raise SourceModelError(f"--input-shape applies to ONNX sources; {path.name} is {kind.described}, "
-                                   "whose input shapes are fixed when it is saved")
+        if kind.name not in ("onnx", "torch-export"):
+            raise SourceModelError(f"--input-shape applies to ONNX and ExportedProgram (.pt2) sources; {path.name} "
+                                   f"is {kind.described}, whose input shapes are fixed when it is saved")
         return kind.load(path, input_shapes)
     return kind.load(path)

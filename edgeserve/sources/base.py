@@ -42,6 +42,30 @@ class Signature:
     outputs: tuple[TensorInfo, ...]
 
 
+def with_input_shapes(inputs: Sequence[TensorInfo], shapes: dict[str, tuple[int, ...]] | None,
+                      source: str) -> tuple[TensorInfo, ...]:
+    """``inputs`` with the dynamic dimensions ``--input-shape`` fixes; every name must exist
+    and every fixed dimension must match what the model declares."""
+    from edgeserve.errors import SourceModelError
+
+    shapes = dict(shapes or {})
+    unknown = set(shapes) - {t.name for t in inputs}
+    if unknown:
+        raise SourceModelError(f"--input-shape names {', '.join(sorted(unknown))}, which {source} has no input "
+                               f"called; its inputs: {', '.join(t.name for t in inputs)}")
+    fixed = []
+    for info in inputs:
+        given = shapes.get(info.name)
+        if given is not None:
+            if len(given) != len(info.shape) or any(d is not None and d != g for d, g in zip(info.shape, given)):
+                declared = "[" + ", ".join("?" if d is None else str(d) for d in info.shape) + "]"
+                raise SourceModelError(f"--input-shape {info.name}={'x'.join(map(str, given))} does not fit the "
+                                       f"declared shape {declared}")
+            info = TensorInfo(info.name, tuple(given), info.dtype)
+        fixed.append(info)
+    return tuple(fixed)
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceKind:
     """One kind of source file, as the registry sees it.

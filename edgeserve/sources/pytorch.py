@@ -21,7 +21,7 @@ import numpy as np
 from edgeserve._deps import package_version, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import SourceModelError, first_line
-from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, with_input_shapes
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,14 @@ class TorchSource(SourceModel):
 def _batch1(info: TensorInfo) -> tuple[int, ...]:
     if any(d is None for d in info.shape[1:]):
         raise SourceModelError(
-            f"input {info.name} has dynamic dimensions {info.shape}; edge targets need a fixed shape. "
-            "Export the model with a fixed input size"
+            f"input '{info.name}' has dynamic dimensions {_dims(info.shape)}; edge targets need a fixed shape. "
+            f"Pass --input-shape {info.name}={'x'.join(str(d or 224) for d in (1, *info.shape[1:]))} (your sizes)"
         )
     return (1, *(int(d) for d in info.shape[1:]))
+
+
+def _dims(shape: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _torchscript_to_program(torch: Any, module: Any, example: tuple[Any, ...], path: Path) -> Any:
@@ -117,7 +121,7 @@ def _torchscript_to_program(torch: Any, module: Any, example: tuple[Any, ...], p
         ) from exc
 
 
-def _load_torch(path: Path, kind: str) -> TorchSource:
+def _load_torch(path: Path, kind: str, input_shapes: dict[str, tuple[int, ...]] | None = None) -> TorchSource:
     torch = require("torch", "loading a PyTorch model")
     version = f"torch {torch.__version__}"
     if kind == "torch-export":
@@ -129,6 +133,8 @@ def _load_torch(path: Path, kind: str) -> TorchSource:
         except Exception as exc:  # torch raises many types for a bad archive
             raise SourceModelError(f"cannot load ExportedProgram {path}: {first_line(exc)}") from exc
         signature = _exported_signature(program)
+        if input_shapes:  # an ExportedProgram with dynamic dimensions, fixed for edge targets
+            signature = Signature(with_input_shapes(signature.inputs, input_shapes, path.name), signature.outputs)
         return TorchSource(path, kind, program.module(), program, signature, version)
     if not zipfile.is_zipfile(path) or not _is_torchscript(path):
         raise SourceModelError(
@@ -228,7 +234,7 @@ def _torch_name(name: str, fallback: str) -> str:
 KINDS = (
     SourceKind("torch-export", "a PyTorch ExportedProgram (.pt2)",
                lambda p: not p.is_dir() and p.suffix.lower() in TORCH_EXPORT_SUFFIXES,
-               lambda p: _load_torch(p, "torch-export")),
+               lambda p, shapes=None: _load_torch(p, "torch-export", shapes)),
     SourceKind("torchscript", "a traced TorchScript (.pt) file",
                lambda p: not p.is_dir() and p.suffix.lower() in TORCHSCRIPT_SUFFIXES,
                lambda p: _load_torch(p, "torchscript")),
