@@ -111,8 +111,9 @@ def test_torchscript_reaches_tflite_int8_and_mcu(example: TorchExample, tmp_path
 
 
 def test_an_nn_module_from_the_python_api(example: TorchExample, tmp_path: Path) -> None:
-    entries = _convert(example.module, ["tflite-int8", "mcu"], tmp_path, example,
+    entries = _convert(example.module, ["tflite-int8", "mcu", "coreml"], tmp_path, example,
                        example_inputs=torch.zeros(1, 3, 8, 8))
+    assert entries["coreml"]["status"] == "ok" and entries["coreml"]["verification"]["top1_agreement"] >= 0.98
     source = entries["_manifest"]["source"]
     assert source["kind"] == "torch-module" and source["path"].startswith("nn.Module torch.nn.modules.container")
     _check_tflite_int8_and_mcu(entries, tmp_path, example, "nn.Module -> torch.export -> litert-torch")
