@@ -26,12 +26,31 @@ def schema_module() -> Any:
     raise MissingDependencyError("ai-edge-litert", "tflite", "writing .tflite metadata")
 
 
+def unpack_model(data: bytes | bytearray) -> Any:
+    """The flatbuffer object API's ``ModelT`` of ``data``, with every buffer's bytes inline.
+
+    Converters write large weights after the flatbuffer and point at them with a buffer's
+    ``offset`` and ``size`` (litert-torch does so for a 10 MB MobileNet). The object API keeps
+    only those two numbers, so a model packed again from it would lose the weights: here they
+    are read into ``data`` and the offset cleared (fine below the 2 GB flatbuffer limit).
+    """
+    import numpy as np
+
+    schema = schema_module()
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    for buffer in model.buffers or []:
+        if (buffer.offset or 0) > 1 and buffer.size:
+            buffer.data = np.frombuffer(bytes(data[buffer.offset: buffer.offset + buffer.size]), np.uint8)
+            buffer.offset, buffer.size = 0, 0
+    return model
+
+
 def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
     """Return ``model`` with ``payload`` (JSON) stored under the metadata name "edgeserve"."""
     import flatbuffers
 
     schema = schema_module()
-    obj = schema.ModelT.InitFromPackedBuf(bytearray(model), 0)
+    obj = unpack_model(model)
     buffer = schema.BufferT()
     buffer.data = list(json.dumps(payload, sort_keys=True).encode())
     obj.buffers = list(obj.buffers or []) + [buffer]

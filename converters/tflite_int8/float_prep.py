@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import SourceModelError
-from edgeserve.tflite_metadata import schema_module
+from edgeserve.tflite_metadata import schema_module, unpack_model
 
 SIGNATURE_KEY = "serving_default"
 # TensorType values of the TFLite schema.
@@ -49,10 +49,14 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
 
     schema = schema_module()
     try:
-        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+        model = unpack_model(data)
     except Exception as exc:  # the generated reader raises struct/index errors on bad bytes
         raise SourceModelError(f"cannot read the float .tflite: {exc}") from exc
-    steps = [s for s in (_restore_op_codes(model), _widen_constant_weights(model),
+    from edgeserve.tflite_model import TfliteModel
+
+    external = sum(1 for b in TfliteModel.from_bytes(data).buffers if b.external)
+    inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None
+    steps = [s for s in (inlined, _restore_op_codes(model), _widen_constant_weights(model),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:

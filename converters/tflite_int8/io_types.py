@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.tflite_metadata import schema_module
+from edgeserve.tflite_metadata import schema_module, unpack_model
 
 _UINT8, _INT8 = 3, 9
 _QUANTIZE = 114
@@ -25,7 +25,7 @@ def uint8_io(model_bytes: bytes) -> bytes:
     import flatbuffers
 
     schema = schema_module()
-    model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
+    model = unpack_model(model_bytes)
     opcode = _quantize_opcode(schema, model)
     graph = model.subgraphs[0]
 
