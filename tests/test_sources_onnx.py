@@ -237,3 +237,14 @@ def test_inspect_shows_the_signature_operators_and_routes_before_converting(
     assert "litert-torch" in routes["tflite-int8"]["route"] and routes["mcu"]["route"].endswith("tflite-micro")
     text = CliRunner().invoke(cli, ["inspect", str(example.root / name)])
     assert text.exit_code == 0 and "ready" in text.stdout and "tflite-int8" in text.stdout
+
+
+def test_the_same_calibration_feeds_core_ml_w8a8_from_onnx(example: TorchExample, tmp_path: Path) -> None:
+    from edgeserve.pipeline import convert
+
+    result = convert(example.root / "digits.onnx", ["coreml"], tmp_path, calib=example.root / "calib.npz",
+                     eval_data=example.root / "eval.npz", preprocess=SPEC, options={"coreml_precision": "w8a8"})
+    (entry,) = result.manifest["artifacts"]
+    assert entry["status"] == "ok" and entry["metrics"]["drop_points"] <= 1.0
+    assert entry["ops"]["quantize"] >= 3 and entry["ops"]["constexpr_affine_dequantize"] >= 3  # activations and weights
+    assert result.manifest["calibration"]["sha256"]  # the same calibration record as every other target
