@@ -94,6 +94,9 @@ _BITS = {t.name: t.bits for t in TENSOR_TYPES}
 #: Types an integer-only kernel can read or write (every integer width, and bool).
 INTEGER_DTYPES = frozenset(
     t.name for t in TENSOR_TYPES if t.numpy and np.dtype(t.numpy).kind in "iub")
+# Handles, not numbers: a resource variable's handle (VAR_HANDLE) or a variant; the values
+# behind them are typed by READ_VARIABLE/ASSIGN_VARIABLE's own tensors.
+HANDLE_DTYPES = frozenset({"resource", "variant"})
 _MAX_ELEMENTS = 1 << 60  # no device holds a tensor this large; also bounds the shape product
 
 
@@ -329,7 +332,7 @@ class TfliteModel:
             for op in sg.operators:
                 for role, refs in (("input", op.inputs), ("output", op.outputs)):
                     for t in (sg.tensors[i] for i in refs if i >= 0):
-                        if not t.is_constant and t.dtype_name not in INTEGER_DTYPES:
+                        if not t.is_constant and t.dtype_name not in INTEGER_DTYPES | HANDLE_DTYPES:
                             problems.append(f"{prefix}{op.op_name} op {op.index}: {role} "
                                             f"'{t.name}' is {t.dtype_name}")
         return not problems, problems

