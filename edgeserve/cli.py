@@ -127,7 +127,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path),
               help="Sign the manifest with this Ed25519 private key (PEM): writes manifest.json.sig.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
-              help="ONNX: fix an input's dynamic dimensions (repeatable).")
+              help="ONNX and .pt2 sources: fix an input's dynamic dimensions (repeatable).")
+@click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
@@ -136,7 +137,8 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
-            input_shapes: Sequence[str], preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
+            input_shapes: Sequence[str], dynamic_batch: bool, preprocess_file: Path | None, json_out: bool,
+            **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
     float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
     from edgeserve.pipeline import convert as run_convert
@@ -148,7 +150,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                "name": name, "fit_check": not no_fit_check,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,
-               "model_version": model_version}
+               "model_version": model_version, "dynamic_batch": dynamic_batch}
     try:
         with progress_for(ctx) as progress:
             result = run_convert(

@@ -19,6 +19,9 @@ _TOOLS = {
     "torch": ("torch", "torch"),
     "torch.export": ("torch", "torch"),
     "onnx": ("onnx", "convert"),
+    "tf2onnx": ("tf2onnx", "convert"),
+    "torch.onnx.export": ("onnxscript", "torch"),
+    "onnxruntime.quantization": ("onnxruntime", "onnx"),
     "coremltools": ("coremltools", "convert"),
     "tflite-micro": ("tflite_micro", "convert"),
 }
@@ -61,6 +64,16 @@ class Route:
 
 def routes_for(kind: str) -> list[Route]:
     """The route of a source kind to every target, in target order."""
+    if kind == "tflite":
+        return _routes(kind) + [Route(t, (), "a full-integer .tflite has no ONNX route; convert the float source")
+                                for t in ("onnx", "onnx-int8")]
+    float_onnx = {"onnx": ("onnx",), "tflite-float": ("tf2onnx",)}.get(
+        kind, ("torch.onnx.export",) if kind in _TORCH else ("tensorflow", "tf2onnx"))
+    onnx = Route("onnx", float_onnx)
+    return _routes(kind) + [onnx, Route("onnx-int8", (*float_onnx, "onnxruntime.quantization"))]
+
+
+def _routes(kind: str) -> list[Route]:
     if kind in _KERAS or kind == "saved_model":
         int8 = Route("tflite-int8", ("tensorflow",))
         coreml = Route("coreml", ("tensorflow", "coremltools")) if kind in _KERAS else Route(

@@ -144,8 +144,9 @@ class SourceModel:
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def export_batch1_saved_model(self, directory: Path) -> Path:
-        """Write a SavedModel whose ``serving_default`` takes batch-1 inputs (for TFLite)."""
+    def export_batch1_saved_model(self, directory: Path, batch: int | None = 1) -> Path:
+        """Write a SavedModel whose ``serving_default`` takes batch-1 inputs (for TFLite), or
+        ``batch=None`` for a free batch (the onnx target's ``--dynamic-batch``)."""
         raise NotImplementedError
 
     def operator_counts(self) -> dict[str, int]:

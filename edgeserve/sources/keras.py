@@ -41,10 +41,10 @@ class KerasSource(SourceModel):
 
         return dict(collections.Counter(type(layer).__name__ for layer in self.model.layers))
 
-    def export_batch1_saved_model(self, directory: Path) -> Path:
+    def export_batch1_saved_model(self, directory: Path, batch: int | None = 1) -> Path:
         tf = require("tensorflow", "TFLite conversion")
         keras = require("keras", "TFLite conversion")
-        specs = [_batch1_spec(tf, t) for t in self.signature.inputs]
+        specs = [_batch1_spec(tf, t, batch) for t in self.signature.inputs]
         model = self.model
 
         def serve(*xs: Any) -> Any:
@@ -87,9 +87,9 @@ class SavedModelSource(SourceModel):
         out = self._fn(**{n: tf.constant(x) for n, x in zip(self._input_names, inputs)})
         return [np.asarray(out[n]) for n in self._output_names]
 
-    def export_batch1_saved_model(self, directory: Path) -> Path:
+    def export_batch1_saved_model(self, directory: Path, batch: int | None = 1) -> Path:
         tf = require("tensorflow", "TFLite conversion")
-        specs = [_batch1_spec(tf, t) for t in self.signature.inputs]
+        specs = [_batch1_spec(tf, t, batch) for t in self.signature.inputs]
         names, fn = self._input_names, self._fn
 
         module = tf.Module()
@@ -138,14 +138,14 @@ def _keras_tensor_info(tensor: Any, fallback: str) -> TensorInfo:
     return TensorInfo(name, tuple(tensor.shape), getattr(dtype, "name", str(dtype)))
 
 
-def _batch1_spec(tf: Any, info: TensorInfo) -> Any:
+def _batch1_spec(tf: Any, info: TensorInfo, batch: int | None = 1) -> Any:
     dims = info.shape[1:]
     if any(d is None for d in dims):
         raise SourceModelError(
             f"input {info.name} has dynamic dimensions {info.shape}; edge targets need a fixed "
             "shape. Re-export the model with a fixed input size"
         )
-    return tf.TensorSpec([1, *dims], tf.as_dtype(info.dtype), name=info.name)
+    return tf.TensorSpec([batch, *dims], tf.as_dtype(info.dtype), name=info.name)
 
 
 KINDS = (

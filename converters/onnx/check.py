@@ -1,0 +1,53 @@
+"""Running an ONNX artifact in ONNX Runtime (CPU) and scoring it, for both ONNX targets."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve._deps import require
+from edgeserve.atomic import write_bytes
+from edgeserve.onnx_check import validate_onnx
+
+# ONNX Runtime on another machine may pick other kernels; float results move in the last bits.
+REVERIFY_RTOL = 1e-3
+
+
+def session(model: bytes) -> Any:
+    """An ONNX Runtime CPU session, after the runtime's own checks of the bytes."""
+    validate_onnx(model)
+    ort = require("onnxruntime", "running an ONNX artifact")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def run(model_or_session: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """N samples, one at a time (the artifacts take batch 1), outputs in graph order, N first."""
+    sess = session(model_or_session) if isinstance(model_or_session, bytes) else model_or_session
+    names = [i.name for i in sess.get_inputs()]
+    chunks = [sess.run(None, {n: np.ascontiguousarray(x[i:i + 1], np.float32) for n, x in zip(names, inputs)})
+              for i in range(len(inputs[0]))]
+    return [np.concatenate([c[k] for c in chunks]) for k in range(len(chunks[0]))]
+
+
+def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+                  outputs: Sequence[np.ndarray]) -> Path:
+    arrays = {f"inputs_{i}": a for i, a in enumerate(inputs)}
+    arrays |= {f"reference_{i}": a for i, a in enumerate(reference)}
+    arrays |= {f"outputs_{i}": a for i, a in enumerate(outputs)}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return write_bytes(path, buffer.getvalue())
+
+
+def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    with np.load(path) as fx:
+        groups = {g: [fx[k] for k in sorted((k for k in fx.files if k.startswith(g + "_")),
+                                            key=lambda k: int(k.rsplit("_", 1)[1]))]
+                  for g in ("inputs", "reference", "outputs")}
+    return groups["inputs"], groups["reference"], groups["outputs"]

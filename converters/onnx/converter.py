@@ -1,0 +1,124 @@
+"""Target ``onnx``: a float ONNX model for ONNX Runtime, checked against the source.
+
+prepare  the float ONNX by the source's route (export.py); opset 17+, batch 1 by default
+check    onnx.checker with strict shape inference (the runtime's own checks)
+verify   ONNX Runtime (CPU) on the evaluation set against the source: metric, drop, top-1
+         agreement, max |diff|; a fixture for `edgeserve verify`
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from edgeserve.atomic import write_bytes
+from edgeserve.converters import register
+from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.converters.onnx import check
+from edgeserve.converters.onnx.export import float_onnx
+from edgeserve.errors import SourceModelError
+from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.metrics import agreement, choose_metric, degenerate, evaluate, sqnr_db
+
+ARTIFACT_NAME = "model.onnx"
+FIXTURE_SAMPLES = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    max_drop: float = 1.0
+    metric: str | None = None
+    dynamic_batch: bool = False
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
+
+
+def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, Any]:
+    """The artifact's outputs on the evaluation set against the source's (shared by both ONNX targets)."""
+    reference = ctx.reference_outputs()
+    metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
+    metrics = evaluate(metric, reference[0], outputs[0], ctx.evaluation.labels)
+    return {
+        "metrics": metrics.to_dict() | {"max_drop": opts.max_drop},
+        "agreement": agreement(reference[0], outputs[0], classifier=metric == "top1"),
+        "output_sqnr_db": {f"output_{i}": sqnr_db(r, o) for i, (r, o) in enumerate(zip(reference, outputs))},
+        "ok": metrics.drop_points <= opts.max_drop,
+    }
+
+
+@register
+class OnnxConverter(Converter):
+    name = "onnx"
+    summary = "float ONNX (opset 17+, batch 1) for ONNX Runtime, checked against the source"
+
+    def uses_calibration(self, options: Mapping[str, Any]) -> bool:
+        return False  # scored on the evaluation set only
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        if ctx.evaluation is None:
+            raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the onnx target converts a "
+                                   "float source (Keras, PyTorch, ONNX or a float .tflite)")
+        opts = Options.from_mapping(ctx.options)
+        with ctx.progress.step("onnx: export"):
+            made = float_onnx(ctx, opts.dynamic_batch)
+        data = made.model.SerializeToString()
+        with ctx.progress.step("onnx: check and run in ONNX Runtime"):
+            sess = check.session(data)  # onnx.checker (strict shapes) first, as the runtime does
+            outputs = check.run(sess, list(ctx.evaluation.inputs))
+        scored = score(ctx, outputs, opts)
+        out = ctx.out_dir
+        artifact = write_bytes(out / ARTIFACT_NAME, data)
+        head = ctx.evaluation.head(FIXTURE_SAMPLES)
+        fixture = check.write_fixture(out / "verify" / "onnx.npz", list(head.inputs),
+                                      [r[: len(head)] for r in ctx.reference_outputs()],
+                                      [o[: len(head)] for o in outputs])
+        return {
+            "target": self.name,
+            "status": "ok" if scored["ok"] else "failed",
+            **file_record(out, artifact),
+            "opset": max((o.version for o in made.model.opset_import if o.domain in ("", "ai.onnx")), default=0),
+            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.type} for i in sess.get_inputs()],
+            "outputs": [{"name": o.name, "shape": list(o.shape), "dtype": o.type} for o in sess.get_outputs()],
+            "nodes": len(made.model.graph.node),
+            "metrics": scored["metrics"],
+            "agreement": scored["agreement"],
+            "output_sqnr_db": scored["output_sqnr_db"],
+            "attempts": [],
+            "route": {"export": made.route, "tools": made.tools, "notes": list(made.notes)},
+            "verification": {
+                "method": "onnxruntime-cpu",
+                "samples": len(outputs[0]),
+                "fixture": file_record(out, fixture),
+                "degenerate": degenerate(ctx.reference_outputs()),
+            },
+            "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256},
+        }
+
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        return reverify_onnx(self.name, entry, root)
+
+
+def reverify_onnx(target: str, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+    """Hashes, then ONNX Runtime on the fixture inputs gives the recorded outputs again."""
+    import numpy as np
+
+    checks: list[Check] = []
+    for label, record in (("artifact", entry), ("fixture", entry["verification"]["fixture"])):
+        problem = check_file(root, record)
+        checks.append(Check(f"{label} sha256", problem is None, problem or record["sha256"][:16]))
+    if not all(c.ok for c in checks):
+        return VerifyResult(target, entry["path"], tuple(checks))
+    inputs, reference, recorded = check.read_fixture(root / entry["verification"]["fixture"]["path"])
+    outputs = check.run((root / entry["path"]).read_bytes(), inputs)
+    worst = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, recorded))
+    scale = max(float(np.max(np.abs(r))) for r in recorded) or 1.0
+    checks.append(Check("outputs equal the recorded ones (ONNX Runtime)", worst <= check.REVERIFY_RTOL * scale + 1e-6,
+                        f"max |diff| {worst:.3g} over {len(inputs[0])} samples"))
+    reason = entry["verification"].get("degenerate")
+    checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))
+    return VerifyResult(target, entry["path"], tuple(checks))

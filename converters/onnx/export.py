@@ -1,0 +1,137 @@
+"""The float ONNX model of a source, by the route its framework has.
+
+keras / keras-h5 / SavedModel   the batch-1 SavedModel, through tf2onnx (in a child process:
+                                tf2onnx drives TensorFlow's graph tools, whose aborts must not
+                                end the user's process)
+PyTorch                         torch.onnx.export: the dynamo exporter where it works, else
+                                the TorchScript exporter, with the reason recorded
+ONNX                            the file itself, batch fixed, shapes inferred, opset raised
+float .tflite                   tf2onnx's TFLite reader (also in a child process)
+
+Every route writes opset ``OPSET`` or newer and batch 1 unless ``dynamic_batch``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from edgeserve._deps import package_version, require
+from edgeserve.console import quiet_libraries
+from edgeserve.errors import InputError, SourceModelError, first_line
+
+OPSET = 17
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatOnnx:
+    model: Any  # onnx.ModelProto
+    route: str
+    tools: dict[str, str | None]
+    notes: tuple[str, ...] = ()
+
+
+def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
+    source = ctx.source
+    onnx = require("onnx", "the onnx target")
+    if dynamic_batch and source.kind not in ("keras", "keras-h5", "saved_model"):
+        # The other routes trace with a batch-1 example, which can bake the batch into reshapes:
+        # naming the dimension free would not make the graph batch-agnostic.
+        raise InputError(f"--dynamic-batch is available for Keras and SavedModel sources; {source.path.name} is "
+                         f"{source.kind}, exported with batch 1")
+    if source.kind in ("keras", "keras-h5", "saved_model"):
+        directory = ctx.workdir / ("free_batch_saved_model" if dynamic_batch else "batch1_saved_model")
+        if not directory.exists():
+            source.export_batch1_saved_model(directory, batch=None if dynamic_batch else 1)
+        made = _tf2onnx(["--saved-model", str(directory)], ctx.workdir / "tf2onnx.onnx", source)
+        result = FloatOnnx(made, "batch-1 SavedModel -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
+    elif source.kind == "tflite-float":
+        made = _tf2onnx(["--tflite", str(source.path)], ctx.workdir / "tf2onnx.onnx", source)
+        result = FloatOnnx(made, "float .tflite -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
+    elif source.framework == "pytorch":
+        result = _torch_export(source, ctx.workdir / "torch.onnx")
+    elif source.kind == "onnx":
+        result = FloatOnnx(onnx.load_model_from_string(source.path.read_bytes()), "ONNX source, shapes inferred",
+                           {"onnx": onnx.__version__})
+    else:
+        raise SourceModelError(f"{source.path.name} is a full-integer .tflite; the onnx target converts a float "
+                               "source (Keras, PyTorch, ONNX or a float .tflite)")
+    model = _fix_io(onnx, result.model, source, dynamic_batch)
+    notes = list(result.notes)
+    if _opset(model) < OPSET:
+        try:
+            model = onnx.version_converter.convert_version(model, OPSET)
+            notes.append(f"opset raised to {OPSET}")
+        except Exception as exc:  # the version converter raises C++ errors as RuntimeError and more
+            notes.append(f"kept opset {_opset(model)}: the version converter failed ({first_line(exc)})")
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    return dataclasses.replace(result, model=model, notes=tuple(notes))
+
+
+def _opset(model: Any) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _fix_io(onnx: Any, model: Any, source: Any, dynamic_batch: bool) -> Any:
+    """Name and shape the graph's inputs as the source does: batch 1 (or free), other dims fixed."""
+    constants = {i.name for i in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in constants]
+    for value, info in zip(inputs, source.signature.inputs):
+        dims = value.type.tensor_type.shape.dim
+        for i, d in enumerate(dims):
+            size = info.shape[i] if i < len(info.shape) else None
+            if i == 0:
+                if dynamic_batch:
+                    d.dim_param = "batch"
+                else:
+                    d.dim_value = 1
+            elif size is not None:
+                d.dim_value = int(size)
+    for value in model.graph.output:
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            if dynamic_batch:
+                dims[0].dim_param = "batch"
+            else:
+                dims[0].dim_value = 1
+    return model
+
+
+def _tf2onnx(args: list[str], out: Path, source: Any) -> Any:
+    onnx = require("onnx", "the onnx target")
+    require("tf2onnx", "the onnx target")
+    command = [sys.executable, "-m", "tf2onnx.convert", *args, "--opset", str(OPSET), "--output", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    if done.returncode != 0 or not out.exists():
+        lines = [l for l in done.stderr.splitlines() if "error" in l.lower()] or done.stderr.splitlines()[-1:]
+        raise SourceModelError(f"tf2onnx cannot convert {source.path.name}: "
+                               f"{(lines[-1] if lines else f'exit status {done.returncode}').strip()[:300]}")
+    return onnx.load(str(out))
+
+
+def _torch_export(source: Any, out: Path) -> FloatOnnx:
+    torch = require("torch", "the onnx target")
+    onnx = require("onnx", "the onnx target")
+    example = tuple(torch.zeros((1, *t.shape[1:]), dtype=getattr(torch, t.dtype)) for t in source.signature.inputs)
+    names = {"input_names": [t.name for t in source.signature.inputs],
+             "output_names": [t.name for t in source.signature.outputs]}
+    notes = []
+    try:
+        with quiet_libraries():
+            torch.onnx.export(source.program if source.program is not None else source.module, example, str(out),
+                              opset_version=OPSET, dynamo=True, **names)
+        route = "PyTorch -> torch.onnx.export (dynamo)"
+        notes.append(f"onnxscript {package_version('onnxscript')}")
+    except Exception as exc:  # dynamo needs onnxscript and a traceable program; fall back, saying why
+        notes.append(f"dynamo exporter not used: {first_line(exc)[:200]}")
+        try:
+            with quiet_libraries():
+                torch.onnx.export(source.module, example, str(out), opset_version=OPSET, dynamo=False, **names)
+        except Exception as inner:  # the TorchScript exporter raises many types
+            raise SourceModelError(f"torch.onnx.export cannot export {source.path.name}: {first_line(inner)}. "
+                                   "Route tried: dynamo, then the TorchScript exporter") from inner
+        route = "PyTorch -> torch.onnx.export (TorchScript exporter)"
+    return FloatOnnx(onnx.load(str(out)), route, {"torch": torch.__version__}, tuple(notes))

@@ -1,0 +1,175 @@
+"""Target ``onnx-int8``: static QDQ quantization of the ``onnx`` artifact, with the same data.
+
+prepare    onnxruntime.quantization's pre-processing (shape inference, graph optimization);
+           unnamed nodes get names so that they can be excluded
+calibrate  the run's calibration set (same samples, same preprocessing, the model's layout),
+           min/max ranges, int8 activations and per-channel int8 weights in QDQ format
+verify     ONNX Runtime on the evaluation set against the source, as the onnx target
+remedy     over --max-drop: the per-node error (float and QDQ activations compared with
+           ORT's qdq_loss_debug, SQNR per tensor) names the worst nodes, which are kept in
+           float one more at a time; every attempt is in the report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve._deps import package_version, require
+from edgeserve.atomic import write_bytes, write_json
+from edgeserve.console import quiet_libraries
+from edgeserve.converters import register
+from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
+from edgeserve.converters.onnx import check
+from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
+from edgeserve.errors import VerificationError
+from edgeserve.manifest import edgeserve_version, file_record
+from edgeserve.metrics import degenerate
+
+ARTIFACT_NAME = "model_int8.onnx"
+MAX_EXCLUDED = 3  # nodes kept in float, one more per attempt, before giving up
+DEBUG_SAMPLES = 16
+
+
+def _reader(names: list[str], samples: Iterator[list[np.ndarray]]) -> Any:
+    quantization = require("onnxruntime.quantization", "the onnx-int8 target")
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self._samples = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            sample = next(self._samples, None)
+            return None if sample is None else {n: np.asarray(x, np.float32) for n, x in zip(names, sample)}
+
+    return Reader()
+
+
+@register
+class OnnxInt8Converter(Converter):
+    name = "onnx-int8"
+    summary = "static INT8 ONNX (QDQ, per-channel weights) for ONNX Runtime, with the run's calibration"
+
+    def requires(self, source_kind: str) -> tuple[str, ...]:
+        return ("onnx",)
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        onnx = require("onnx", "the onnx-int8 target")
+        quantization = require("onnxruntime.quantization", "the onnx-int8 target")
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        entry = ctx.artifacts.get("onnx")
+        if entry is None or entry.get("status") != "ok":
+            raise VerificationError("onnx-int8 is built from the onnx artifact, which this run did not produce")
+        opts = Options.from_mapping(ctx.options)
+        pre = ctx.workdir / "onnx_pre.onnx"
+        with ctx.progress.step("onnx-int8: pre-process"), quiet_libraries():
+            quant_pre_process(str(ctx.out_dir / entry["path"]), str(pre))
+            model = onnx.load(str(pre))
+            for i, node in enumerate(model.graph.node):
+                node.name = node.name or f"{node.op_type}_{i}"
+            onnx.save(model, str(pre))
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+        def quantize(excluded: list[str]) -> bytes:
+            out = ctx.workdir / f"onnx_int8_{len(excluded)}.onnx"
+            with quiet_libraries():
+                quantization.quantize_static(
+                    str(pre), str(out), _reader(names, ctx.calibration.batch1()),
+                    quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                    activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+                    calibrate_method=quantization.CalibrationMethod.MinMax, nodes_to_exclude=excluded or None)
+            return out.read_bytes()
+
+        attempts: list[dict[str, Any]] = []
+        node_errors: list[dict[str, Any]] | None = None
+        excluded: list[str] = []
+        best: tuple[bytes, dict[str, Any], list[np.ndarray]] | None = None
+        while True:
+            with ctx.progress.step(f"onnx-int8: quantize ({len(excluded)} node(s) in float)"):
+                data = quantize(excluded)
+                outputs = check.run(data, list(ctx.evaluation.inputs))
+            scored = score(ctx, outputs, opts)
+            attempts.append({"float_nodes": list(excluded), "status": "ok" if scored["ok"] else "drop too large",
+                             "metrics": scored["metrics"], "agreement": scored["agreement"],
+                             "output_sqnr_db": scored["output_sqnr_db"], "bytes": len(data)})
+            if best is None or scored["ok"] or scored["metrics"]["drop_points"] < best[1]["metrics"]["drop_points"]:
+                best = (data, scored, outputs)
+            if scored["ok"] or len(excluded) >= MAX_EXCLUDED:
+                break
+            if node_errors is None:
+                with ctx.progress.step("onnx-int8: per-node error"):
+                    node_errors = self.node_errors(ctx, pre, data, names)
+            remaining = [n["node"] for n in node_errors if n["node"] not in excluded]
+            if not remaining:
+                break
+            excluded.append(remaining[0])
+        assert best is not None
+        data, scored, outputs = best
+        node_errors = node_errors if node_errors is not None else []
+        out = ctx.out_dir
+        artifact = write_bytes(out / ARTIFACT_NAME, data)
+        head = ctx.evaluation.head(32)
+        fixture = check.write_fixture(out / "verify" / "onnx-int8.npz", list(head.inputs),
+                                      [r[: len(head)] for r in ctx.reference_outputs()],
+                                      [o[: len(head)] for o in outputs])
+        report = write_json(out / "reports" / "onnx-int8.json",
+                            {"target": self.name, "attempts": attempts, "nodes": node_errors})
+        quantized = onnx.load_model_from_string(data)
+        ops: dict[str, int] = {}
+        for node in quantized.graph.node:
+            ops[node.op_type] = ops.get(node.op_type, 0) + 1
+        chosen = next(a for a in attempts if a["bytes"] == len(data) and a["metrics"] == scored["metrics"])
+        return {
+            "target": self.name,
+            "status": "ok" if scored["ok"] else "failed",
+            **file_record(out, artifact),
+            "float_bytes": int(entry["bytes"]),
+            "quantization": {"format": "QDQ", "activations": "int8", "weights": "int8 per-channel",
+                             "calibration": "min/max", "float_nodes": chosen["float_nodes"]},
+            "ops": ops,
+            "metrics": scored["metrics"],
+            "agreement": scored["agreement"],
+            "output_sqnr_db": scored["output_sqnr_db"],
+            "attempts": attempts,
+            "worst_nodes": node_errors[:5],
+            "report": file_record(out, report),
+            "route": {"quantizer": "onnxruntime.quantization (quantize_static, QDQ)",
+                      "tools": {"onnxruntime": package_version("onnxruntime")}},
+            "verification": {"method": "onnxruntime-cpu", "samples": len(outputs[0]),
+                             "fixture": file_record(out, fixture), "degenerate": degenerate(ctx.reference_outputs())},
+            "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256,
+                           "calibration_sha256": ctx.calibration.sha256, "built_from": entry["path"]},
+        }
+
+    def node_errors(self, ctx: ConversionContext, pre: Path, quantized: bytes, names: list[str]) -> list[dict[str, Any]]:
+        """Nodes by how much quantization changes their output (SQNR of float vs QDQ), worst first."""
+        onnx = require("onnx", "the onnx-int8 target")
+        from onnxruntime.quantization import qdq_loss_debug as debug
+
+        qdq = ctx.workdir / "onnx_int8_debug.onnx"
+        qdq.write_bytes(quantized)
+        augmented = {}
+        with quiet_libraries():
+            for label, path in (("float", pre), ("qdq", qdq)):
+                augmented[label] = ctx.workdir / f"augmented_{label}.onnx"
+                debug.modify_model_output_intermediate_tensors(str(path), str(augmented[label]))
+            samples = ctx.evaluation.head(DEBUG_SAMPLES)
+            acts = {label: debug.collect_activations(str(path), _reader(names, samples.batch1()))
+                    for label, path in augmented.items()}
+            errors = debug.compute_activation_error(debug.create_activation_matching(acts["qdq"], acts["float"]))
+        producer = {out: node for node in onnx.load(str(pre)).graph.node for out in node.output}
+        rows = []
+        for tensor, error in errors.items():
+            node = producer.get(tensor)
+            sqnr = error.get("xmodel_err")
+            if node is None or sqnr is None or not np.isfinite(sqnr):
+                continue
+            rows.append({"node": node.name, "op": node.op_type, "tensor": tensor, "sqnr_db": round(float(sqnr), 2)})
+        return sorted(rows, key=lambda r: r["sqnr_db"])
+
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        return reverify_onnx(self.name, entry, root)

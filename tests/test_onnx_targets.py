@@ -1,0 +1,161 @@
+"""onnx and onnx-int8 targets: from Keras and PyTorch, checked in ONNX Runtime against the source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+from edgeserve.errors import AccuracyError
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("tf2onnx")
+pytestmark = pytest.mark.slow
+
+
+def _ort(path: Path, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))])
+
+
+@pytest.fixture(scope="module")
+def keras_build(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from edgeserve.pipeline import convert
+
+    out = tmp_path_factory.mktemp("onnx_keras")
+    convert(digits_example / "digits_cnn.keras", ["onnx-int8"], out, calib=digits_example / "calib.npz",
+            eval_data=digits_example / "eval.npz")  # onnx-int8 plans onnx first
+    return out
+
+
+def test_keras_to_onnx_and_onnx_int8(keras_build: Path, digits_example: Path) -> None:
+    import keras
+
+    manifest = json.loads((keras_build / "manifest.json").read_text())
+    entries = {a["target"]: a for a in manifest["artifacts"]}
+    assert list(entries) == ["onnx", "onnx-int8"]
+    onnx_entry, int8 = entries["onnx"], entries["onnx-int8"]
+    assert onnx_entry["status"] == "ok" and onnx_entry["opset"] >= 17
+    assert onnx_entry["route"]["export"] == "batch-1 SavedModel -> tf2onnx" and onnx_entry["route"]["tools"]["tf2onnx"]
+    assert onnx_entry["inputs"][0]["shape"] == [1, 8, 8, 1]  # batch fixed to 1, the source's layout
+    assert int8["status"] == "ok" and int8["metrics"]["drop_points"] <= 1.0
+    assert int8["ops"]["QuantizeLinear"] > 0 and int8["ops"]["DequantizeLinear"] > int8["ops"]["QuantizeLinear"]
+    assert int8["provenance"]["calibration_sha256"] == manifest["calibration"]["sha256"]
+
+    # Independently: the written files in ONNX Runtime against Keras on the held-out digits.
+    with np.load(digits_example / "eval.npz") as data:
+        x, y = data["x"], data["y"]
+    expected = np.asarray(keras.models.load_model(digits_example / "digits_cnn.keras", compile=False)(x))
+    float_out = _ort(keras_build / onnx_entry["path"], x)
+    int8_out = _ort(keras_build / int8["path"], x)
+    assert np.mean(float_out.argmax(1) == expected.argmax(1)) == 1.0
+    assert np.abs(float_out - expected).max() < 1e-4
+    assert np.mean(expected.argmax(1) == y) - np.mean(int8_out.argmax(1) == y) <= 0.01
+
+
+def test_verify_reruns_both_and_catches_a_changed_model(keras_build: Path, tmp_path: Path) -> None:
+    import shutil
+
+    ok = CliRunner().invoke(cli, ["verify", str(keras_build), "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert {a["target"] for a in json.loads(ok.stdout)["artifacts"]} == {"onnx", "onnx-int8"}
+    copy = tmp_path / "copy"
+    shutil.copytree(keras_build, copy)
+    (copy / "model_int8.onnx").write_bytes((copy / "model.onnx").read_bytes())  # another model, same name
+    bad = CliRunner().invoke(cli, ["verify", str(copy), "--json"])
+    assert bad.exit_code == 1 and "sha256" in bad.stdout
+
+
+def test_session_serves_both_artifacts(keras_build: Path, digits_example: Path) -> None:
+    from edgeserve.runtime import Session
+
+    with np.load(digits_example / "frames.npz") as data:
+        frames, labels = data["frames"][:40], data["y"][:40]
+    for target in ("onnx", "onnx-int8"):
+        with Session(keras_build, target=target) as session:
+            assert session.backend.startswith("onnxruntime")
+            top = [session.classify(f, k=1)[0].index for f in frames]
+        assert np.mean(np.array(top) == labels) >= 0.9, target
+
+
+def test_over_the_bound_the_worst_nodes_are_kept_in_float(digits_example: Path, tmp_path: Path) -> None:
+    """A bound no INT8 model meets (mae, 0 % more error): every attempt is recorded, each keeping
+    the next worst node of the per-node report in float, and the run fails with the manifest written."""
+    from edgeserve.pipeline import convert
+
+    with pytest.raises(AccuracyError) as err:
+        convert(digits_example / "digits_cnn.keras", ["onnx-int8"], tmp_path, calib=digits_example / "calib.npz",
+                options={"max_drop": 0.0, "metric": "mae"})
+    entry = {a["target"]: a for a in err.value.result.manifest["artifacts"]}["onnx-int8"]
+    assert entry["status"] == "failed"
+    report = json.loads((tmp_path / entry["report"]["path"]).read_text())
+    nodes = [n["node"] for n in report["nodes"]]
+    sqnrs = [n["sqnr_db"] for n in report["nodes"]]
+    assert nodes and sqnrs == sorted(sqnrs)  # worst first
+    floats = [a["float_nodes"] for a in report["attempts"]]
+    assert floats == [[], nodes[:1], nodes[:2], nodes[:3]]
+    assert all(a["status"] == "drop too large" for a in report["attempts"])
+
+
+def test_pytorch_to_onnx_and_onnx_int8(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    from torch_digits import SPEC, build
+
+    from edgeserve.pipeline import convert
+
+    (tmp_path / "torch").mkdir()
+    example = build(tmp_path / "torch", epochs=25)
+    result = convert(example.root / "digits.pt2", ["onnx", "onnx-int8"], tmp_path / "out",
+                     calib=example.root / "calib.npz", eval_data=example.root / "eval.npz", preprocess=SPEC)
+    entries = {a["target"]: a for a in result.manifest["artifacts"]}
+    assert entries["onnx"]["route"]["export"] == "PyTorch -> torch.onnx.export (dynamo)"
+    assert entries["onnx"]["agreement"]["top1_agreement"] == 1.0
+    assert entries["onnx-int8"]["status"] == "ok" and entries["onnx-int8"]["metrics"]["drop_points"] <= 1.0
+    with np.load(example.root / "eval.npz") as data:
+        x = data["x"]
+    with torch.no_grad():
+        expected = example.module(torch.from_numpy(x)).numpy()
+    got = _ort(tmp_path / "out" / entries["onnx-int8"]["path"], x)
+    assert np.mean(expected.argmax(1) == got.argmax(1)) >= 0.98
+
+
+def test_mobilenet_v2_int8_is_under_a_third_and_bench_runs_both(tmp_path: Path) -> None:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
+    model.save(tmp_path / "mobilenet_v2.keras")
+    x = np.random.default_rng(0).uniform(-1, 1, (48, 96, 96, 3)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
+    from edgeserve.pipeline import convert
+
+    result = convert(tmp_path / "mobilenet_v2.keras", ["onnx", "onnx-int8"], tmp_path / "out",
+                     calib=tmp_path / "calib.npz", options={"max_drop": 100.0})
+    entries = {a["target"]: a for a in result.manifest["artifacts"]}
+    assert entries["onnx-int8"]["bytes"] * 3 < entries["onnx"]["bytes"]
+    for target in ("onnx", "onnx-int8"):  # each file, with the same preprocessing flags
+        bench = CliRunner().invoke(cli, ["bench", str(tmp_path / "out" / entries[target]["path"]), "--synthetic",
+                                         "160x120", "--frames", "5", "--warmup", "1", "--json", "--scale", "1/127.5",
+                                         "--mean", "1,1,1"])
+        assert bench.exit_code == 0, bench.output
+        assert json.loads(bench.stdout)["backend"].startswith("onnxruntime")
+
+
+def test_dynamic_batch_frees_the_batch_dimension(digits_example: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["convert", str(digits_example / "digits_cnn.keras"), "-t", "onnx",
+                                      "--dynamic-batch", "--calib", str(digits_example / "calib.npz"),
+                                      "-o", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].shape[0] == "batch"
+    with np.load(digits_example / "eval.npz") as data:
+        x = data["x"][:16]
+    (batched,) = session.run(None, {session.get_inputs()[0].name: x})  # 16 at once
+    assert batched.shape == (16, 10)
+    np.testing.assert_allclose(batched, _ort(tmp_path / "model.onnx", x), atol=1e-5)
