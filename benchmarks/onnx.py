@@ -1,0 +1,94 @@
+"""onnx-int8 vs onnx vs tflite-int8: latency per frame at batch 1, 1 and 2 threads, for the README.
+
+    python benchmarks/onnx.py [--json] [--frames 200]
+
+Model: Keras MobileNetV2 (random weights, 224x224x3, 1,000 classes) converted by edgeserve to
+the three targets with the same 64 calibration frames (uniform noise: latency does not
+depend on the weights' values). Frame: skimage's astronaut photo at 640x480.
+
+For each artifact and thread count, round-robin in one process (so machine load affects
+all alike): ``Session.run`` (frame in, dequantized outputs out) and the engine call alone on
+the Session's own engine (``run_with_iobinding`` for ONNX Runtime, ``invoke`` for LiteRT),
+and their ratio, the runtime's end-to-end overhead (goal: at most 1.10x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from runtime import measure, photo_frame  # noqa: E402  (benchmarks/ is a folder of scripts)
+
+TARGETS = ("onnx", "onnx-int8", "tflite-int8")
+BACKENDS = {"onnx": "onnxruntime:cpu", "onnx-int8": "onnxruntime:cpu", "tflite-int8": "litert:xnnpack"}
+
+
+def build(work: Path) -> Path:
+    import keras
+
+    from edgeserve.pipeline import convert
+    from edgeserve.preprocess import PreprocessSpec
+
+    keras.utils.set_random_seed(0)
+    keras.applications.MobileNetV2(weights=None).save(work / "mobilenet_v2.keras")
+    np.savez(work / "calib.npz", x=np.random.default_rng(0).uniform(-1, 1, (64, 224, 224, 3)).astype(np.float32))
+    convert(work / "mobilenet_v2.keras", list(TARGETS), work / "out", calib=work / "calib.npz",
+            preprocess=PreprocessSpec(scale=1 / 127.5, mean=(1.0, 1.0, 1.0)), options={"max_drop": 100.0})
+    return work / "out"
+
+
+def run(frames: int) -> dict[str, Any]:
+    from edgeserve.runtime import Session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = build(Path(tmp))
+        manifest = json.loads((out / "manifest.json").read_text())
+        sizes = {a["target"]: a["bytes"] for a in manifest["artifacts"]}
+        frame = photo_frame()
+        rows = []
+        for threads in (1, 2):
+            sessions = {t: Session(out, target=t, backend=BACKENDS[t], threads=threads) for t in TARGETS}
+            steps = {}
+            for target, s in sessions.items():
+                s.run(frame)
+                steps[f"{target} session"] = (lambda s=s: s.run(frame))
+                steps[f"{target} engine"] = s._active.invoke
+            times = measure(steps, frames, block=20, warmup=10)
+            for target in TARGETS:
+                session_p50 = float(np.median(times[f"{target} session"])) * 1e3
+                engine_p50 = float(np.median(times[f"{target} engine"])) * 1e3
+                rows.append({"target": target, "threads": threads, "bytes": sizes[target],
+                             "session_p50_ms": round(session_p50, 2), "engine_p50_ms": round(engine_p50, 2),
+                             "overhead": round(session_p50 / engine_p50, 3)})
+            for s in sessions.values():
+                s.close()
+    return {"model": "MobileNetV2 224x224 (Keras, random weights)", "frames": frames, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=200)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args.frames)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"{result['model']}, {result['frames']} frames per measurement")
+    print("| target | threads | bytes | Session.run p50 ms | engine p50 ms | overhead |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        print(f"| {r['target']} | {r['threads']} | {r['bytes']:,} | {r['session_p50_ms']} | {r['engine_p50_ms']} | "
+              f"{r['overhead']}x |")
+
+
+if __name__ == "__main__":
+    main()
