@@ -21,7 +21,7 @@ from typing import Any
 
 from edgeserve._deps import package_version, require
 from edgeserve.console import quiet_libraries
-from edgeserve.errors import InputError, SourceModelError, first_line
+from edgeserve.errors import InputError, MissingDependencyError, SourceModelError, first_line
 
 OPSET = 17
 
@@ -101,8 +101,11 @@ def _fix_io(onnx: Any, model: Any, source: Any, dynamic_batch: bool) -> Any:
 
 
 def _tf2onnx(args: list[str], out: Path, source: Any) -> Any:
+    import importlib.util
+
     onnx = require("onnx", "the onnx target")
-    require("tf2onnx", "the onnx target")
+    if importlib.util.find_spec("tf2onnx") is None:  # it runs in the child; here only check it is there
+        raise MissingDependencyError("tf2onnx", "convert", "the onnx target")
     command = [sys.executable, "-m", "tf2onnx.convert", *args, "--opset", str(OPSET), "--output", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
     if done.returncode != 0 or not out.exists():
