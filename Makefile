@@ -68,6 +68,7 @@ test-fast: setup registry-models
 bench: setup
 	$(PY) benchmarks/convert.py
 	$(PY) benchmarks/runtime.py
+	$(PY) benchmarks/onnx_targets.py
 
 clean:
 	rm -rf build .pytest_cache
