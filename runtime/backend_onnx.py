@@ -119,16 +119,15 @@ def _factory(backend: str, kind: str, provider: str) -> Any:
     return open_backend
 
 
-BACKENDS = tuple(
-    (f"onnxruntime:{b}", kind, _factory(b, kind, provider))
-    for b, kind, provider in (
-        ("tensorrt", "gpu", "TensorrtExecutionProvider"),
-        ("cuda", "gpu", "CUDAExecutionProvider"),
-        ("openvino", "npu", "OpenVINOExecutionProvider"),
-        ("qnn", "npu", "QNNExecutionProvider"),
-        ("coreml", "npu", "CoreMLExecutionProvider"),
-        ("nnapi", "npu", "NnapiExecutionProvider"),
-        ("xnnpack", "cpu", "XnnpackExecutionProvider"),
-        ("cpu", "cpu", "CPUExecutionProvider"),
-    )
+# (backend name, kind, execution provider), in the order `auto` tries them.
+PROVIDERS = (
+    ("tensorrt", "gpu", "TensorrtExecutionProvider"),
+    ("cuda", "gpu", "CUDAExecutionProvider"),
+    ("openvino", "npu", "OpenVINOExecutionProvider"),
+    ("qnn", "npu", "QNNExecutionProvider"),
+    ("coreml", "npu", "CoreMLExecutionProvider"),
+    ("nnapi", "npu", "NnapiExecutionProvider"),
+    ("xnnpack", "cpu", "XnnpackExecutionProvider"),
+    ("cpu", "cpu", "CPUExecutionProvider"),
 )
+BACKENDS = tuple((f"onnxruntime:{b}", kind, _factory(b, kind, provider)) for b, kind, provider in PROVIDERS)

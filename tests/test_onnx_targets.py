@@ -46,6 +46,15 @@ def test_keras_to_onnx_and_onnx_int8(keras_build: Path, digits_example: Path) ->
     assert int8["status"] == "ok" and int8["metrics"]["drop_points"] <= 1.0
     assert int8["ops"]["QuantizeLinear"] > 0 and int8["ops"]["DequantizeLinear"] > int8["ops"]["QuantizeLinear"]
     assert int8["provenance"]["calibration_sha256"] == manifest["calibration"]["sha256"]
+    # Placement before the device: every provider the runtime knows, and what this build has.
+    available = set(ort.get_available_providers())
+    for entry in (onnx_entry, int8):
+        placement = entry["placement"]
+        assert {name for name, p in placement.items() if p["available"]} == {
+            name for name, p in placement.items() if p.get("taken_by") in available or name == "onnxruntime:cpu"}
+        cpu = placement["onnxruntime:cpu"]
+        assert cpu["opened"] and cpu["accelerated_ops"] == cpu["total_ops"] > 0
+        assert placement["onnxruntime:tensorrt"]["available"] == ("TensorrtExecutionProvider" in available)
 
     # Independently: the written files in ONNX Runtime against Keras on the held-out digits.
     with np.load(digits_example / "eval.npz") as data:

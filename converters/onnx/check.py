@@ -51,3 +51,32 @@ def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[n
                                             key=lambda k: int(k.rsplit("_", 1)[1]))]
                   for g in ("inputs", "reference", "outputs")}
     return groups["inputs"], groups["reference"], groups["outputs"]
+
+
+def placement(model: bytes) -> dict[str, Any]:
+    """Which execution provider takes how many nodes, for every provider this onnxruntime has.
+
+    The same verbose-log reading the runtime's ONNX Runtime backend does when it opens the
+    model on a device; providers this build lacks are listed as such, so the record says
+    what was and was not tried here.
+    """
+    ort = require("onnxruntime", "running an ONNX artifact")
+    from edgeserve.runtime.backend_base import BackendOptions, BackendUnavailable
+    from edgeserve.runtime.backend_onnx import PROVIDERS, OnnxRuntimeBackend
+
+    available = set(ort.get_available_providers())
+    report: dict[str, Any] = {}
+    for backend_name, kind, provider in PROVIDERS:
+        name = f"onnxruntime:{backend_name}"
+        if provider not in available:
+            report[name] = {"available": False}
+            continue
+        try:
+            backend = OnnxRuntimeBackend(name, kind, provider, model,
+                                         BackendOptions(threads=None, profile=None, libraries={}))
+        except BackendUnavailable as exc:
+            report[name] = {"available": True, "opened": False, "reason": str(exc)}
+            continue
+        report[name] = {"available": True, "opened": True} | backend.placement.to_dict()
+        backend.close()
+    return report

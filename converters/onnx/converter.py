@@ -90,6 +90,7 @@ class OnnxConverter(Converter):
             "output_sqnr_db": scored["output_sqnr_db"],
             "attempts": [],
             "route": {"export": made.route, "tools": made.tools, "notes": list(made.notes)},
+            "placement": check.placement(data),
             "verification": {
                 "method": "onnxruntime-cpu",
                 "samples": len(outputs[0]),

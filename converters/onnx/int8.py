@@ -136,6 +136,7 @@ class OnnxInt8Converter(Converter):
             "output_sqnr_db": scored["output_sqnr_db"],
             "attempts": attempts,
             "worst_nodes": node_errors[:5],
+            "placement": check.placement(data),
             "report": file_record(out, report),
             "route": {"quantizer": "onnxruntime.quantization (quantize_static, QDQ)",
                       "tools": {"onnxruntime": package_version("onnxruntime")}},
