@@ -52,7 +52,7 @@ class OnnxRuntimeBackend(Backend):
         so.log_severity_level = 0  # verbose: the only place ORT says which provider took which node
         if options.threads:
             so.intra_op_num_threads = int(options.threads)
-        providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
+        providers = provider_list(provider, data)
         failure: Exception | None = None
         with capture_native_stderr() as captured, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the provider check below says it better
@@ -91,6 +91,28 @@ class OnnxRuntimeBackend(Backend):
     def close(self) -> None:
         self._binding = None
         self._session = None
+
+
+def provider_list(provider: str, data: bytes) -> list[Any]:
+    """The providers a session is opened with: the wanted one (with its options), then the CPU.
+
+    TensorRT builds an engine per model on first use, minutes on a Jetson: it is cached under
+    ``~/.cache/edgeserve/trt-engines/<model sha256>`` so the next start reads it. FP16 is on
+    for the layers TensorRT runs in float; INT8 for a QDQ model, whose Q/DQ nodes carry the
+    scales (explicit quantization), so no TensorRT calibration table is needed.
+    """
+    if provider == "CPUExecutionProvider":
+        return [provider]
+    if provider != "TensorrtExecutionProvider":
+        return [provider, "CPUExecutionProvider"]
+    import hashlib
+    import os
+
+    cache = os.path.join(os.path.expanduser("~"), ".cache", "edgeserve", "trt-engines",
+                         hashlib.sha256(data).hexdigest()[:16])
+    options = {"trt_fp16_enable": True, "trt_int8_enable": b"QuantizeLinear" in data,
+               "trt_engine_cache_enable": True, "trt_engine_cache_path": cache}
+    return [(provider, options), "CUDAExecutionProvider", "CPUExecutionProvider"]
 
 
 def ort_placement(log_text: str, provider: str) -> Placement:

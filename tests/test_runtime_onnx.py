@@ -88,3 +88,30 @@ def test_jetson_profile_chain_on_an_onnx_file(model: Path) -> None:
         ("onnxruntime:tensorrt", "open", False), ("onnxruntime:cuda", "open", False),
         ("litert:xnnpack", "select", False), ("onnxruntime:cpu", "open", True)]
     assert s.threads == 6
+
+
+def test_tensorrt_is_opened_with_fp16_int8_for_qdq_and_an_engine_cache(model: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No TensorRT here: the session ORT is asked for is captured, then refused as ORT would."""
+    from edgeserve.runtime.backend_onnx import provider_list
+
+    asked: list = []
+    real_session = ort.InferenceSession
+
+    def capture(data: bytes, options: object, providers: list) -> object:
+        asked.append(providers)
+        return real_session(data, options, providers=["CPUExecutionProvider"])  # what a build without TRT opens
+
+    real = ort.get_available_providers()
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["TensorrtExecutionProvider", *real])
+    monkeypatch.setattr(ort, "InferenceSession", capture)
+    s = Session(model, "jetson-orin-nano")
+    trt = next(a for a in s.attempts if a.backend == "onnxruntime:tensorrt")
+    assert not trt.ok and "dropped TensorrtExecutionProvider" in trt.reason
+    (name, options), *rest = asked[0]
+    assert name == "TensorrtExecutionProvider" and rest == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert options["trt_fp16_enable"] is True and options["trt_int8_enable"] is False  # a float model
+    assert options["trt_engine_cache_enable"] and "trt-engines" in options["trt_engine_cache_path"]
+    qdq = provider_list("TensorrtExecutionProvider", model.read_bytes() + b"QuantizeLinear")
+    assert qdq[0][1]["trt_int8_enable"] is True
+    assert provider_list("CPUExecutionProvider", b"") == ["CPUExecutionProvider"]
