@@ -8,7 +8,8 @@ PyTorch                         torch.onnx.export: the dynamo exporter where it 
 ONNX                            the file itself, batch fixed, shapes inferred, opset raised
 float .tflite                   tf2onnx's TFLite reader (also in a child process)
 
-Every route writes opset ``OPSET`` or newer and batch 1 unless ``dynamic_batch``.
+Every route writes opset ``OPSET`` or newer and batch 1 unless ``dynamic_batch``, then
+simplifies the graph with onnxslim (constant folding, dead nodes) when it is installed.
 """
 
 from __future__ import annotations
@@ -68,7 +69,27 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
         except Exception as exc:  # the version converter raises C++ errors as RuntimeError and more
             notes.append(f"kept opset {_opset(model)}: the version converter failed ({first_line(exc)})")
     model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    model, note = _slim(model)
+    notes.append(note)
     return dataclasses.replace(result, model=model, notes=tuple(notes))
+
+
+def _slim(model: Any) -> tuple[Any, str]:
+    """Constant folding and dead-node removal with onnxslim (checked afterwards, as every
+    artifact is, against the source in ONNX Runtime)."""
+    import importlib.util
+
+    if importlib.util.find_spec("onnxslim") is None:
+        return model, "not simplified: onnxslim is not installed"
+    import onnxslim
+
+    before = len(model.graph.node)
+    try:
+        with quiet_libraries():
+            slimmed = onnxslim.slim(model)
+    except Exception as exc:  # onnxslim raises from its graph rewrites; the unsimplified model is still right
+        return model, f"not simplified: onnxslim failed ({first_line(exc)[:150]})"
+    return slimmed, f"onnxslim {package_version('onnxslim')}: {before} -> {len(slimmed.graph.node)} nodes"
 
 
 def _opset(model: Any) -> int:
