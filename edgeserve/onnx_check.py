@@ -9,6 +9,7 @@ files must lie beside the model.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, NoReturn
 
 from edgeserve.errors import ModelFileError, model_file_guard
@@ -54,6 +55,53 @@ def validate_onnx(data: bytes) -> None:
     except Exception as exc:  # ValidationError, InferenceError, or a C++ error as RuntimeError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(f"model: onnx.checker rejected it: {first}") from exc
+
+
+def read_onnx_file(path: Path) -> bytes:
+    """An .onnx file's bytes with any external tensor data read in, from the model's own folder only.
+
+    ONNX files over 2 GB (and some exporters' smaller ones) keep weights in side files named by
+    a relative ``location``. A location that is absolute, climbs out with ``..`` or resolves
+    through a link to outside the model's folder is refused: a model file must not make
+    edgeserve read other files. The result is self-contained, as :func:`validate_onnx` wants.
+    """
+    data = path.read_bytes()
+    try:
+        import onnx
+    except ImportError:
+        return data
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception:  # not ONNX: validate_onnx says where and why
+        return data
+    external = [t for t in _initializers(model) if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        return data
+    folder = path.parent.resolve()
+    for tensor in external:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        target = (folder / location).resolve()
+        if not location or Path(location).is_absolute() or folder not in target.parents:
+            raise ModelFileError(f"{path.name}: initializer '{tensor.name}' keeps its data at {location!r}, outside "
+                                 f"the model's folder {folder}; external data is read from beside the model only")
+        if not target.is_file():
+            raise ModelFileError(f"{path.name}: initializer '{tensor.name}' keeps its data in {location!r}, which is "
+                                 f"not in {folder}")
+    with model_file_guard("reading external data"):
+        onnx.external_data_helper.load_external_data_for_model(model, str(folder))
+    return model.SerializeToString()
+
+
+def _initializers(model: Any) -> list[Any]:
+    found, graphs = [], [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        found.extend(graph.initializer)
+        for node in graph.node:
+            graphs.extend(a.g for a in node.attribute if a.HasField("g"))
+            for a in node.attribute:
+                graphs.extend(a.graphs)
+    return found
 
 
 def _check_onnx_external_data(model: Any) -> None:

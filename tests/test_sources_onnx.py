@@ -266,3 +266,32 @@ def test_a_real_onnx_model_to_the_onnx_targets(ocr_cls: Path, tmp_path: Path) ->
     # Measured: 16.2 dB and 91.7 % top-1 agreement (the tflite-int8 route: 16.3 dB, 92.5 %).
     assert all(v >= 13.0 for v in entries["onnx-int8"]["output_sqnr_db"].values())
     assert entries["onnx-int8"]["bytes"] < entries["onnx"]["bytes"]
+
+
+def test_external_data_is_read_from_beside_the_model_only(example: TorchExample, tmp_path: Path) -> None:
+    from edgeserve.pipeline import convert
+
+    model = onnx.load(str(example.root / "digits.onnx"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save_model(model, str(folder / "digits.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="digits.weights", size_threshold=0)
+    assert (folder / "digits.weights").stat().st_size > 1000
+    result = convert(folder / "digits.onnx", ["tflite-int8", "onnx"], tmp_path / "out",
+                     calib=example.root / "calib.npz", eval_data=example.root / "eval.npz", preprocess=SPEC)
+    assert all(a["status"] == "ok" for a in result.manifest["artifacts"])
+
+    # The same file pointing outside its folder is refused before anything reads there.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (folder / "digits.weights").rename(outside / "digits.weights")
+    escaped = onnx.load(str(folder / "digits.onnx"), load_external_data=False)
+    for tensor in escaped.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "../elsewhere/digits.weights"
+    onnx.save_model(escaped, str(folder / "escaped.onnx"))
+    result = CliRunner().invoke(cli, ["convert", str(folder / "escaped.onnx"), "-t", "onnx", "-q", "--calib",
+                                      str(example.root / "calib.npz"), "-o", str(tmp_path / "out2")])
+    assert result.exit_code == 1 and "outside the model's folder" in result.stderr
+    assert not (tmp_path / "out2").exists()

@@ -55,7 +55,7 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
     elif source.framework == "pytorch":
         result = _torch_export(source, ctx.workdir / "torch.onnx")
     elif source.kind == "onnx":
-        result = FloatOnnx(onnx.load_model_from_string(source.path.read_bytes()), "ONNX source, shapes inferred",
+        result = FloatOnnx(onnx.load_model_from_string(source.data), "ONNX source, shapes inferred",
                            {"onnx": onnx.__version__})
     else:
         raise SourceModelError(f"{source.path.name} is a full-integer .tflite; the onnx target converts a float "

@@ -26,10 +26,10 @@ class OnnxSource(SourceModel):
     tflite_route = "float-tflite"
 
     def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
-        from edgeserve.onnx_check import validate_onnx
+        from edgeserve.onnx_check import read_onnx_file, validate_onnx
 
         self.path = path
-        data = path.read_bytes()
+        data = read_onnx_file(path)  # external data from beside the model only
         validate_onnx(data)  # before onnxruntime or the reader parse it
         onnx = require("onnx", "reading an ONNX model")
         self._onnx = onnx
@@ -52,6 +52,11 @@ class OnnxSource(SourceModel):
                         for v, o in zip(graph.output, self._run([np.zeros(t.shape, np.float32) for t in inputs])))
         super().__init__(path, "onnx", Signature(inputs, outputs), f"onnx {onnx.__version__}, opset {opset}")
         self.framework = "onnx"
+
+    @property
+    def data(self) -> bytes:
+        """The model's bytes, external data read in: what every route starts from."""
+        return self._data
 
     # ----- float reference: ONNX Runtime ---------------------------------------------------
     def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
