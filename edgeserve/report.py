@@ -36,6 +36,9 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
     if entry["target"] == "coreml":
         _print_coreml(console, entry)
         return
+    if entry["target"] in ("onnx", "onnx-int8"):
+        _print_onnx(console, entry)
+        return
     status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
     console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
     _print_unverified(console, entry)
@@ -182,6 +185,48 @@ def print_inspection(info: dict[str, Any]) -> None:
         e = info["edgeserve"]
         console.print(f"made by edgeserve {e.get('edgeserve_version')} ({e.get('target')}, {e.get('remedy')}), "
                       f"calibration {e.get('calibration_origin')} {str(e.get('calibration_sha256'))[:12]}")
+
+
+def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
+    status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
+    console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
+    _print_unverified(console, entry)
+    m = entry["metrics"]
+    label = m["metric"] + ("" if m["labelled"] else " vs float")
+    unit = " points" if m["metric"] == "top1" else " %"
+    console.print(f"  {label}: source {m['float']:.4f}  {entry['target']} {m['quantized']:.4f}  drop "
+                  f"{m['drop_points']:.2f}{unit} (max {m['max_drop']}) on {m['samples']} samples, ONNX Runtime CPU")
+    agree = entry.get("agreement") or {}
+    if agree:
+        console.print("  agreement: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                  for k, v in agree.items()))
+    route = entry.get("route") or {}
+    if route.get("export"):
+        console.print(f"  route: {route['export']}" + (f" ({'; '.join(route['notes'])})" if route.get("notes") else ""))
+    q = entry.get("quantization")
+    if q:
+        console.print(f"  {q['format']}: activations {q['activations']}, weights {q['weights']}, ranges "
+                      f"{q['calibration']}" + (f", in float: {', '.join(q['float_nodes'])}" if q["float_nodes"] else ""))
+    attempts = entry.get("attempts") or []
+    if len(attempts) > 1 or entry["status"] != "ok":
+        console.print("  attempts:")
+        for i, a in enumerate(attempts, 1):
+            kept = ", ".join(a["float_nodes"]) or "none"
+            console.print(f"    {i}. nodes in float: {kept}: {a['status']}, drop {a['metrics']['drop_points']:.2f}",
+                          soft_wrap=True)
+    nodes = entry.get("worst_nodes") or []
+    if nodes:
+        table = Table("node", "op", "SQNR dB", title="worst nodes (float vs QDQ activations)", title_justify="left")
+        for n in nodes:
+            table.add_row(n["node"][:60], n["op"], f"{n['sqnr_db']:.1f}")
+        console.print(table)
+    placement = entry.get("placement") or {}
+    taken = [f"{name.split(':')[1]} ({p['accelerated_ops']} of {p['total_ops']} nodes)"
+             for name, p in placement.items() if p.get("opened")]
+    missing = [name.split(":")[1] for name, p in placement.items() if not p.get("available")]
+    if taken:
+        console.print("  placement: " + ", ".join(taken) + (f"; not in this onnxruntime: {', '.join(missing)}"
+                                                            if missing else ""))
 
 
 def _print_source(console: Console, info: dict[str, Any]) -> None:

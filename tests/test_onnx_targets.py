@@ -168,3 +168,43 @@ def test_dynamic_batch_frees_the_batch_dimension(digits_example: Path, tmp_path:
     (batched,) = session.run(None, {session.get_inputs()[0].name: x})  # 16 at once
     assert batched.shape == (16, 10)
     np.testing.assert_allclose(batched, _ort(tmp_path / "model.onnx", x), atol=1e-5)
+
+
+def test_dynamic_batch_from_pytorch_and_onnx_sources(tmp_path: Path) -> None:
+    pytest.importorskip("onnxscript")
+    torch = pytest.importorskip("torch")
+    from torch_digits import build
+
+    from edgeserve.errors import InputError
+    from edgeserve.pipeline import convert
+
+    (tmp_path / "t").mkdir()
+    example = build(tmp_path / "t", epochs=2)
+    with pytest.raises(InputError, match="fixed batch"):  # digits.pt2 was exported with batch 1
+        convert(example.root / "digits.pt2", ["onnx"], tmp_path / "pt2", calib=example.root / "calib.npz",
+                options={"dynamic_batch": True})
+    free_pt2 = tmp_path / "free.pt2"
+    torch.export.save(torch.export.export(example.module, (torch.zeros(2, 3, 8, 8),),
+                                          dynamic_shapes={"input": {0: torch.export.Dim("batch")}}), free_pt2)
+    result = convert(free_pt2, ["onnx"], tmp_path / "pt2", calib=example.root / "calib.npz",
+                     options={"dynamic_batch": True})
+    (entry,) = result.manifest["artifacts"]
+    assert entry["verification"]["batched"]["samples"] == 8 and entry["verification"]["batched"]["max_abs_diff"] < 1e-4
+    assert not isinstance(entry["inputs"][0]["shape"][0], int)  # a named, free dimension
+
+    fixed, free = tmp_path / "fixed.onnx", tmp_path / "free.onnx"
+    torch.onnx.export(example.module, (torch.zeros(1, 3, 8, 8),), str(fixed), input_names=["image"], dynamo=False)
+    torch.onnx.export(example.module, (torch.zeros(1, 3, 8, 8),), str(free), input_names=["image"], dynamo=False,
+                      dynamic_axes={"image": {0: "batch"}})
+    with pytest.raises(InputError, match="fixes its batch"):
+        convert(fixed, ["onnx"], tmp_path / "a", calib=example.root / "calib.npz", options={"dynamic_batch": True})
+    result = convert(free, ["onnx"], tmp_path / "b", calib=example.root / "calib.npz", options={"dynamic_batch": True})
+    assert result.manifest["artifacts"][0]["verification"]["batched"]["samples"] == 8
+
+
+def test_inspect_prints_both_onnx_entries_with_their_placement(keras_build: Path) -> None:
+    result = CliRunner().invoke(cli, ["inspect", str(keras_build)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "onnx → model.onnx" in text and "onnx-int8 → model_int8.onnx" in text
+    assert "placement: cpu (" in text and "QDQ: activations int8, weights int8 per-channel" in text

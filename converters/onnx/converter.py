@@ -18,7 +18,7 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.export import float_onnx
-from edgeserve.errors import SourceModelError
+from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import agreement, choose_metric, degenerate, evaluate, sqnr_db
 
@@ -71,6 +71,7 @@ class OnnxConverter(Converter):
             sess = check.session(data)  # onnx.checker (strict shapes) first, as the runtime does
             outputs = check.run(sess, list(ctx.evaluation.inputs))
         scored = score(ctx, outputs, opts)
+        batched = self.batched_check(sess, ctx, outputs) if opts.dynamic_batch else None
         out = ctx.out_dir
         artifact = write_bytes(out / ARTIFACT_NAME, data)
         head = ctx.evaluation.head(FIXTURE_SAMPLES)
@@ -96,9 +97,29 @@ class OnnxConverter(Converter):
                 "samples": len(outputs[0]),
                 "fixture": file_record(out, fixture),
                 "degenerate": degenerate(ctx.reference_outputs()),
+                "batched": batched,
             },
             "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256},
         }
+
+    @staticmethod
+    def batched_check(sess: Any, ctx: ConversionContext, one_by_one: list[Any]) -> dict[str, Any]:
+        """With --dynamic-batch: 8 samples in one run give what they give one at a time, or the
+        graph is not batch-agnostic (a reshape that baked in the export's batch) and this fails."""
+        import numpy as np
+
+        n = min(8, len(one_by_one[0]))
+        names = [i.name for i in sess.get_inputs()]
+        try:
+            together = sess.run(None, {k: np.ascontiguousarray(x[:n], np.float32)
+                                       for k, x in zip(names, ctx.evaluation.inputs)})
+        except Exception as exc:  # ORT raises its own Fail type for a shape mismatch
+            raise VerificationError(f"--dynamic-batch: the exported graph does not run {n} samples at once "
+                                    f"({str(exc).splitlines()[0][:200]}); its batch is fixed inside") from exc
+        worst = max(float(np.max(np.abs(t - o[:n]))) for t, o in zip(together, one_by_one))
+        if worst > 1e-4 * max(1.0, max(float(np.max(np.abs(o))) for o in one_by_one)):
+            raise VerificationError(f"--dynamic-batch: {n} samples at once differ from one at a time by {worst:.3g}")
+        return {"samples": n, "max_abs_diff": worst}
 
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         return reverify_onnx(self.name, entry, root)

@@ -38,11 +38,16 @@ class FloatOnnx:
 def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
     source = ctx.source
     onnx = require("onnx", "the onnx target")
-    if dynamic_batch and source.kind not in ("keras", "keras-h5", "saved_model"):
-        # The other routes trace with a batch-1 example, which can bake the batch into reshapes:
-        # naming the dimension free would not make the graph batch-agnostic.
-        raise InputError(f"--dynamic-batch is available for Keras and SavedModel sources; {source.path.name} is "
-                         f"{source.kind}, exported with batch 1")
+    if dynamic_batch and source.kind == "onnx" and not _free_batch(source.proto):
+        raise InputError(f"--dynamic-batch keeps a free batch dimension, and {source.path.name} fixes its batch: "
+                         "re-export it with a dynamic batch (e.g. dynamic_axes={'input': {0: 'batch'}})")
+    if dynamic_batch and source.framework == "pytorch" and (
+            source.program is None or any(t.shape[0] is not None for t in source.signature.inputs)):
+        raise InputError(f"--dynamic-batch keeps a free batch dimension, and {source.path.name} was traced or exported "
+                         "with a fixed batch (its graph may bake it into reshapes): export it with "
+                         "torch.export.export(model, example, dynamic_shapes={'x': {0: torch.export.Dim('batch')}})")
+    if dynamic_batch and source.kind == "tflite-float":
+        raise InputError("--dynamic-batch is not available for a .tflite source: its batch is fixed in the file")
     if source.kind in ("keras", "keras-h5", "saved_model"):
         directory = ctx.workdir / ("free_batch_saved_model" if dynamic_batch else "batch1_saved_model")
         if not directory.exists():
@@ -53,7 +58,7 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
         made = _tf2onnx(["--tflite", str(source.path)], ctx.workdir / "tf2onnx.onnx", source)
         result = FloatOnnx(made, "float .tflite -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
     elif source.framework == "pytorch":
-        result = _torch_export(source, ctx.workdir / "torch.onnx")
+        result = _torch_export(source, ctx.workdir / "torch.onnx", dynamic_batch)
     elif source.kind == "onnx":
         result = FloatOnnx(onnx.load_model_from_string(source.data), "ONNX source, shapes inferred",
                            {"onnx": onnx.__version__})
@@ -90,6 +95,13 @@ def _slim(model: Any) -> tuple[Any, str]:
     except Exception as exc:  # onnxslim raises from its graph rewrites; the unsimplified model is still right
         return model, f"not simplified: onnxslim failed ({first_line(exc)[:150]})"
     return slimmed, f"onnxslim {package_version('onnxslim')}: {before} -> {len(slimmed.graph.node)} nodes"
+
+
+def _free_batch(model: Any) -> bool:
+    constants = {i.name for i in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in constants]
+    return bool(inputs) and all(
+        v.type.tensor_type.shape.dim and not (v.type.tensor_type.shape.dim[0].dim_value > 0) for v in inputs)
 
 
 def _opset(model: Any) -> int:
@@ -136,24 +148,29 @@ def _tf2onnx(args: list[str], out: Path, source: Any) -> Any:
     return onnx.load(str(out))
 
 
-def _torch_export(source: Any, out: Path) -> FloatOnnx:
+def _torch_export(source: Any, out: Path, dynamic_batch: bool = False) -> FloatOnnx:
     torch = require("torch", "the onnx target")
     onnx = require("onnx", "the onnx target")
     example = tuple(torch.zeros((1, *t.shape[1:]), dtype=getattr(torch, t.dtype)) for t in source.signature.inputs)
     names = {"input_names": [t.name for t in source.signature.inputs],
              "output_names": [t.name for t in source.signature.outputs]}
     notes = []
+    # A free batch comes only from an ExportedProgram whose batch is symbolic (checked by the
+    # caller); the exporter keeps it. The TorchScript fallback is told with dynamic_axes.
+    axes = {"dynamic_axes": {n: {0: "batch"} for n in names["input_names"] + names["output_names"]}} \
+        if dynamic_batch else {}
     try:
         with quiet_libraries():
-            torch.onnx.export(source.program if source.program is not None else source.module, example, str(out),
-                              opset_version=OPSET, dynamo=True, **names)
+            program = source.program if source.program is not None else source.module
+            torch.onnx.export(program, example, str(out), opset_version=OPSET, dynamo=True, **names)
         route = "PyTorch -> torch.onnx.export (dynamo)"
         notes.append(f"onnxscript {package_version('onnxscript')}")
     except Exception as exc:  # dynamo needs onnxscript and a traceable program; fall back, saying why
         notes.append(f"dynamo exporter not used: {first_line(exc)[:200]}")
         try:
             with quiet_libraries():
-                torch.onnx.export(source.module, example, str(out), opset_version=OPSET, dynamo=False, **names)
+                torch.onnx.export(source.module, example, str(out), opset_version=OPSET, dynamo=False, **names,
+                                  **axes)
         except Exception as inner:  # the TorchScript exporter raises many types
             raise SourceModelError(f"torch.onnx.export cannot export {source.path.name}: {first_line(inner)}. "
                                    "Route tried: dynamo, then the TorchScript exporter") from inner
