@@ -46,6 +46,7 @@ def test_keras_to_onnx_and_onnx_int8(keras_build: Path, digits_example: Path) ->
     assert int8["status"] == "ok" and int8["metrics"]["drop_points"] <= 1.0
     assert int8["ops"]["QuantizeLinear"] > 0 and int8["ops"]["DequantizeLinear"] > int8["ops"]["QuantizeLinear"]
     assert int8["provenance"]["calibration_sha256"] == manifest["calibration"]["sha256"]
+    assert int8["left_in_float"] == []  # every node quantized
     # Placement before the device: every provider the runtime knows, and what this build has.
     available = set(ort.get_available_providers())
     for entry in (onnx_entry, int8):
@@ -108,6 +109,9 @@ def test_over_the_bound_the_worst_nodes_are_kept_in_float(digits_example: Path, 
     assert nodes and sqnrs == sorted(sqnrs)  # worst first
     floats = [a["float_nodes"] for a in report["attempts"]]
     assert floats == [[], nodes[:1], nodes[:2], nodes[:3]]
+    # The written model: the nodes its attempt kept in float are the ones that run in float.
+    kept = entry["quantization"]["float_nodes"]
+    assert kept and {n["node"] for n in entry["left_in_float"]} == set(kept)
     assert all(a["status"] == "drop too large" for a in report["attempts"])
 
 

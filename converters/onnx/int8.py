@@ -122,6 +122,7 @@ class OnnxInt8Converter(Converter):
         ops: dict[str, int] = {}
         for node in quantized.graph.node:
             ops[node.op_type] = ops.get(node.op_type, 0) + 1
+        left_in_float = _float_nodes(quantized)
         chosen = next(a for a in attempts if a["bytes"] == len(data) and a["metrics"] == scored["metrics"])
         return {
             "target": self.name,
@@ -131,6 +132,9 @@ class OnnxInt8Converter(Converter):
             "quantization": {"format": "QDQ", "activations": "int8", "weights": "int8 per-channel",
                              "calibration": "min/max", "float_nodes": chosen["float_nodes"]},
             "ops": ops,
+            # Nodes that read a float activation: the ones kept in float on purpose, and those whose
+            # operator onnxruntime.quantization does not quantize (it leaves them float silently).
+            "left_in_float": left_in_float,
             "metrics": scored["metrics"],
             "agreement": scored["agreement"],
             "output_sqnr_db": scored["output_sqnr_db"],
@@ -174,3 +178,21 @@ class OnnxInt8Converter(Converter):
 
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         return reverify_onnx(self.name, entry, root)
+
+
+def _float_nodes(model: Any) -> list[dict[str, str]]:
+    """Compute nodes that run in float: in QDQ form a quantized node's every output goes into a
+    QuantizeLinear; a float node's output is read as is (or is a graph output itself)."""
+    consumers: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node.op_type)
+    graph_outputs = {v.name for v in model.graph.output}
+    found = []
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear", "Constant"):
+            continue
+        if any(out in graph_outputs or any(c != "QuantizeLinear" for c in consumers.get(out, []))
+               for out in node.output):
+            found.append({"node": node.name, "op": node.op_type})
+    return found
