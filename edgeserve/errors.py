@@ -116,10 +116,8 @@ class UnsupportedOpError(EdgeServeError):
         self.target = target
         self.supported = sorted(supported)
         extra = f" {detail}" if detail else ""
-        super().__init__(
-            f"operator {op} is not supported by target {target}.{extra} "
-            f"Supported ops: {', '.join(self.supported)}"
-        )
+        listed = f" Supported ops: {', '.join(self.supported)}" if self.supported else ""
+        super().__init__(f"operator {op} is not supported by target {target}.{extra}{listed}")
 
 
 class UnquantizableOpError(UnsupportedOpError):

@@ -4,6 +4,7 @@ and for a model, the route to each target."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,14 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     if path.suffix.lower() == ".tflite":
         info = inspect_tflite(path)
         kind = "tflite" if info["integer_only"] else "tflite-float"
-        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind)]}
+        routes = [r.to_dict() for r in routes_for(kind)]
+        if info["subgraphs"] > 1:  # what -t mcu refuses today, said before anything is converted
+            for r in routes:
+                if r["target"] == "mcu":
+                    r.update(exists=False, ready=False, missing=[], route=None,
+                             reason="the mcu arena planner does not model a second subgraph or control flow "
+                                    "(CALL_ONCE, IF, WHILE) yet")
+        return info | {"source_kind": kind, "routes": routes}
     if path.suffix.lower() == ".onnx":
         return inspect_onnx(path)
     if path.is_dir() and not (path / "saved_model.pb").exists():
@@ -134,6 +142,7 @@ def inspect_tflite(path: Path) -> dict[str, Any]:
         }
 
     integer, problems = model.is_full_integer()
+    variables = model.resource_variables()
     weight_bytes = sum(t.nbytes for t in sg.tensors if t.is_constant)
     provenance = None
     if METADATA_NAME in model.metadata:
@@ -148,8 +157,12 @@ def inspect_tflite(path: Path) -> dict[str, Any]:
         "subgraphs": len(model.subgraphs),
         "inputs": [tensor(i) for i in sg.inputs],
         "outputs": [tensor(i) for i in sg.outputs],
-        "ops": model.op_counts(),
+        "ops": model.op_counts_all() if len(model.subgraphs) > 1 else model.op_counts(),
         "op_versions": model.op_versions(),
+        "subgraph_ops": [{"index": g.index, "name": g.name, "ops": dict(Counter(op.op_name for op in g.operators))}
+                         for g in model.subgraphs],
+        "resource_variables": variables,
+        "state_bytes": sum(v["bytes"] for v in variables),
         "operators": len(sg.operators),
         "tensors": len(sg.tensors),
         "constant_bytes": weight_bytes,

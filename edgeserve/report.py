@@ -179,6 +179,15 @@ def print_inspection(info: dict[str, Any]) -> None:
         ops.add_row(name, str(count), str(info["op_versions"].get(name, "")))
     console.print(ops)
     console.print(f"integer-only: {info['integer_only']}" + (f" ({len(info['float_ops'])} float op(s))" if info["float_ops"] else ""))
+    if info.get("subgraphs", 1) > 1:
+        for g in info["subgraph_ops"]:
+            console.print(f"subgraph {g['index']} {g['name']}: " + ", ".join(f"{n}×{c}" for n, c in g["ops"].items()))
+    if info.get("resource_variables"):
+        table = Table("resource variable", "dtype", "shape", "bytes",
+                      title=f"state kept between invocations: {info['state_bytes']:,} bytes", title_justify="left")
+        for v in info["resource_variables"]:
+            table.add_row(v["name"], v["dtype"], str(v["shape"]), f"{v['bytes']:,}")
+        console.print(table)
     if info.get("routes"):
         _print_routes(console, info["routes"])
     if info.get("edgeserve"):

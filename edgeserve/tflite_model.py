@@ -177,6 +177,9 @@ class Operator:
     outputs: tuple[int, ...]
     intermediates: tuple[int, ...]
     builtin_options_type: int
+    # The few builtin options edgeserve reads: VAR_HANDLE's container and shared_name (which
+    # variable a handle names) and CALL_ONCE's init_subgraph_index.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,27 @@ class TfliteModel:
     def op_counts(self) -> dict[str, int]:
         """Count operators of the main subgraph by name, in order of first use."""
         return dict(Counter(op.op_name for op in self.subgraphs[0].operators))
+
+    def op_counts_all(self) -> dict[str, int]:
+        """Count operators of every subgraph (CALL_ONCE's initialisation, control-flow bodies)."""
+        return dict(Counter(op.op_name for sg in self.subgraphs for op in sg.operators))
+
+    def resource_variables(self) -> list[dict[str, Any]]:
+        """The model's resource variables (state kept between invocations), named by their
+        VAR_HANDLE's shared_name, typed by the value an ASSIGN_VARIABLE writes (in the CALL_ONCE
+        initialisation or the main graph): name, dtype, shape, bytes."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for sg in self.subgraphs:
+            handles = {op.outputs[0]: op.options for op in sg.operators if op.op_name == "VAR_HANDLE" and op.outputs}
+            for op in sg.operators:
+                if op.op_name != "ASSIGN_VARIABLE" or len(op.inputs) < 2 or op.inputs[0] not in handles:
+                    continue
+                options = handles[op.inputs[0]]
+                key = (options.get("container", ""), options.get("shared_name", ""))
+                value = sg.tensors[op.inputs[1]]
+                found.setdefault(key, {"name": key[1], "container": key[0], "dtype": value.dtype_name,
+                                       "shape": list(value.shape), "bytes": value.nbytes, "subgraph": sg.index})
+        return list(found.values())
 
     def op_versions(self) -> dict[str, int]:
         """Return the highest version of each operator name used in any subgraph."""
@@ -463,9 +487,20 @@ class _Builder:
             operators.append(Operator(
                 i, opcode_index, code.name, code.builtin_code, code.version, code.is_custom,
                 self.indices(ot, "inputs", n, -1), self.indices(ot, "outputs", n, -1),
-                self.indices(ot, "intermediates", n, -1), ot.get("builtin_options_type")))
+                self.indices(ot, "intermediates", n, -1), ot.get("builtin_options_type"),
+                self.read_options(code.name, ot.get("builtin_options"))))
         return Subgraph(index, self.string(t, "name") or "", tensors, self.indices(t, "inputs", n, 0),
                         self.indices(t, "outputs", n, 0), tuple(operators))
+
+    def read_options(self, op_name: str, options: _Table | None) -> dict[str, Any]:
+        if options is None:
+            return {}
+        if op_name == "VAR_HANDLE":
+            return {"container": self.string(options, "container") or "",
+                    "shared_name": self.string(options, "shared_name") or ""}
+        if op_name == "CALL_ONCE":
+            return {"init_subgraph_index": options.get("init_subgraph_index")}
+        return {}
 
     def tensor(self, t: _Table, index: int, buffers: tuple[Buffer, ...]) -> Tensor:
         shape = self.numbers(t, "shape")
