@@ -77,6 +77,10 @@ class Backend(abc.ABC):
     def output_buffer(self, i: int) -> np.ndarray:
         """Output ``i``'s raw values after :meth:`invoke` (a view; valid until the next invoke)."""
 
+    def reset_state(self) -> None:
+        """Return state kept between invocations (resource variables of a streaming model) to
+        its initial value. Engines that keep no state have nothing to do."""
+
     def close(self) -> None:
         """Release the engine's resources (the Session calls it when it drops a backend)."""
 

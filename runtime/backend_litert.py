@@ -61,6 +61,7 @@ class LiteRTBackend(Backend):
         if failure is not None:  # raised here: the native log is complete only after the block
             raise BackendUnavailable(f"{first_line(failure)}{_native(captured)}") from failure
         self._delegates = delegates
+        self._kwargs, self._module = kwargs, mod
         self.inputs = tuple(_detail(d) for d in self._interp.get_input_details())
         self.outputs = tuple(_detail(d) for d in self._interp.get_output_details())
         # Held for the interpreter's lifetime; calling one returns a fresh view of the tensor.
@@ -84,6 +85,16 @@ class LiteRTBackend(Backend):
 
     def set_threads(self, n: int) -> None:
         self._interp._interpreter.SetNumThreads(int(n))
+
+    def reset_state(self) -> None:
+        # A new interpreter on the same bytes (and delegate): its CALL_ONCE initialisation runs
+        # again at the next invoke. interpreter.reset_all_variables() is not that: it zeroes
+        # the raw values and CALL_ONCE does not run twice, so a streaming model's int8 buffers
+        # would hold 0 (not the initial value, which has its own zero point); measured on alexa.
+        self._interp = self._module.Interpreter(**self._kwargs)
+        self._interp.allocate_tensors()
+        self._input_fns = [self._interp.tensor(d.index) for d in self.inputs]
+        self._output_fns = [self._interp.tensor(d.index) for d in self.outputs]
 
     def close(self) -> None:
         self._input_fns = self._output_fns = []

@@ -302,6 +302,14 @@ class Session:
             "preprocess": self.preprocess.to_dict() if self.preprocess else None,
         }
 
+    def reset(self) -> None:
+        """Start a new stream: a streaming model (microWakeWord's, with resource variables) keeps
+        its state from one ``run()`` to the next; this returns it to the initial state."""
+        with self._lock:
+            for b in (self._active, self._reference):
+                if b is not None:
+                    b.reset_state()
+
     def close(self) -> None:
         with self._lock:
             for b in (self._active, self._reference):
