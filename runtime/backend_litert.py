@@ -88,9 +88,9 @@ class LiteRTBackend(Backend):
 
     def reset_state(self) -> None:
         # A new interpreter on the same bytes (and delegate): its CALL_ONCE initialisation runs
-        # again at the next invoke. interpreter.reset_all_variables() is not that: it zeroes
-        # the raw values and CALL_ONCE does not run twice, so a streaming model's int8 buffers
-        # would hold 0 (not the initial value, which has its own zero point); measured on alexa.
+        # again at the next invoke. interpreter.reset_all_variables() does not give the initial
+        # state back: on microWakeWord's alexa its first output after a reset is 0 where a fresh
+        # interpreter gives 3/256 (measured).
         self._interp = self._module.Interpreter(**self._kwargs)
         self._interp.allocate_tensors()
         self._input_fns = [self._interp.tensor(d.index) for d in self.inputs]
