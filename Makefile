@@ -69,6 +69,7 @@ bench: setup
 	$(PY) benchmarks/convert.py
 	$(PY) benchmarks/runtime.py
 	$(PY) benchmarks/onnx_targets.py
+	$(PY) benchmarks/streaming.py
 
 clean:
 	rm -rf build .pytest_cache
