@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
@@ -75,18 +76,18 @@ def convert(
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
     progress = progress or Progress(enabled=False)
 
-    if not isinstance(source, (str, Path)):
-        with tempfile.TemporaryDirectory(prefix="edgeserve-module-") as exported:
-            with progress.step(f"torch.export {type(source).__name__}"):
-                from edgeserve.sources.pytorch import from_module
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, (str, Path)):
+            with progress.step(f"load {Path(source).name}"), capture_native_stderr():
+                model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None)
+        else:  # an nn.Module: its ExportedProgram lives in a folder kept for the whole conversion
+            from edgeserve.sources.pytorch import from_module
 
-                model = from_module(source, example_inputs, Path(exported))
-            return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
-                                   options, max_calib_samples, progress, sign_key)
-    with progress.step(f"load {Path(source).name}"), capture_native_stderr():
-        model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None)
-    return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile, options,
-                           max_calib_samples, progress, sign_key)
+            exported = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgeserve-module-")))
+            with progress.step(f"torch.export {type(source).__name__}"):
+                model = from_module(source, example_inputs, exported)
+        return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
+                               options, max_calib_samples, progress, sign_key)
 
 
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,

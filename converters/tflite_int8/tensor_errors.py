@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
+from edgeserve.metrics import sqnr_db
 from edgeserve.tflite_model import TfliteModel
 
 
@@ -52,12 +53,16 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
     if not pairs:
         return []
     stats = {d["index"]: {"sq_err": [], "sqnr": [], "max": 0.0} for d, *_ in pairs}
-    q_inputs, f_inputs = q_run.get_input_details(), f_run.get_input_details()
+    from edgeserve.runtime.litert import _detail
+
+    # The quantized model's inputs are quantized as the runtime does it (round half away from zero).
+    q_inputs = [_detail(d) for d in q_run.get_input_details()]
+    f_inputs = f_run.get_input_details()
     for sample in samples:
         for detail, x in zip(f_inputs, sample):
             f_run.set_tensor(detail["index"], np.asarray(x, np.float32))
         for detail, x in zip(q_inputs, sample):
-            q_run.set_tensor(detail["index"], _quantize(detail, x))
+            q_run.set_tensor(detail.index, detail.quantize(np.asarray(x, np.float32)))
         f_run.invoke()
         q_run.invoke()
         for detail, twin, scale, zero in pairs:
@@ -67,9 +72,9 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
             s = stats[detail["index"]]
             s["sq_err"].append(float(np.mean(err * err)))
             s["max"] = max(s["max"], float(np.max(np.abs(err))) if err.size else 0.0)
-            noise, signal = float(np.sum(err * err)), float(np.sum(ref * ref))
-            if noise > 0 and signal > 0:
-                s["sqnr"].append(10 * math.log10(signal / noise))
+            sqnr = sqnr_db(ref, got)
+            if sqnr is not None:
+                s["sqnr"].append(sqnr)
     layers = []
     for detail, _, scale, _ in pairs:
         s = stats[detail["index"]]
@@ -82,15 +87,3 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
             max_abs_error=s["max"], scale=scale,
         ))
     return sorted(layers, key=lambda l: l.rmse_per_scale, reverse=True)
-
-
-def _quantize(detail: dict, x: np.ndarray) -> np.ndarray:
-    dtype = detail["dtype"]
-    x = np.asarray(x, np.float32)
-    if dtype == np.float32:
-        return x
-    scale, zero = detail["quantization"]
-    info = np.iinfo(dtype)
-    # Half away from zero, as TFLite rounds.
-    q = np.trunc(x / scale + np.copysign(0.5, x / scale)) + zero
-    return np.clip(q, info.min, info.max).astype(dtype)
