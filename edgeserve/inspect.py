@@ -27,14 +27,7 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     if path.suffix.lower() == ".tflite":
         info = inspect_tflite(path)
         kind = "tflite" if info["integer_only"] else "tflite-float"
-        routes = [r.to_dict() for r in routes_for(kind)]
-        if info["subgraphs"] > 1:  # what -t mcu refuses today, said before anything is converted
-            for r in routes:
-                if r["target"] == "mcu":
-                    r.update(exists=False, ready=False, missing=[], route=None,
-                             reason="the mcu arena planner does not model a second subgraph or control flow "
-                                    "(CALL_ONCE, IF, WHILE) yet")
-        return info | {"source_kind": kind, "routes": routes}
+        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind, info["subgraphs"])]}
     if path.suffix.lower() == ".onnx":
         return inspect_onnx(path)
     if path.is_dir() and not (path / "saved_model.pb").exists():

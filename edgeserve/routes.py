@@ -62,8 +62,18 @@ class Route:
                 "ready": self.exists and not missing, "missing": missing, "reason": self.reason or None}
 
 
-def routes_for(kind: str) -> list[Route]:
-    """The route of a source kind to every target, in target order."""
+# What -t mcu's arena planner refuses today (converters/mcu/arena.py), said before converting.
+MCU_SUBGRAPHS = ("the mcu arena planner does not model a second subgraph or control flow (CALL_ONCE, IF, WHILE) "
+                 "yet")
+
+
+def routes_for(kind: str, subgraphs: int = 1) -> list[Route]:
+    """The route of a source kind to every target, in target order (``subgraphs``: of a .tflite)."""
+    routes = _all_routes(kind)
+    return [Route("mcu", (), MCU_SUBGRAPHS) if r.target == "mcu" and subgraphs > 1 else r for r in routes]
+
+
+def _all_routes(kind: str) -> list[Route]:
     if kind == "tflite":
         return _routes(kind) + [Route(t, (), "a full-integer .tflite has no ONNX route; convert the float source")
                                 for t in ("onnx", "onnx-int8")]
