@@ -87,7 +87,7 @@ class OnnxInt8Converter(Converter):
         attempts: list[dict[str, Any]] = []
         node_errors: list[dict[str, Any]] | None = None
         excluded: list[str] = []
-        best: tuple[bytes, dict[str, Any], list[np.ndarray]] | None = None
+        best: tuple[bytes, dict[str, Any], list[np.ndarray], dict[str, Any]] | None = None
         while True:
             with ctx.progress.step(f"onnx-int8: quantize ({len(excluded)} node(s) in float)"):
                 data = quantize(excluded)
@@ -97,7 +97,7 @@ class OnnxInt8Converter(Converter):
                              "metrics": scored["metrics"], "agreement": scored["agreement"],
                              "output_sqnr_db": scored["output_sqnr_db"], "bytes": len(data)})
             if best is None or scored["ok"] or scored["metrics"]["drop_points"] < best[1]["metrics"]["drop_points"]:
-                best = (data, scored, outputs)
+                best = (data, scored, outputs, attempts[-1])
             if scored["ok"] or len(excluded) >= MAX_EXCLUDED:
                 break
             if node_errors is None:
@@ -108,7 +108,7 @@ class OnnxInt8Converter(Converter):
                 break
             excluded.append(remaining[0])
         assert best is not None
-        data, scored, outputs = best
+        data, scored, outputs, chosen = best
         node_errors = node_errors if node_errors is not None else []
         out = ctx.out_dir
         artifact = write_bytes(out / ARTIFACT_NAME, data)
@@ -123,7 +123,6 @@ class OnnxInt8Converter(Converter):
         for node in quantized.graph.node:
             ops[node.op_type] = ops.get(node.op_type, 0) + 1
         left_in_float = _float_nodes(quantized)
-        chosen = next(a for a in attempts if a["bytes"] == len(data) and a["metrics"] == scored["metrics"])
         return {
             "target": self.name,
             "status": "ok" if scored["ok"] else "failed",
