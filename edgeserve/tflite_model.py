@@ -33,6 +33,7 @@ import numpy as np
 
 from edgeserve.errors import ModelFileError, model_file_guard
 from edgeserve.tflite_flatbuffer import _Table, verify_flatbuffer
+from edgeserve.tflite_schema import SCHEMA
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -500,7 +501,19 @@ class _Builder:
                     "shared_name": self.string(options, "shared_name") or ""}
         if op_name == "CALL_ONCE":
             return {"init_subgraph_index": options.get("init_subgraph_index")}
-        return {}
+        # Every other options table: its scalar fields (defaults filled in) and numeric
+        # vectors, which is what kernels need (padding, strides, activation, beta, ...).
+        values: dict[str, Any] = {}
+        for f in SCHEMA[options.kind]:
+            if f.deprecated or f.kind not in ("scalar", "vector"):
+                continue
+            value = options.get(f.name)
+            if f.kind == "vector":
+                if not isinstance(value, np.ndarray):
+                    continue
+                value = tuple(value.tolist())
+            values[f.name] = value
+        return values
 
     def tensor(self, t: _Table, index: int, buffers: tuple[Buffer, ...]) -> Tensor:
         shape = self.numbers(t, "shape")

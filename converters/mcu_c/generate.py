@@ -1,0 +1,63 @@
+"""From full-INT8 .tflite bytes to the files of OUT/mcu-c/: lower, plan, emit."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+
+from edgeserve.converters.mcu_c import emit
+from edgeserve.converters.mcu_c.lower import Lowering, Step, UnsupportedOperatorError, _q
+from edgeserve.converters.mcu_c.planner import Plan, plan
+from edgeserve.errors import InputError
+from edgeserve.tflite_model import TfliteModel
+
+
+@dataclasses.dataclass
+class Generated:
+    name: str
+    files: dict[str, str]  # relative path -> text
+    steps: list[Step]
+    plan: Plan
+    kernel_files: tuple[str, ...]
+    input_bytes: int
+    output_bytes: int
+    weight_bytes: int
+
+    def summary(self) -> dict[str, object]:
+        return {"arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
+                "planner": self.plan.method, "planner_optimal": self.plan.optimal,
+                "in_place_steps": len(self.plan.inplace_sources),
+                "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes}
+
+
+def kernel_text(filename: str) -> str:
+    return resources.files("edgeserve._firmware").joinpath("kernels", filename).read_text()
+
+
+def generate(model: TfliteModel, name: str, model_label: str) -> Generated:
+    lowering = Lowering(model)
+    steps = lowering.steps()
+    graph = lowering.graph
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise UnsupportedOperatorError(
+            f"the mcu-c target takes one input and one output; this model has {len(graph.inputs)} and "
+            f"{len(graph.outputs)}; -t mcu builds it for TFLM instead")
+    if not steps or all(s.kernel is None for s in steps):
+        raise InputError("the model computes nothing (no operator with a kernel)")
+
+    def sizes(t: int) -> int:
+        return graph.tensors[t].nbytes
+
+    arena = plan(steps, sizes, graph.inputs, graph.outputs)
+    x, y = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]
+    io_in = emit.Io(x, *_q(x))
+    io_out = emit.Io(y, *_q(y))
+    kernel_files = tuple(sorted({s.source for s in steps if s.source}))
+    files = {
+        f"{name}.h": emit.render_header(name, model_label, io_in, io_out, arena),
+        f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, graph.outputs[0]),
+    }
+    for filename in (*emit.COMMON_FILES, *kernel_files):
+        files[f"kernels/{filename}"] = kernel_text(filename)
+    weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays)
+    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes)

@@ -1,0 +1,298 @@
+"""A full-INT8 .tflite as a list of kernel calls: the generator's view of the model.
+
+Each operator becomes a :class:`Step` naming the C kernel, its parameter struct (values
+computed here, once, as TFLite's Prepare would), its constant arrays, and whether its
+output may overlap its input (the planner decides whether it will). RESHAPE becomes an
+alias: no code, the same bytes under another shape. Anything else is refused before a
+file is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import InputError
+from edgeserve.tflite_model import Operator, Subgraph, Tensor, TfliteModel
+from edgeserve.converters.mcu_c import quant
+
+# Operator -> firmware source file holding its kernel.
+KERNEL_SOURCES = {
+    "CONV_2D": "es_conv.c",
+    "DEPTHWISE_CONV_2D": "es_depthwise_conv.c",
+    "FULLY_CONNECTED": "es_fully_connected.c",
+    "AVERAGE_POOL_2D": "es_pool.c",
+    "MAX_POOL_2D": "es_pool.c",
+    "ADD": "es_elementwise.c",
+    "MUL": "es_elementwise.c",
+    "SOFTMAX": "es_softmax.c",
+    "RESHAPE": None,  # an alias of its input
+}
+SUPPORTED = tuple(sorted(KERNEL_SOURCES))
+
+
+class UnsupportedOperatorError(InputError):
+    """An operator, or a form of one, that has no interpreter-free kernel yet."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstArray:
+    name: str  # suffix; the generated array is NAME_<name>
+    ctype: str  # "int8_t" or "int32_t"
+    values: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class InPlace:
+    """How a step's output may share its first input's bytes.
+
+    ``align``: "start" (output begins where the input begins) or "end" (the output ends
+    where the input ends when it is larger, so it grows downwards ahead of the reads).
+    ``kernel``/``temp_bytes``: the variant to call and its scratch buffer, when it needs one.
+    """
+
+    align: str
+    kernel: str
+    temp_bytes: int = 0
+
+
+@dataclasses.dataclass
+class Step:
+    index: int  # the operator's index in the subgraph
+    op: str
+    kernel: str | None  # None: alias (RESHAPE)
+    params_type: str | None
+    params: dict[str, Any]
+    arrays: list[ConstArray]
+    inputs: tuple[int, ...]  # activation tensors read, in the kernel's argument order
+    output: int
+    inplace: InPlace | None = None
+    source: str | None = None
+
+
+def _refuse(op: Operator, why: str) -> UnsupportedOperatorError:
+    return UnsupportedOperatorError(
+        f"the mcu-c target has no kernel for {op.op_name} (operator {op.index}) {why}; "
+        "-t mcu builds this model for TFLM's interpreter instead")
+
+
+def _q(tensor: Tensor) -> tuple[float, int]:
+    q = tensor.quantization
+    if q is None or not q.scale:
+        raise InputError(f"tensor {tensor.name!r} has no quantization parameters")
+    return float(q.scale[0]), int(q.zero_point[0]) if q.zero_point else 0
+
+
+def _nhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    if len(shape) != 4:
+        raise ValueError(f"expected a 4-D NHWC shape, got {list(shape)}")
+    return shape[0], shape[1], shape[2], shape[3]
+
+
+class Lowering:
+    def __init__(self, model: TfliteModel) -> None:
+        self.model = model
+        if len(model.subgraphs) != 1:
+            raise UnsupportedOperatorError(
+                f"the mcu-c target takes single-subgraph models; this one has {len(model.subgraphs)} "
+                "(control flow or state initialisation); -t mcu builds it for TFLM instead")
+        self.graph: Subgraph = model.subgraphs[0]
+
+    def tensor(self, index: int) -> Tensor:
+        return self.graph.tensors[index]
+
+    def const(self, index: int, dtype: str) -> np.ndarray:
+        tensor = self.tensor(index)
+        if not tensor.is_constant:
+            raise InputError(f"tensor {tensor.name!r} should be constant weights but is computed at run time")
+        data = self.model.tensor_data(0, index)
+        if data.dtype != np.dtype(dtype):
+            raise InputError(f"tensor {tensor.name!r} is {data.dtype}, the int8 kernels need {dtype}")
+        return data
+
+    def steps(self) -> list[Step]:
+        unsupported = sorted({op.op_name for op in self.graph.operators if op.op_name not in KERNEL_SOURCES})
+        if unsupported:
+            first = next(op for op in self.graph.operators if op.op_name == unsupported[0])
+            raise _refuse(first, f"(also without kernels here: {', '.join(unsupported[1:])})" if len(unsupported) > 1
+                          else f"(kernels exist for {', '.join(SUPPORTED)})")
+        for index in (*self.graph.inputs, *self.graph.outputs):
+            tensor = self.tensor(index)
+            if tensor.dtype_name != "int8":
+                raise InputError(
+                    f"the mcu-c target needs int8 model inputs and outputs; {tensor.name!r} is "
+                    f"{tensor.dtype_name.lower()}. Convert with --io int8")
+        steps = []
+        for op in self.graph.operators:
+            for index in (*op.inputs, *op.outputs):
+                if index >= 0 and not self.tensor(index).is_constant and self.tensor(index).dtype_name != "int8":
+                    raise _refuse(op, f"on {self.tensor(index).dtype_name.lower()} tensors (int8 only)")
+            steps.append(getattr(self, f"_{op.op_name.lower()}")(op))
+        return steps
+
+    # ----- operators ------------------------------------------------------------------------
+    def _conv_common(self, op: Operator, depthwise: bool) -> dict[str, Any]:
+        x, w = self.tensor(op.inputs[0]), self.tensor(op.inputs[1])
+        y = self.tensor(op.outputs[0])
+        n, in_h, in_w, in_c = _nhwc(x.shape)
+        _, out_h, out_w, out_c = _nhwc(y.shape)
+        o = op.options
+        k_h, k_w = w.shape[1], w.shape[2]
+        dil_h, dil_w = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+        sx, zx = _q(x)
+        sy, zy = _q(y)
+        if w.quantization is None or any(z != 0 for z in w.quantization.zero_point):
+            raise _refuse(op, "with non-zero filter zero points")
+        multipliers, shifts = quant.per_channel_multipliers(sx, w.quantization.scale, sy, out_c)
+        act_min, act_max = quant.activation_range(o.get("fused_activation_function", 0), sy, zy)
+        return {
+            "batches": n, "in_h": in_h, "in_w": in_w, "in_c": in_c, "out_h": out_h, "out_w": out_w, "out_c": out_c,
+            "k_h": k_h, "k_w": k_w, "k_c": 1 if depthwise else w.shape[3],
+            "stride_h": o["stride_h"], "stride_w": o["stride_w"], "dil_h": dil_h, "dil_w": dil_w,
+            "pad_h": quant.same_padding(in_h, k_h, o["stride_h"], dil_h, out_h),
+            "pad_w": quant.same_padding(in_w, k_w, o["stride_w"], dil_w, out_w),
+            "depth_multiplier": o.get("depth_multiplier", 1) if depthwise else 1,
+            "in_offset": -zx, "out_offset": zy, "act_min": act_min, "act_max": act_max,
+            "_multipliers": multipliers, "_shifts": shifts,
+        }
+
+    def _conv_arrays(self, op: Operator, params: dict[str, Any]) -> list[ConstArray]:
+        arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
+        if len(op.inputs) > 2 and op.inputs[2] >= 0:
+            arrays.append(ConstArray(f"b{op.index}", "int32_t", self.const(op.inputs[2], "int32")))
+        arrays.append(ConstArray(f"m{op.index}", "int32_t", np.array(params.pop("_multipliers"), np.int32)))
+        arrays.append(ConstArray(f"s{op.index}", "int8_t", np.array(params.pop("_shifts"), np.int8)))
+        return arrays
+
+    def _conv_2d(self, op: Operator) -> Step:
+        params = self._conv_common(op, depthwise=False)
+        if params["in_c"] % params["k_c"]:
+            raise _refuse(op, f"with {params['in_c']} input channels and {params['k_c']}-channel filters")
+        arrays = self._conv_arrays(op, params)
+        pointwise = (params["k_h"], params["k_w"], params["stride_h"], params["stride_w"], params["k_c"]) == \
+            (1, 1, 1, 1, params["in_c"]) and params["batches"] == 1
+        inplace = InPlace("end", "es_conv2d_1x1_inplace", params["in_c"]) if pointwise else None
+        return Step(op.index, op.op_name, "es_conv2d", "es_conv_params", params, arrays,
+                    (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+
+    def _depthwise_conv_2d(self, op: Operator) -> Step:
+        params = self._conv_common(op, depthwise=True)
+        if params["out_c"] != params["in_c"] * params["depth_multiplier"]:
+            raise _refuse(op, "whose output channels are not input channels x depth multiplier")
+        arrays = self._conv_arrays(op, params)
+        inplace = (InPlace("start", "es_depthwise_conv2d_inplace", params["in_h"] * params["in_w"])
+                   if params["depth_multiplier"] == 1 and params["batches"] == 1 else None)
+        return Step(op.index, op.op_name, "es_depthwise_conv2d", "es_conv_params", params, arrays,
+                    (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+
+    def _fully_connected(self, op: Operator) -> Step:
+        x, w, y = self.tensor(op.inputs[0]), self.tensor(op.inputs[1]), self.tensor(op.outputs[0])
+        if op.options.get("weights_format", 0) != 0:
+            raise _refuse(op, "with shuffled weights")
+        out_depth, in_depth = w.shape
+        count = int(np.prod(x.shape))
+        if count % in_depth:
+            raise _refuse(op, f"whose input of {count} values is not a multiple of {in_depth}")
+        sx, zx = _q(x)
+        sy, zy = _q(y)
+        q = w.quantization
+        if q is None:
+            raise _refuse(op, "with unquantized weights")
+        per_channel = len(q.scale) > 1
+        if per_channel and any(z != 0 for z in q.zero_point):
+            raise _refuse(op, "with per-channel weights and non-zero zero points")
+        act_min, act_max = quant.activation_range(op.options.get("fused_activation_function", 0), sy, zy)
+        params = {"batches": count // in_depth, "in_depth": in_depth, "out_depth": out_depth,
+                  "in_offset": -zx, "filter_offset": -(q.zero_point[0] if q.zero_point else 0), "out_offset": zy,
+                  "act_min": act_min, "act_max": act_max, "per_channel": int(per_channel)}
+        arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
+        if len(op.inputs) > 2 and op.inputs[2] >= 0:
+            arrays.append(ConstArray(f"b{op.index}", "int32_t", self.const(op.inputs[2], "int32")))
+        arrays.append(ConstArray(f"r{op.index}", "double",
+                                 np.array(quant.fully_connected_scales(sx, q.scale, sy), np.float64)))
+        return Step(op.index, op.op_name, "es_fully_connected", "es_fc_params", params, arrays,
+                    (op.inputs[0],), op.outputs[0], None, KERNEL_SOURCES[op.op_name])
+
+    def _pool(self, op: Operator, kernel: str) -> Step:
+        x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
+        if _q(x) != _q(y):
+            raise _refuse(op, "whose input and output quantization differ")
+        n, in_h, in_w, c = _nhwc(x.shape)
+        _, out_h, out_w, _ = _nhwc(y.shape)
+        o = op.options
+        sy, zy = _q(y)
+        act_min, act_max = quant.activation_range(o.get("fused_activation_function", 0), sy, zy)
+        params = {"batches": n, "in_h": in_h, "in_w": in_w, "channels": c, "out_h": out_h, "out_w": out_w,
+                  "k_h": o["filter_height"], "k_w": o["filter_width"], "stride_h": o["stride_h"],
+                  "stride_w": o["stride_w"],
+                  "pad_h": quant.same_padding(in_h, o["filter_height"], o["stride_h"], 1, out_h),
+                  "pad_w": quant.same_padding(in_w, o["filter_width"], o["stride_w"], 1, out_w),
+                  "act_min": act_min, "act_max": act_max}
+        # Global pooling writes channel c after reading all of it, over bytes of channel c only.
+        inplace = InPlace("start", kernel) if out_h * out_w == 1 and n == 1 else None
+        return Step(op.index, op.op_name, kernel, "es_pool_params", params, [], (op.inputs[0],),
+                    op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+
+    def _average_pool_2d(self, op: Operator) -> Step:
+        return self._pool(op, "es_average_pool")
+
+    def _max_pool_2d(self, op: Operator) -> Step:
+        return self._pool(op, "es_max_pool")
+
+    def _binary(self, op: Operator, kernel: str) -> Step:
+        a, b, y = (self.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+        for t in (a, b):
+            if t.is_constant:
+                raise _refuse(op, "with a constant operand")
+        dims = (1,) * (4 - len(y.shape)) + tuple(y.shape)
+        if len(dims) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+
+        def strides(shape: tuple[int, ...]) -> list[int]:
+            padded = (1,) * (4 - len(shape)) + tuple(shape)
+            out, step = [0] * 4, 1
+            for axis in range(3, -1, -1):
+                out[axis] = 0 if padded[axis] == 1 and dims[axis] != 1 else step
+                step *= padded[axis]
+            return out
+
+        (sa, za), (sb, zb), (sy, zy) = _q(a), _q(b), _q(y)
+        act_min, act_max = quant.activation_range(op.options.get("fused_activation_function", 0), sy, zy)
+        same = tuple(a.shape) == tuple(b.shape) == tuple(y.shape)
+        params: dict[str, Any] = {"dims": list(dims), "stride1": strides(a.shape), "stride2": strides(b.shape),
+                                  "same_shape": int(same), "in1_offset": -za, "in2_offset": -zb, "out_offset": zy,
+                                  "act_min": act_min, "act_max": act_max}
+        if kernel == "es_add":
+            params.update(quant.add_multipliers(sa, sb, sy))
+        else:
+            m, s = quant.mul_multiplier(sa, sb, sy)
+            params.update({"out_multiplier": m, "out_shift": s, "left_shift": 0, "in1_multiplier": 0,
+                           "in1_shift": 0, "in2_multiplier": 0, "in2_shift": 0})
+        inplace = InPlace("start", kernel) if same else None
+        return Step(op.index, op.op_name, kernel, "es_binary_params", params, [],
+                    (op.inputs[0], op.inputs[1]), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+
+    def _add(self, op: Operator) -> Step:
+        return self._binary(op, "es_add")
+
+    def _mul(self, op: Operator) -> Step:
+        return self._binary(op, "es_mul")
+
+    def _softmax(self, op: Operator) -> Step:
+        x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
+        sy, zy = _q(y)
+        if zy != -128 or abs(sy - 1 / 256) > 1e-9:
+            raise _refuse(op, f"with output scale {sy:g} and zero point {zy} (int8 softmax outputs 1/256, -128)")
+        depth = x.shape[-1]
+        params = {"rows": int(np.prod(x.shape)) // depth, "depth": depth,
+                  **quant.softmax_parameters(op.options.get("beta", 1.0), _q(x)[0])}
+        return Step(op.index, op.op_name, "es_softmax", "es_softmax_params", params, [], (op.inputs[0],),
+                    op.outputs[0], InPlace("start", "es_softmax"), KERNEL_SOURCES[op.op_name])
+
+    def _reshape(self, op: Operator) -> Step:
+        x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
+        if x.nbytes != y.nbytes or (x.quantization and y.quantization and _q(x) != _q(y)):
+            raise _refuse(op, "that changes the size or quantization of its tensor")
+        return Step(op.index, op.op_name, None, None, {}, [], (op.inputs[0],), op.outputs[0])

@@ -1,0 +1,60 @@
+/* CONV_2D, int8 with per-channel requantization (TFLite reference_integer_ops::ConvPerChannel). */
+#include <string.h>
+
+#include "es_fixedpoint.h"
+#include "es_kernels.h"
+
+static int8_t requantize(const es_conv_params *p, int32_t acc, int32_t channel) {
+  if (p->bias) acc += p->bias[channel];
+  acc = es_mul_by_qm(acc, p->multiplier[channel], p->shift[channel]) + p->out_offset;
+  return (int8_t)es_clamp(acc, p->act_min, p->act_max);
+}
+
+void es_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out) {
+  const int32_t groups = p->in_c / p->k_c;
+  const int32_t per_group = p->out_c / groups;
+  int32_t b, oy, ox, oc;
+  for (b = 0; b < p->batches; ++b) {
+    const int8_t *image = in + (int32_t)b * p->in_h * p->in_w * p->in_c;
+    for (oy = 0; oy < p->out_h; ++oy) {
+      const int32_t y0 = oy * p->stride_h - p->pad_h;
+      for (ox = 0; ox < p->out_w; ++ox) {
+        const int32_t x0 = ox * p->stride_w - p->pad_w;
+        for (oc = 0; oc < p->out_c; ++oc) {
+          const int8_t *filter = p->filter + oc * p->k_h * p->k_w * p->k_c;
+          const int32_t channel0 = (oc / per_group) * p->k_c;
+          int32_t acc = 0, ky, kx, ic;
+          for (ky = 0; ky < p->k_h; ++ky) {
+            const int32_t y = y0 + ky * p->dil_h;
+            if (y < 0 || y >= p->in_h) continue;  /* zero padding: the term is skipped */
+            for (kx = 0; kx < p->k_w; ++kx) {
+              const int32_t x = x0 + kx * p->dil_w;
+              const int8_t *pixel, *weights;
+              if (x < 0 || x >= p->in_w) continue;
+              pixel = image + (y * p->in_w + x) * p->in_c + channel0;
+              weights = filter + (ky * p->k_w + kx) * p->k_c;
+              for (ic = 0; ic < p->k_c; ++ic) acc += weights[ic] * (pixel[ic] + p->in_offset);
+            }
+          }
+          *out++ = requantize(p, acc, oc);
+        }
+      }
+    }
+  }
+}
+
+void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *pixel) {
+  const int32_t pixels = p->batches * p->in_h * p->in_w;
+  int32_t px, oc, ic;
+  for (px = 0; px < pixels; ++px) {
+    /* The output pixel may overwrite this input pixel: read it out first. Pixels after it
+     * lie beyond the output written so far (the generator places out to make sure). */
+    memcpy(pixel, in + px * p->in_c, (size_t)p->in_c);
+    for (oc = 0; oc < p->out_c; ++oc) {
+      const int8_t *weights = p->filter + oc * p->in_c;
+      int32_t acc = 0;
+      for (ic = 0; ic < p->in_c; ++ic) acc += weights[ic] * (pixel[ic] + p->in_offset);
+      out[px * p->out_c + oc] = requantize(p, acc, oc);
+    }
+  }
+}

@@ -1,0 +1,56 @@
+/* Integer arithmetic of the TFLite reference kernels (double rounding), in C99.
+ *
+ * The functions follow the semantics of TFLite's kernels/internal/common.h and gemmlowp's
+ * fixedpoint.h, which LiteRT's reference kernels (OpResolverType.BUILTIN_REF) and TFLM use:
+ * every result here must equal theirs bit for bit, so the rounding of each step matters
+ * more than its speed. Written for this project from those definitions. */
+#ifndef ES_FIXEDPOINT_H
+#define ES_FIXEDPOINT_H
+
+#include <stdint.h>
+
+/* round(a * b / 2^31), ties away from zero, saturating the one overflowing case. */
+static inline int32_t es_srdhm(int32_t a, int32_t b) {
+  int64_t ab;
+  int32_t nudge;
+  if (a == b && a == INT32_MIN) return INT32_MAX;
+  ab = (int64_t)a * (int64_t)b;
+  nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+  /* C99 division truncates toward zero, as gemmlowp's does. */
+  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+
+/* x / 2^exponent rounded to nearest, ties away from zero. */
+static inline int32_t es_rdivpot(int32_t x, int exponent) {
+  const int32_t mask = (int32_t)((((int64_t)1) << exponent) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  /* Arithmetic right shift of a negative value: implementation-defined in C99, arithmetic
+   * on GCC, Clang and Arm's compilers, which are the ones this code targets. */
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
+/* x * multiplier * 2^shift, the requantization step of every integer kernel. */
+static inline int32_t es_mul_by_qm(int32_t x, int32_t multiplier, int shift) {
+  const int left = shift > 0 ? shift : 0;
+  const int right = shift > 0 ? 0 : -shift;
+  /* The left shift is done in unsigned arithmetic: TFLite's is a wrapping multiply. */
+  return es_rdivpot(es_srdhm((int32_t)((uint32_t)x << left), multiplier), right);
+}
+
+/* 2^exponent times x with saturation (exponent > 0) or rounding (exponent < 0). */
+static inline int32_t es_sat_mul_pot(int32_t x, int exponent) {
+  int32_t threshold;
+  if (exponent == 0) return x;
+  if (exponent < 0) return es_rdivpot(x, -exponent);
+  threshold = (int32_t)((1u << (31 - exponent)) - 1u);
+  if (x > threshold) return INT32_MAX;
+  if (x < -threshold) return INT32_MIN;
+  return (int32_t)((uint32_t)x << exponent);
+}
+
+static inline int32_t es_clamp(int32_t x, int32_t lo, int32_t hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+#endif

@@ -1,0 +1,90 @@
+/* edgeserve's portable INT8 kernels: C99, no heap, bit-exact with TFLite's reference kernels.
+ *
+ * Tensors are NHWC int8 in memory the caller owns (one static arena in generated code).
+ * Parameters are computed by the generator and stored as const structs, so they stay in
+ * flash; a kernel never allocates, and reads and writes only its own tensors (the generated
+ * code's region check proves this under AddressSanitizer). */
+#ifndef ES_KERNELS_H
+#define ES_KERNELS_H
+
+#include <stdint.h>
+
+/* CONV_2D and DEPTHWISE_CONV_2D. */
+typedef struct {
+  int32_t batches;
+  int32_t in_h, in_w, in_c;
+  int32_t out_h, out_w, out_c;
+  int32_t k_h, k_w, k_c;         /* k_c: input channels per filter (in_c / groups); depthwise: 1 */
+  int32_t stride_h, stride_w, dil_h, dil_w, pad_h, pad_w;
+  int32_t depth_multiplier;      /* depthwise only */
+  int32_t in_offset;             /* minus the input zero point */
+  int32_t out_offset;            /* the output zero point */
+  int32_t act_min, act_max;
+  const int8_t *filter;          /* conv [out_c][k_h][k_w][k_c]; depthwise [k_h][k_w][out_c] */
+  const int32_t *bias;           /* [out_c], or NULL */
+  const int32_t *multiplier;     /* [out_c] */
+  const int8_t *shift;           /* [out_c] */
+} es_conv_params;
+
+void es_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
+/* 1x1, stride 1, no padding: out may overlap in (out == in, or out ends where in ends when
+ * out_c > in_c); `pixel` holds one input pixel (in_c bytes). */
+void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *pixel);
+void es_depthwise_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
+/* depth_multiplier 1: out may start where in starts; `plane` holds one input channel
+ * (in_h * in_w bytes). */
+void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *plane);
+
+/* FULLY_CONNECTED. */
+typedef struct {
+  int32_t batches, in_depth, out_depth;
+  int32_t in_offset, filter_offset, out_offset;
+  int32_t act_min, act_max;
+  int32_t per_channel;           /* 0: scale[0] for every output */
+  const int8_t *filter;          /* [out_depth][in_depth] */
+  const int32_t *bias;           /* [out_depth], or NULL */
+  /* input scale x filter scale / output scale, in double: LiteRT's reference kernel
+   * requantizes FULLY_CONNECTED in double precision (TFLM uses a fixed-point multiplier,
+   * and the two differ by up to a few steps); edgeserve matches LiteRT. */
+  const double *scale;
+} es_fc_params;
+
+void es_fully_connected(const es_fc_params *p, const int8_t *in, int8_t *out);
+
+/* AVERAGE_POOL_2D and MAX_POOL_2D. */
+typedef struct {
+  int32_t batches, in_h, in_w, channels, out_h, out_w;
+  int32_t k_h, k_w, stride_h, stride_w, pad_h, pad_w;
+  int32_t act_min, act_max;
+} es_pool_params;
+
+/* Both may run in place when the output is one pixel per channel (global pooling). */
+void es_average_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
+void es_max_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
+
+/* ADD and MUL, with broadcasting over up to 4 dimensions. */
+typedef struct {
+  int32_t dims[4];               /* output shape, padded on the left with 1 */
+  int32_t stride1[4], stride2[4];/* element strides of the inputs, 0 along broadcast axes */
+  int32_t same_shape;            /* 1: a flat loop over dims[0]*..*dims[3] elements */
+  int32_t in1_offset, in2_offset, out_offset;
+  int32_t left_shift;            /* ADD only */
+  int32_t in1_multiplier, in1_shift, in2_multiplier, in2_shift;  /* ADD only */
+  int32_t out_multiplier, out_shift;
+  int32_t act_min, act_max;
+} es_binary_params;
+
+/* out may equal in1 or in2 when same_shape is set. */
+void es_add(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_mul(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+
+/* SOFTMAX over the last dimension. */
+typedef struct {
+  int32_t rows, depth;
+  int32_t input_multiplier, input_left_shift, diff_min;
+} es_softmax_params;
+
+/* out may equal in. */
+void es_softmax(const es_softmax_params *p, const int8_t *in, int8_t *out);
+
+#endif
