@@ -33,6 +33,9 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
     if entry["target"] == "mcu":
         _print_mcu(console, entry)
         return
+    if entry["target"] == "mcu-c":
+        _print_mcu_c(console, entry)
+        return
     if entry["target"] == "coreml":
         _print_coreml(console, entry)
         return
@@ -110,6 +113,30 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
     if "text" in size:
         console.print(f"  arm-none-eabi-size of the model array: text {size['text']:,} data {size['data']:,} "
                       f"bss {size['bss']:,} ({size['flags']})")
+
+
+def _print_mcu_c(console: Console, entry: dict[str, Any]) -> None:
+    console.print(f"\n[bold]mcu-c[/] → {entry['path']}/  {entry['name']}.h/.c + kernels/  [green]ok[/]")
+    _print_unverified(console, entry)
+    head = entry.get("tflm_arena_head_bytes")
+    versus = f" = {entry['arena_vs_tflm_head']:.2f}x TFLM's arena head ({head:,})" if head else ""
+    console.print(f"  static arena {entry['arena_bytes']:,} bytes{versus}; {entry['in_place_steps']} in-place "
+                  f"steps; placed by {entry['planner']}" + (" (optimal)" if entry["planner_optimal"] else ""),
+                  soft_wrap=True)
+    console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); kernels: {', '.join(entry['kernels'])}",
+                  soft_wrap=True)
+    check = entry.get("verification") or {}
+    if check.get("bit_exact"):
+        console.print(f"  host build: bit-exact with {check['reference']} on {check['samples']} random inputs"
+                      + ("; sanitizers clean" if (check.get("sanitizers") or {}).get("ok") else ""))
+    elif check:
+        console.print(f"  not compared: {check.get('note')}")
+    m4 = check.get("cortex_m4") or {}
+    if "instructions" in m4:
+        console.print(f"  Cortex-M4 ({m4['board']}): same outputs as the host; {m4['instructions']:,} instructions "
+                      f"per inference; code {m4['code_bytes']:,} B + weights {m4['weight_bytes']:,} B")
+    elif m4:
+        console.print(f"  Cortex-M4 run skipped: {m4.get('skipped')}")
 
 
 def _print_coreml(console: Console, entry: dict[str, Any]) -> None:

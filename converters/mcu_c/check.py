@@ -1,0 +1,143 @@
+"""Build the generated C and run it: on the host (gcc), and on an emulated Cortex-M4
+(arm-none-eabi-gcc + qemu-system-arm -M mps2-an386) when those are installed.
+
+The host build uses the warnings the issue of record asks for (-std=c99 -O2 -Wall -Wextra
+-Werror); the sanitizer build adds AddressSanitizer, UBSan and the generated code's region
+check, so a kernel touching bytes outside its own tensors stops the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolError, find_compiler
+
+HOST_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
+SANITIZE_FLAGS = ("-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                  "-fno-omit-frame-pointer", "-DES_REGION_CHECK", "-Wall", "-Wextra", "-Werror")
+CORTEX_M4_C_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4", "-mthumb",
+                     "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-ffunction-sections", "-fdata-sections")
+QEMU = "qemu-system-arm"
+QEMU_PACKAGE = "qemu-system-arm"
+INSTRUCTIONS_PER_TICK = 40  # SysTick under -icount shift=0 (../shared/tflm/README.md)
+RUN_TIMEOUT_S = 600
+
+
+def _board_file(*parts: str) -> Path:
+    return Path(str(resources.files("edgeserve._firmware").joinpath("boards", *parts)))
+
+
+def _compile(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise CompileError(command, done.stderr or done.stdout)
+
+
+def _model_defines(name: str) -> list[str]:
+    up = name.upper()
+    return [f'-DES_HEADER="{name}.h"', f"-DES_INVOKE={name}_invoke",
+            f"-DES_INPUT_BYTES={up}_INPUT_BYTES", f"-DES_OUTPUT_BYTES={up}_OUTPUT_BYTES"]
+
+
+def _sources(directory: Path, name: str) -> list[str]:
+    return [str(directory / f"{name}.c"), *sorted(str(p) for p in (directory / "kernels").glob("*.c"))]
+
+
+def build_host(directory: Path, name: str, out: Path, sanitize: bool = False) -> Path:
+    """The host harness around OUT/mcu-c's files; raises MissingToolError or CompileError."""
+    gcc = find_compiler("host-c")
+    flags = SANITIZE_FLAGS if sanitize else HOST_FLAGS
+    command = [str(gcc), *flags, f"-I{directory}", f"-I{directory / 'kernels'}", *_model_defines(name),
+               *_sources(directory, name), str(_board_file("host", "es_harness.c")), "-o", str(out)]
+    _compile(command)
+    return out
+
+
+def run_host(executable: Path, inputs: np.ndarray, output_shape: tuple[int, ...]) -> np.ndarray:
+    """Raw int8 outputs [N, *output_shape] for int8 ``inputs`` [N, ...]."""
+    done = subprocess.run([str(executable), str(len(inputs))], input=np.ascontiguousarray(inputs).tobytes(),
+                          capture_output=True, timeout=RUN_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the generated code failed on the host (exit {done.returncode}): "
+                           + done.stderr.decode("utf-8", "replace")[-3000:])
+    return np.frombuffer(done.stdout, np.int8).reshape(len(inputs), *output_shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRun:
+    outputs: np.ndarray  # [N, output bytes]
+    instructions: list[int]  # per inference, 40 x SysTick ticks
+    text_bytes: int
+    data_bytes: int
+    bss_bytes: int
+    weight_bytes: int  # const arrays of the model (in .text: flash)
+
+    @property
+    def code_bytes(self) -> int:
+        """Image text minus the weights: code, kernel parameters, newlib and startup."""
+        return self.text_bytes - self.weight_bytes
+
+
+def qemu_available() -> str | None:
+    """None when the Cortex-M4 run can happen here, else why not (with the fix)."""
+    for kind in ("arm-c", "arm-size"):
+        try:
+            find_compiler(kind)
+        except MissingToolError as exc:
+            return str(exc)
+    if shutil.which(QEMU) is None:
+        return f"{QEMU} is not on PATH; it comes from the Debian package {QEMU_PACKAGE}"
+    return None
+
+
+def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path) -> Path:
+    """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = [f"  {{{', '.join(str(v) for v in x.reshape(-1).tolist())}}}," for x in inputs]
+    (workdir / "es_inputs.h").write_text(
+        f"#define ES_INPUT_COUNT {len(inputs)}\n"
+        f"static const int8_t es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
+    image = workdir / f"{name}.elf"
+    board = _board_file("mps2_an386")
+    command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs",
+               f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name),
+               "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
+               str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), "-o", str(image)]
+    _compile(command)
+    return image
+
+
+def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
+    done = subprocess.run([QEMU, "-M", "mps2-an386", "-nographic", "-semihosting", "-icount", "shift=0",
+                           "-kernel", str(image)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the firmware failed under {QEMU} (exit {done.returncode}): {done.stdout[-2000:]}"
+                           f"{done.stderr[-2000:]}")
+    outputs = [[int(v) for v in line.split()[1:]] for line in done.stdout.splitlines() if line.startswith("out")]
+    ticks = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("ticks")]
+    if any(len(o) != output_bytes for o in outputs) or len(outputs) != len(ticks):
+        raise RuntimeError(f"unexpected firmware output: {done.stdout[-2000:]}")
+    size = subprocess.run([shutil.which(TOOLS["arm-size"].program) or "arm-none-eabi-size", "-A", str(image)],
+                          capture_output=True, text=True, check=True).stdout
+    sections = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\.\S+)\s+(\d+)", size, re.M)}
+    text = sum(v for k, v in sections.items() if k in (".text", ".ARM.extab", ".ARM.exidx", ".preinit_array",
+                                                        ".init_array", ".fini_array"))
+    return TargetRun(np.array(outputs, np.int8), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
+                     sections.get(".data", 0), sections.get(".bss", 0), _weight_bytes(image, name))
+
+
+def _weight_bytes(image: Path, name: str) -> int:
+    """Sizes of the model's const arrays in the image (symbols NAME_w*, _b*, _m*, _s*, _r*)."""
+    nm = shutil.which("arm-none-eabi-nm") or "arm-none-eabi-nm"
+    listing = subprocess.run([nm, "-S", "--size-sort", str(image)], capture_output=True, text=True,
+                             check=True).stdout
+    pattern = re.compile(rf"^[0-9a-f]+ ([0-9a-f]+) [rRtT] {re.escape(name)}_[wbmsr]\d+$")
+    return sum(int(m.group(1), 16) for m in map(pattern.match, listing.splitlines()) if m)

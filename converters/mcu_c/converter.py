@@ -1,0 +1,209 @@
+"""mcu-c: a full-INT8 model as plain C99 with no interpreter, checked before it is flashed.
+
+prepare   the full-INT8 .tflite: tflite-int8's artifact from this run, or the .tflite source
+lower     every operator to a portable kernel call (UnsupportedOperatorError, nothing written)
+plan      tensors into one static arena: in-place kernels, then offsets over lifetimes
+fit       flash (weights + code) and RAM (arena + stack) against the profile
+emit      OUT/mcu-c/: NAME.h, NAME.c, kernels/ (only those the model uses), the model
+verify    gcc builds it with -Wall -Wextra -Werror; its outputs equal the reference kernels'
+          bit for bit on random inputs; a sanitizer build proves every kernel stays inside
+          its own tensors; on an emulated Cortex-M4 (when arm-none-eabi-gcc and
+          qemu-system-arm are installed) the firmware prints the host's outputs, and its
+          instruction count and code size are recorded
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.atomic import write_bytes, write_json, write_text
+from edgeserve.converters import register
+from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.errors import DoesNotFitError, InputError, VerificationError
+from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.tflite_model import TfliteModel
+
+OUT_DIR = "mcu-c"
+HOST_SAMPLES = 50
+SANITIZER_SAMPLES = 3
+TARGET_SAMPLES = 2
+# The kernels do not recurse and keep a few dozen bytes of locals; a generous allowance.
+STACK_ESTIMATE_BYTES = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    name: str | None = None
+    fit_check: bool = True
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        from edgeserve.converters.mcu.names import c_identifier
+
+        name = options.get("name")
+        return cls(name=c_identifier(name) if name else None, fit_check=bool(options.get("fit_check", True)))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@register
+class McuCConverter(Converter):
+    name = "mcu-c"
+    summary = "plain C99, no interpreter: static arena below TFLM's, bit-exact, run on an emulated Cortex-M4"
+
+    def requires(self, source_kind: str) -> tuple[str, ...]:
+        return () if source_kind == "tflite" else ("tflite-int8",)
+
+    def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
+        if ctx.source.kind == "tflite":
+            return ctx.source.path.read_bytes(), ctx.source.path.name
+        entry = ctx.artifacts.get("tflite-int8")
+        if entry is None or entry.get("status") != "ok":
+            raise VerificationError("the mcu-c target is built from tflite-int8's artifact, which this run did not produce")
+        return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        from edgeserve.converters.mcu.arena import plan_head
+        from edgeserve.converters.mcu.converter import default_name
+        from edgeserve.converters.mcu.memory import mcu_profile_limits
+        from edgeserve.converters.mcu_c.generate import generate
+        from edgeserve.tflite_verify import validate_tflite
+
+        opts = Options.from_mapping(ctx.options)
+        model_bytes, origin = self.prepare(ctx)
+        name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite" else Path(origin).stem)
+        model = validate_tflite(model_bytes, runtime="tflm")
+        with ctx.progress.step("mcu-c: lower operators and plan the arena"):
+            generated = generate(model, name, Path(origin).name)
+        tflm_head = plan_head(model, pointer_bytes=4).head_bytes if len(model.subgraphs) == 1 else None
+        flash_limit, ram_limit, profile_name = mcu_profile_limits(ctx.profile)
+        memory = {"flash": {"weights": generated.weight_bytes}, "ram": {
+            "arena": generated.plan.arena_bytes, "stack_estimate": STACK_ESTIMATE_BYTES}}
+        ram_needed = generated.plan.arena_bytes + STACK_ESTIMATE_BYTES
+        if opts.fit_check and ram_limit is not None and ram_needed > ram_limit:
+            raise DoesNotFitError(
+                f"mcu-c needs {ram_needed:,} bytes of RAM (arena {generated.plan.arena_bytes:,} + stack "
+                f"{STACK_ESTIMATE_BYTES:,}) but {profile_name} has {ram_limit:,}; shrink the activations "
+                "(smaller input or fewer channels), or pass --no-fit-check", memory)
+        if opts.fit_check and flash_limit is not None and generated.weight_bytes > flash_limit:
+            raise DoesNotFitError(f"mcu-c's weights alone take {generated.weight_bytes:,} bytes of flash but "
+                                  f"{profile_name} has {flash_limit:,}", memory)
+
+        directory = ctx.out_dir / OUT_DIR
+        written = [write_text(directory / rel, text) for rel, text in generated.files.items()]
+        written.append(write_bytes(directory / f"{name}_model.tflite", model_bytes))
+        verification = self.verify(ctx, model_bytes, model, generated, directory)
+        if "cortex_m4" in verification and "code_bytes" in verification["cortex_m4"]:
+            memory["flash"]["code_measured"] = verification["cortex_m4"]["code_bytes"]
+        ratio = round(generated.plan.arena_bytes / tflm_head, 4) if tflm_head else None
+        report = {"target": self.name, "name": name, "model_from": origin, **generated.summary(),
+                  "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
+                  "input_in_arena": False, "memory": memory, "verification": verification,
+                  "steps": [{"op": s.op, "index": s.index, "kernel": s.kernel, "in_place": i in generated.plan.inplace_sources}
+                            for i, s in enumerate(generated.steps)]}
+        report_path = write_json(ctx.out_dir / "reports" / "mcu-c.json", report)
+        return {
+            "target": self.name, "status": "ok", "path": OUT_DIR, "name": name,
+            "files": [file_record(ctx.out_dir, p) for p in written],
+            "model_bytes": len(model_bytes), "model_sha256": _sha256(model_bytes), "model_from": origin,
+            **generated.summary(),
+            "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
+            "ram_bytes": ram_needed, "profile": profile_name,
+            "verification": verification,
+            "report": file_record(ctx.out_dir, report_path),
+            "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
+        }
+
+    def verify(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel, generated: Any,
+               directory: Path) -> dict[str, Any]:
+        from edgeserve.converters.mcu.check import sample_inputs
+        from edgeserve.converters.mcu.child import call_in_child
+        from edgeserve.converters.mcu.toolchain import MissingToolError
+        from edgeserve.converters.mcu_c import check
+
+        graph = model.subgraphs[0]
+        out_shape = tuple(graph.tensors[graph.outputs[0]].shape)
+        inputs = np.stack([s[0] for s in sample_inputs(model, HOST_SAMPLES)])
+        try:
+            with ctx.progress.step("mcu-c: gcc -std=c99 -Wall -Wextra -Werror, run on the host"):
+                host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host")
+                ours = check.run_host(host, inputs, out_shape)
+        except MissingToolError as exc:
+            return {"method": "none", "note": str(exc)}
+        if importlib.util.find_spec("ai_edge_litert") is None and importlib.util.find_spec("tflite_micro") is None:
+            return {"method": "compiled-only", "note": "neither LiteRT nor tflite-micro is installed to compare with"}
+        with ctx.progress.step("mcu-c: the reference kernels on the same inputs"):
+            reference_name, reference = call_in_child("edgeserve.converters.mcu_c.reference:reference_outputs",
+                                                      model_bytes, inputs, what="running the reference kernels")
+        diff = int(np.max(np.abs(ours.astype(np.int32) - reference.reshape(ours.shape).astype(np.int32))))
+        if diff:
+            raise VerificationError(
+                f"the generated C differs from {reference_name} by up to {diff} quantization steps on "
+                f"{HOST_SAMPLES} random inputs; please report this model")
+        result: dict[str, Any] = {"method": "host-vs-reference", "reference": reference_name.split(" ")[0],
+                                  "reference_note": reference_name, "samples": HOST_SAMPLES, "bit_exact": True,
+                                  "distinct_reference_outputs": int(len(np.unique(reference)))}
+        if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
+            result["degenerate"] = "every random input gave the same output: the comparison could not fail"
+        try:
+            with ctx.progress.step("mcu-c: AddressSanitizer + UBSan + region check"):
+                sanitized = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_asan", sanitize=True)
+                check.run_host(sanitized, inputs[:SANITIZER_SAMPLES], out_shape)
+            result["sanitizers"] = {"ok": True, "samples": SANITIZER_SAMPLES}
+        except Exception as exc:  # noqa: BLE001 - a sanitizer report is a failed build
+            if "sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc):
+                raise VerificationError(f"a kernel read or wrote outside its tensors: {str(exc)[:1500]}") from exc
+            result["sanitizers"] = {"ok": None, "note": str(exc).splitlines()[0][:300]}
+        missing = check.qemu_available()
+        if missing:
+            result["cortex_m4"] = {"skipped": missing}
+            return result
+        with ctx.progress.step("mcu-c: Cortex-M4 firmware under qemu-system-arm -M mps2-an386"):
+            image = check.build_cortex_m4(directory, generated.name, inputs[:TARGET_SAMPLES], ctx.workdir / "mcu_c_m4")
+            run = check.run_cortex_m4(image, generated.name, int(np.prod(out_shape)))
+        same = bool(np.array_equal(run.outputs, ours[:TARGET_SAMPLES].reshape(TARGET_SAMPLES, -1)))
+        if not same:
+            raise VerificationError("the Cortex-M4 build's outputs differ from the host build's")
+        result["cortex_m4"] = {"board": "qemu mps2-an386", "matches_host": True, "samples": TARGET_SAMPLES,
+                               "instructions": run.instructions[-1], "code_bytes": run.code_bytes,
+                               "weight_bytes": run.weight_bytes, "text_bytes": run.text_bytes,
+                               "bss_bytes": run.bss_bytes, "data_bytes": run.data_bytes,
+                               "flags": " ".join(check.CORTEX_M4_C_FLAGS)}
+        return result
+
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        """Hashes, then the generator run again on the stored model must give the same files."""
+        from edgeserve.converters.mcu_c.generate import generate
+
+        checks: list[Check] = []
+        for record in [*entry["files"], entry["report"]]:
+            problem = check_file(root, record)
+            checks.append(Check(f"{record['path']} sha256", problem is None, problem or record["sha256"][:16]))
+        model_path = root / OUT_DIR / f"{entry['name']}_model.tflite"
+        if not model_path.is_file():
+            checks.append(Check("model file", False, f"{model_path.name} is missing"))
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+        model_bytes = model_path.read_bytes()
+        checks.append(Check("model is the one built", _sha256(model_bytes) == entry.get("model_sha256"),
+                            _sha256(model_bytes)[:16]))
+        try:
+            again = generate(TfliteModel.from_bytes(model_bytes), entry["name"], Path(entry["model_from"]).name)
+        except InputError as exc:
+            checks.append(Check("regenerates", False, str(exc)))
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+        differ = [rel for rel, text in again.files.items()
+                  if not (root / OUT_DIR / rel).is_file() or (root / OUT_DIR / rel).read_text() != text]
+        checks.append(Check("regenerated files are byte-identical", not differ,
+                            "yes" if not differ else f"differ: {', '.join(differ[:4])}"))
+        checks.append(Check("arena re-planned", again.plan.arena_bytes == entry["arena_bytes"],
+                            f"{again.plan.arena_bytes} bytes (manifest: {entry['arena_bytes']})"))
+        return VerifyResult(self.name, entry["path"], tuple(checks))

@@ -1,0 +1,48 @@
+/* Runs a generated model on the emulated board: each embedded input once, printing the
+ * output bytes and the SysTick ticks the inference took. Under qemu-system-arm
+ * -icount shift=0 one tick is 40 guest instructions (see ../shared/tflm/README.md).
+ * Compiled with -DES_HEADER='"name.h"' -DES_INVOKE=name_invoke -DES_OUTPUT_BYTES=...
+ * and an es_inputs.h that defines ES_INPUT_COUNT and es_inputs[][]. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include ES_HEADER
+#include "es_inputs.h"
+
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010)
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014)
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018)
+
+extern volatile uint32_t es_systick_wraps;
+
+static uint64_t ticks(void) {
+  uint32_t wraps, value;
+  do {
+    wraps = es_systick_wraps;
+    value = SYST_CVR;
+  } while (wraps != es_systick_wraps);
+  return (uint64_t)wraps * 0x1000000u + (0xFFFFFFu - value);
+}
+
+int main(void) {
+  static int8_t output[ES_OUTPUT_BYTES];
+  int i, j;
+  SYST_RVR = 0xFFFFFFu;
+  SYST_CVR = 0;
+  SYST_CSR = 7; /* processor clock, interrupt on wrap, enabled */
+  while (SYST_CVR == 0) {
+  } /* the first reload: until then the current value reads 0 */
+  for (i = 0; i < ES_INPUT_COUNT; ++i) {
+    uint64_t start = ticks(), stop;
+    int status = ES_INVOKE(es_inputs[i], output);
+    stop = ticks();
+    if (status != 0) {
+      printf("error %d\n", status);
+      return 1;
+    }
+    printf("out");
+    for (j = 0; j < ES_OUTPUT_BYTES; ++j) printf(" %d", output[j]);
+    printf("\nticks %lu\n", (unsigned long)(stop - start));
+  }
+  return 0;
+}
