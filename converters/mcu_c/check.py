@@ -78,11 +78,12 @@ class TargetRun:
     data_bytes: int
     bss_bytes: int
     weight_bytes: int  # const arrays of the model (in .text: flash)
+    test_input_bytes: int  # the inputs embedded for the run (in .text, not part of a product)
 
     @property
     def code_bytes(self) -> int:
-        """Image text minus the weights: code, kernel parameters, newlib and startup."""
-        return self.text_bytes - self.weight_bytes
+        """Image text minus weights and test inputs: code, kernel parameters, newlib, startup."""
+        return self.text_bytes - self.weight_bytes - self.test_input_bytes
 
 
 def qemu_available() -> str | None:
@@ -131,13 +132,14 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
     text = sum(v for k, v in sections.items() if k in (".text", ".ARM.extab", ".ARM.exidx", ".preinit_array",
                                                         ".init_array", ".fini_array"))
     return TargetRun(np.array(outputs, np.int8), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
-                     sections.get(".data", 0), sections.get(".bss", 0), _weight_bytes(image, name))
+                     sections.get(".data", 0), sections.get(".bss", 0),
+                     _symbol_bytes(image, rf"{re.escape(name)}_[wbmsr]\d+"), _symbol_bytes(image, "es_inputs"))
 
 
-def _weight_bytes(image: Path, name: str) -> int:
-    """Sizes of the model's const arrays in the image (symbols NAME_w*, _b*, _m*, _s*, _r*)."""
+def _symbol_bytes(image: Path, symbol_pattern: str) -> int:
+    """Total size of the read-only symbols matching ``symbol_pattern`` in the image."""
     nm = shutil.which("arm-none-eabi-nm") or "arm-none-eabi-nm"
     listing = subprocess.run([nm, "-S", "--size-sort", str(image)], capture_output=True, text=True,
                              check=True).stdout
-    pattern = re.compile(rf"^[0-9a-f]+ ([0-9a-f]+) [rRtT] {re.escape(name)}_[wbmsr]\d+$")
+    pattern = re.compile(rf"^[0-9a-f]+ ([0-9a-f]+) [rRtT] {symbol_pattern}$")
     return sum(int(m.group(1), 16) for m in map(pattern.match, listing.splitlines()) if m)

@@ -48,8 +48,9 @@ class ConstArray:
 class InPlace:
     """How a step's output may share its first input's bytes.
 
-    ``align``: "start" (output begins where the input begins) or "end" (the output ends
-    where the input ends when it is larger, so it grows downwards ahead of the reads).
+    ``align``: "start" (output begins where the input begins), "end" (the output ends
+    where the input ends when it is larger, so it grows downwards ahead of the reads), or
+    "either" (both are valid: each output channel only overwrites its own input channel).
     ``kernel``/``temp_bytes``: the variant to call and its scratch buffer, when it needs one.
     """
 
@@ -182,7 +183,7 @@ class Lowering:
         if params["out_c"] != params["in_c"] * params["depth_multiplier"]:
             raise _refuse(op, "whose output channels are not input channels x depth multiplier")
         arrays = self._conv_arrays(op, params)
-        inplace = (InPlace("start", "es_depthwise_conv2d_inplace", params["in_h"] * params["in_w"])
+        inplace = (InPlace("either", "es_depthwise_conv2d_inplace", params["in_h"] * params["in_w"])
                    if params["depth_multiplier"] == 1 and params["batches"] == 1 else None)
         return Step(op.index, op.op_name, "es_depthwise_conv2d", "es_conv_params", params, arrays,
                     (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
@@ -231,7 +232,7 @@ class Lowering:
                   "pad_w": quant.same_padding(in_w, o["filter_width"], o["stride_w"], 1, out_w),
                   "act_min": act_min, "act_max": act_max}
         # Global pooling writes channel c after reading all of it, over bytes of channel c only.
-        inplace = InPlace("start", kernel) if out_h * out_w == 1 and n == 1 else None
+        inplace = InPlace("either", kernel) if out_h * out_w == 1 and n == 1 else None
         return Step(op.index, op.op_name, kernel, "es_pool_params", params, [], (op.inputs[0],),
                     op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
 

@@ -110,8 +110,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
         if rule is not None and _can_overwrite(source, step, position, group, blocks, outputs, members_last):
             block = blocks[block_id]
             inplace_sources[position] = source
-            delta = min(0, sizes(source) - out_size) if rule.align == "end" else 0
-            block.members[step.output] = block.members[source] + delta
+            block.members[step.output] = _inplace_offset(block, rule.align, source, sizes(source), out_size, sizes)
             group[step.output] = block_id
             inplace_steps[position] = (new_block(_aligned(rule.temp_bytes), position, {}, position).id
                                        if rule.temp_bytes else -1)
@@ -140,6 +139,30 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
             location[t] = ("arena", blocks[block_id].offset + blocks[block_id].members[t])
     return Plan(peak, lower_bound, method, optimal, blocks, location, inplace_steps, inplace_sources,
                 nodes)
+
+
+def _inplace_offset(block: Block, align: str, source: int, in_size: int, out_size: int,
+                    sizes: Callable[[int], int]) -> int:
+    """Where the output starts inside ``block``, relative to the block's origin.
+
+    "end" (1x1 convolution): the output ends where the input ends, or starts where it
+    starts when it is smaller. "either" (depthwise, pooling to one pixel): both ends are
+    valid; the one that keeps the block's extent smaller wins, and on a tie the end, since
+    expanding 1x1 convolutions grow blocks downwards and the next one then fits inside.
+    """
+    start = block.members[source]
+    end = start + in_size - out_size
+    if align == "end":
+        return min(start, end)
+    if align == "start":
+        return start
+    low = min(block.members.values())
+    high = max(off + sizes(t) for t, off in block.members.items())
+
+    def extent(offset: int) -> int:
+        return max(high, offset + out_size) - min(low, offset)
+
+    return end if extent(end) <= extent(start) else start
 
 
 def _can_overwrite(source: int, step: Step, position: int, group: dict[int, int], blocks: list[Block],

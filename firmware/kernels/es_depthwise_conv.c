@@ -42,8 +42,9 @@ void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8
   const int32_t c_count = p->in_c;
   int32_t c, i, oy, ox;
   for (c = 0; c < c_count; ++c) {
-    /* Output channel c only overwrites the bytes of input channel c (same channel count,
-     * same start, no more pixels), which are copied out first. */
+    /* Output channel c only overwrites bytes of input channel c, which are copied out
+     * first: the channel counts are equal and the output starts at the input's start or
+     * ends at its end, both a whole number of pixels away. */
     for (i = 0; i < p->in_h * p->in_w; ++i) plane[i] = in[i * c_count + c];
     for (oy = 0; oy < p->out_h; ++oy) {
       const int32_t y0 = oy * p->stride_h - p->pad_h;

@@ -31,8 +31,8 @@ void es_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
  * out_c > in_c); `pixel` holds one input pixel (in_c bytes). */
 void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *pixel);
 void es_depthwise_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
-/* depth_multiplier 1: out may start where in starts; `plane` holds one input channel
- * (in_h * in_w bytes). */
+/* depth_multiplier 1: out may start where in starts or end where it ends; `plane` holds
+ * one input channel (in_h * in_w bytes). */
 void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *plane);
 
 /* FULLY_CONNECTED. */
@@ -58,7 +58,8 @@ typedef struct {
   int32_t act_min, act_max;
 } es_pool_params;
 
-/* Both may run in place when the output is one pixel per channel (global pooling). */
+/* Both may run in place (out at in's start or end) when the output is one pixel per
+ * channel (global pooling). */
 void es_average_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
 void es_max_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
 
