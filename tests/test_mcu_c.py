@@ -1,0 +1,251 @@
+"""mcu-c: interpreter-free C, checked against independent references.
+
+- every full-INT8 model in ../shared/testdata that has kernels here: gcc -Werror builds it,
+  and on 50 random inputs its outputs equal LiteRT's reference kernels (TFLM's for
+  person_detect, which LiteRT refuses) bit for bit;
+- the arena plan is checked without the planner's own bookkeeping: no two tensors alive
+  at the same step share a byte, and the arena is at most TFLM's head (0.85x on KWS, VWW);
+- AddressSanitizer + UBSan with the per-kernel region check run clean, and the same check
+  fails when one region is cut short (so it can fail);
+- the Cortex-M4 image runs under qemu-system-arm and prints the host's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+from edgeserve.converters.mcu.arena import plan_head
+from edgeserve.converters.mcu_c import check
+from edgeserve.converters.mcu_c.generate import Generated, generate
+from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
+from edgeserve.tflite_model import TfliteModel
+
+MODELS = {  # file -> TFLM arena head from ../shared/testdata/README.md (32-bit plan equals it)
+    "mlperf-tiny/kws_ref_model.tflite": 16_000,
+    "mlperf-tiny/vww_96_int8.tflite": 73_728,
+    "mlperf-tiny/pretrainedResnet_quant.tflite": 49_152,
+    "mlperf-tiny/ad01_int8.tflite": 768,
+    "mlperf-tiny/str_ww_ref_model.tflite": 6_656,
+    "tflm/person_detect.tflite": 55_296,
+    "tflm/micro_speech_quantized.tflite": 5_968,
+    "tflm/hello_world_int8.tflite": 32,
+}
+SAMPLES = 50
+
+
+def _write(generated: Generated, directory: Path) -> Path:
+    for rel, text in generated.files.items():
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return directory
+
+
+def _generate(testdata: Path, rel: str, name: str = "model") -> tuple[TfliteModel, Generated]:
+    model = TfliteModel.from_file(testdata / rel)
+    return model, generate(model, name, Path(rel).name)
+
+
+def _inputs(model: TfliteModel, count: int, seed: int = 0) -> np.ndarray:
+    graph = model.subgraphs[0]
+    shape = graph.tensors[graph.inputs[0]].shape
+    return np.random.default_rng(seed).integers(-128, 128, size=(count, *shape), dtype=np.int8)
+
+
+def _reference(model: TfliteModel, inputs: np.ndarray) -> tuple[str, np.ndarray]:
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    return reference_outputs(model.file_bytes, inputs)
+
+
+@pytest.fixture
+def cli():
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli as command
+
+    def run(*args: str):
+        return CliRunner().invoke(command, list(args))
+
+    return run
+
+
+def _require(kind: str) -> None:
+    from edgeserve.converters.mcu.toolchain import MissingToolError, find_compiler
+
+    try:
+        find_compiler(kind)
+    except MissingToolError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("rel", sorted(MODELS))
+def test_generated_c_is_bit_exact_with_the_reference_kernels(testdata, tmp_path, rel):
+    _require("host-c")
+    model, generated = _generate(testdata, rel)
+    directory = _write(generated, tmp_path / "out")
+    harness = check.build_host(directory, "model", tmp_path / "harness")
+    inputs = _inputs(model, SAMPLES)
+    graph = model.subgraphs[0]
+    ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape))
+    which, reference = _reference(model, inputs)
+    assert which.startswith("tflm-reference" if "person_detect" in rel else "litert-reference")
+    # The comparison can fail only if the reference outputs vary with the input.
+    assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+@pytest.mark.parametrize("rel", sorted(MODELS))
+def test_arena_plan_is_sound_and_below_tflm(testdata, rel):
+    model, generated = _generate(testdata, rel)
+    plan, steps = generated.plan, generated.steps
+    graph = model.subgraphs[0]
+    # Independent of the planner's blocks: each tensor's bytes and the steps it is alive
+    # in (from its writer to its last reader), and each scratch buffer at its step.
+    positions = {s.output: i for i, s in enumerate(steps)}
+    last = {}
+    for i, s in enumerate(steps):
+        for t in s.inputs:
+            last[t] = i
+    last[graph.outputs[0]] = len(steps)
+    spans = []
+    for t, (where, offset) in plan.location.items():
+        if where != "arena":
+            continue
+        first = positions[t]
+        # an alias (RESHAPE) shares its source's bytes by design: it is the same tensor
+        spans.append((t, offset, offset + graph.tensors[t].nbytes, first, max(last.get(t, first), first)))
+    for position in plan.inplace_steps:
+        temp = plan.temp_offset(position)
+        if temp is not None:
+            spans.append((-1 - position, temp, temp + steps[position].inplace.temp_bytes, position, position))
+    aliases = {s.output: s.inputs[0] for s in steps if s.kernel is None}
+
+    def root(t: int) -> int:
+        while t in aliases:
+            t = aliases[t]
+        return t
+
+    for a in spans:
+        assert a[2] <= plan.arena_bytes
+        for b in spans:
+            if a[0] >= b[0] or root(a[0]) == root(b[0]):
+                continue
+            live_together = a[3] <= b[4] and b[3] <= a[4]
+            overlap = a[1] < b[2] and b[1] < a[2]
+            if live_together and overlap:
+                # Only an in-place step's output may overlap its own input, at that step.
+                pairs = {(plan.inplace_sources[p], steps[p].output) for p in plan.inplace_sources}
+                assert (root(a[0]), b[0]) in pairs or (root(b[0]), a[0]) in pairs or \
+                    (a[0], b[0]) in pairs or (b[0], a[0]) in pairs, (a, b)
+                assert min(a[4], b[4]) == max(a[3], b[3]), "in-place tensors overlap beyond the step that hands over"
+    head = plan_head(model, pointer_bytes=4).head_bytes
+    assert head == MODELS[rel]
+    assert plan.lower_bound <= plan.arena_bytes <= head
+    if rel.endswith(("kws_ref_model.tflite", "vww_96_int8.tflite")):
+        assert plan.arena_bytes <= 0.85 * head
+
+
+def test_kws_vww_arena_figures(testdata):
+    """The figures the README quotes."""
+    assert _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")[1].plan.arena_bytes == 8_128
+    assert _generate(testdata, "mlperf-tiny/vww_96_int8.tflite")[1].plan.arena_bytes == 39_168
+
+
+@pytest.mark.parametrize("rel", ["mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/pretrainedResnet_quant.tflite",
+                                 "mlperf-tiny/vww_96_int8.tflite"])
+def test_sanitizers_and_region_check_are_clean(testdata, tmp_path, rel):
+    _require("host-c")
+    model, generated = _generate(testdata, rel)
+    directory = _write(generated, tmp_path / "out")
+    harness = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
+    graph = model.subgraphs[0]
+    check.run_host(harness, _inputs(model, 2), tuple(graph.tensors[graph.outputs[0]].shape))
+
+
+def test_region_check_catches_a_kernel_reading_outside_its_tensors(testdata, tmp_path):
+    """Cut the input region of the last softmax short: the run must stop with a report."""
+    _require("host-c")
+    model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")
+    directory = _write(generated, tmp_path / "out")
+    source = directory / "model.c"
+    text = source.read_text()
+    line = re.search(r"  MODEL_REGIONS\((\d+), (\d+), (\d+), (\d+)\);\n  es_softmax", text)
+    assert line is not None
+    cut = f"  MODEL_REGIONS({line.group(1)}, 1, {line.group(3)}, 1);\n  es_softmax"
+    source.write_text(text.replace(line.group(0), cut))
+    harness = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
+    with pytest.raises(RuntimeError, match="AddressSanitizer"):
+        check.run_host(harness, _inputs(model, 1), (1, 12))
+
+
+def test_generation_is_deterministic_and_only_needed_kernels_are_copied(testdata):
+    _, a = _generate(testdata, "mlperf-tiny/ad01_int8.tflite")
+    _, b = _generate(testdata, "mlperf-tiny/ad01_int8.tflite")
+    assert a.files == b.files
+    assert sorted(p for p in a.files if p.startswith("kernels/")) == [
+        "kernels/es_fixedpoint.h", "kernels/es_fully_connected.c", "kernels/es_kernels.h"]
+    assert "static const int8_t model_w0[" in a.files["model.c"]  # weights are const: flash
+
+
+def test_unsupported_operators_are_refused_by_name(testdata):
+    model = TfliteModel.from_file(testdata / "tflm/mobilenet_v2_quantized_1x3x224x224.tflite")
+    with pytest.raises(UnsupportedOperatorError, match=r"MEAN .*PAD, TRANSPOSE.*-t mcu"):
+        generate(model, "m", "mobilenet_v2")
+
+
+def test_cli_convert_verify_and_tamper(testdata, tmp_path, cli):
+    _require("host-c")
+    out = tmp_path / "kws"
+    result = cli("convert", str(testdata / "mlperf-tiny/kws_ref_model.tflite"), "-t", "mcu-c", "--name", "kws",
+                 "-o", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    entry = next(a for a in json.loads(result.output)["artifacts"] if a["target"] == "mcu-c")
+    assert entry["arena_bytes"] == 8_128 and entry["tflm_arena_head_bytes"] == 16_000
+    assert entry["verification"]["bit_exact"] is True and entry["verification"]["samples"] == 50
+    header = (out / "mcu-c" / "kws.h").read_text()
+    assert "#define KWS_ARENA_BYTES 8128" in header and "int kws_invoke(const int8_t *input, int8_t *output);" in header
+    assert cli("verify", str(out)).exit_code == 0
+    source = out / "mcu-c" / "kws.c"
+    source.write_text(source.read_text().replace("es_softmax(", "es_softmax (", 1))
+    failed = cli("verify", str(out))
+    assert failed.exit_code != 0 and "kws.c" in failed.output
+
+
+def test_cli_refusal_writes_nothing(testdata, tmp_path, cli):
+    out = tmp_path / "lstm"
+    result = cli("convert", str(testdata / "tflm/trained_lstm_int8.tflite"), "-t", "mcu-c", "-o", str(out))
+    assert result.exit_code != 0
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in result.output and "-t mcu" in result.output
+    assert not out.exists() or not any(out.rglob("*.c"))
+
+
+def test_firmware_runs_on_an_emulated_cortex_m4(testdata, tmp_path):
+    reason = check.qemu_available()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")
+    directory = _write(generated, tmp_path / "out")
+    inputs = _inputs(model, 3, seed=7)
+    image = check.build_cortex_m4(directory, "model", inputs, tmp_path / "m4")
+    run = check.run_cortex_m4(image, "model", 12)
+    host = check.run_host(check.build_host(directory, "model", tmp_path / "h"), inputs, (1, 12))
+    np.testing.assert_array_equal(run.outputs, host.reshape(3, 12))
+    assert len(np.unique(host.reshape(3, -1), axis=0)) > 1
+    # Deterministic under -icount: the same work costs the same instructions every time.
+    assert run.instructions[1] == run.instructions[2] or abs(run.instructions[1] - run.instructions[2]) < 0.01 * run.instructions[1]
+    # ../shared/tflm/README.md measured 199 M instructions for TFLM's reference kernels on KWS.
+    assert 1_000_000 < run.instructions[-1] < 199_000_000
+    assert run.weight_bytes == generated.weight_bytes
+    assert 0 < run.code_bytes < 117_000 // 2  # TFLM reference kernels' image: 117 KB with newlib
