@@ -8,7 +8,8 @@ ES     := $(VENV)/bin/edgeserve
 EXAMPLE := build/example
 DEMO_OUT := build/digits
 
-# Compilers for the microcontroller target's tests (host C/C++ and GNU Arm for Cortex-M).
+# Compilers for the microcontroller targets' tests (host C/C++ and GNU Arm for Cortex-M),
+# and the emulator the interpreter-free C runs on (qemu-system-arm -M mps2-an386).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
 .PHONY: setup toolchain registry-models demo test test-fast bench clean
@@ -30,6 +31,7 @@ toolchain:
 	@missing=""; \
 	command -v g++ >/dev/null 2>&1 || missing="g++"; \
 	command -v arm-none-eabi-g++ >/dev/null 2>&1 || missing="$$missing $(ARM_PACKAGES)"; \
+	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
@@ -70,6 +72,7 @@ bench: setup
 	$(PY) benchmarks/runtime.py
 	$(PY) benchmarks/onnx_targets.py
 	$(PY) benchmarks/streaming.py
+	$(PY) benchmarks/mcu_c.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -174,7 +174,15 @@ class Lowering:
         arrays = self._conv_arrays(op, params)
         pointwise = (params["k_h"], params["k_w"], params["stride_h"], params["stride_w"], params["k_c"]) == \
             (1, 1, 1, 1, params["in_c"]) and params["batches"] == 1
-        inplace = InPlace("end", "es_conv2d_1x1_inplace", params["in_c"]) if pointwise else None
+        same_size = (params["stride_h"], params["stride_w"], params["dil_h"], params["dil_w"], params["batches"]) == \
+            (1, 1, 1, 1, 1) and (params["in_h"], params["in_w"], params["in_c"]) == \
+            (params["out_h"], params["out_w"], params["out_c"]) == (params["in_h"], params["in_w"], params["k_c"])
+        if pointwise:
+            inplace = InPlace("end", "es_conv2d_1x1_inplace", params["in_c"])
+        elif same_size:  # a k x k convolution over rows it has copied out (ring of pad_h + 1 rows)
+            inplace = InPlace("start", "es_conv2d_rows_inplace", (params["pad_h"] + 1) * params["in_w"] * params["in_c"])
+        else:
+            inplace = None
         return Step(op.index, op.op_name, "es_conv2d", "es_conv_params", params, arrays,
                     (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
 

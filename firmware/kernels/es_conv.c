@@ -58,3 +58,38 @@ void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *ou
     }
   }
 }
+
+void es_conv2d_rows_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *rows) {
+  /* Stride 1, same size and channels: output row y is written over input row y. The rows
+   * it overwrites are still needed by the next pad_h output rows, so each input row is
+   * copied into a ring of pad_h + 1 rows first; rows below y are read from the ring, rows
+   * above y from the buffer, where they are still intact. */
+  const int32_t row_bytes = p->in_w * p->in_c;
+  const int32_t slots = p->pad_h + 1;
+  int32_t y, ox, oc;
+  for (y = 0; y < p->out_h; ++y) {
+    memcpy(rows + (y % slots) * row_bytes, in + y * row_bytes, (size_t)row_bytes);
+    for (ox = 0; ox < p->out_w; ++ox) {
+      const int32_t x0 = ox - p->pad_w;
+      for (oc = 0; oc < p->out_c; ++oc) {
+        const int8_t *filter = p->filter + oc * p->k_h * p->k_w * p->k_c;
+        int32_t acc = 0, ky, kx, ic;
+        for (ky = 0; ky < p->k_h; ++ky) {
+          const int32_t iy = y - p->pad_h + ky;
+          const int8_t *row;
+          if (iy < 0 || iy >= p->in_h) continue;
+          row = iy <= y ? rows + (iy % slots) * row_bytes : in + iy * row_bytes;
+          for (kx = 0; kx < p->k_w; ++kx) {
+            const int32_t ix = x0 + kx;
+            const int8_t *pixel, *weights;
+            if (ix < 0 || ix >= p->in_w) continue;
+            pixel = row + ix * p->in_c;
+            weights = filter + (ky * p->k_w + kx) * p->k_c;
+            for (ic = 0; ic < p->k_c; ++ic) acc += weights[ic] * (pixel[ic] + p->in_offset);
+          }
+        }
+        out[y * row_bytes + ox * p->out_c + oc] = requantize(p, acc, oc);
+      }
+    }
+  }
+}

@@ -30,6 +30,9 @@ void es_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
 /* 1x1, stride 1, no padding: out may overlap in (out == in, or out ends where in ends when
  * out_c > in_c); `pixel` holds one input pixel (in_c bytes). */
 void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *pixel);
+/* Stride 1, dilation 1, output the input's size and channels: out == in; `rows` holds
+ * pad_h + 1 input rows (in_w * in_c bytes each). */
+void es_conv2d_rows_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *rows);
 void es_depthwise_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
 /* depth_multiplier 1: out may start where in starts or end where it ends; `plane` holds
  * one input channel (in_h * in_w bytes). */
