@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu_c.lower import Step
+from edgeserve.converters.mcu_c.lower import Ref, Step
 from edgeserve.converters.mcu_c.planner import Plan
 from edgeserve.tflite_model import Tensor
 
@@ -35,7 +35,11 @@ def _values(array: np.ndarray) -> str:
     return "\n".join(f"  {line}," for line in lines)
 
 
-def _field(value: Any) -> str:
+def _field(value: Any, name: str) -> str:
+    if isinstance(value, Ref):
+        return f"{name}_{value.name}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f".{k} = {_field(v, name)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "{" + ", ".join(str(int(v)) for v in value) + "}"
     return str(int(value))
@@ -107,10 +111,14 @@ def render_source(name: str, model_label: str, steps: Sequence[Step], plan: Plan
     for step in steps:
         if step.kernel is None:
             continue
-        fields = [f"  .{k} = {_field(v)}," for k, v in step.params.items()]
+        for array in step.struct_arrays:
+            items = ",\n".join(f"  {_field(item, name)}" for item in array.items)
+            parts.append(f"static const {array.ctype} {name}_{array.name}[{len(array.items)}] = {{\n{items}\n}};")
+        fields = [f"  .{k} = {_field(v, name)}," for k, v in step.params.items()]
         for array in step.arrays:
-            role = {"w": "filter", "b": "bias", "m": "multiplier", "s": "shift", "r": "scale"}[array.name[0]]
-            fields.append(f"  .{role} = {name}_{array.name},")
+            role = {"w": "filter", "b": "bias", "m": "multiplier", "s": "shift", "r": "scale", "k": None}[array.name[0]]
+            if role:  # "k": a constant operand, passed as an argument instead
+                fields.append(f"  .{role} = {name}_{array.name},")
         parts.append(f"static const {step.params_type} {name}_p{step.index} = {{  /* {step.op} */\n"
                      + "\n".join(fields) + "\n};")
     words = max(1, (plan.arena_bytes + 3) // 4)
@@ -147,7 +155,12 @@ int {name}_invoke(const int8_t *input, int8_t *output) {{
             temp = plan.temp_offset(position)
             if temp is not None:
                 regions += [temp, step.inplace.temp_bytes]
-        args += [_pointer(plan, t) for t in step.inputs]
+        operands = [f"{name}_{t.name}" if isinstance(t, Ref) else _pointer(plan, t)
+                    for t in (step.call_inputs or step.inputs)]
+        if step.pack_inputs:  # a C99 compound literal: the kernel takes an array of inputs
+            args.append("(const int8_t *const[]){" + ", ".join(operands) + "}")
+        else:
+            args += operands
         args.append(_pointer(plan, step.output, writable=True))
         if position in plan.inplace_sources and plan.temp_offset(position) is not None:
             args.append(f"arena + {plan.temp_offset(position)}")

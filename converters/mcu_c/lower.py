@@ -28,7 +28,15 @@ KERNEL_SOURCES = {
     "ADD": "es_elementwise.c",
     "MUL": "es_elementwise.c",
     "SOFTMAX": "es_softmax.c",
+    "TRANSPOSE": "es_copy.c",
+    "STRIDED_SLICE": "es_copy.c",
+    "PAD": "es_copy.c",
+    "PADV2": "es_copy.c",
+    "CONCATENATION": "es_copy.c",
+    "QUANTIZE": "es_quantize.c",
     "RESHAPE": None,  # an alias of its input
+    "SQUEEZE": None,
+    "EXPAND_DIMS": None,
 }
 SUPPORTED = tuple(sorted(KERNEL_SOURCES))
 
@@ -59,6 +67,22 @@ class InPlace:
     temp_bytes: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class StructArray:
+    """A const array of parameter structs (CONCATENATION's parts), emitted before its user."""
+
+    name: str
+    ctype: str
+    items: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """A parameter field that points at another generated array: NAME_<name>."""
+
+    name: str
+
+
 @dataclasses.dataclass
 class Step:
     index: int  # the operator's index in the subgraph
@@ -71,6 +95,11 @@ class Step:
     output: int
     inplace: InPlace | None = None
     source: str | None = None
+    struct_arrays: list[StructArray] = dataclasses.field(default_factory=list)
+    pack_inputs: bool = False  # the kernel takes its inputs as one array of pointers
+    # The kernel's input arguments when some are constant arrays (Ref) rather than tensors;
+    # None: ``inputs`` in order.
+    call_inputs: tuple[int | Ref, ...] | None = None
 
 
 def _refuse(op: Operator, why: str) -> UnsupportedOperatorError:
@@ -84,6 +113,18 @@ def _q(tensor: Tensor) -> tuple[float, int]:
     if q is None or not q.scale:
         raise InputError(f"tensor {tensor.name!r} has no quantization parameters")
     return float(q.scale[0]), int(q.zero_point[0]) if q.zero_point else 0
+
+
+def _pad4(shape: tuple[int, ...]) -> list[int]:
+    return [1] * (4 - len(shape)) + [int(d) for d in shape]
+
+
+def _row_major(dims: list[int]) -> list[int]:
+    strides, step = [0] * len(dims), 1
+    for axis in range(len(dims) - 1, -1, -1):
+        strides[axis] = step
+        step *= dims[axis]
+    return strides
 
 
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -252,9 +293,13 @@ class Lowering:
 
     def _binary(self, op: Operator, kernel: str) -> Step:
         a, b, y = (self.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
-        for t in (a, b):
-            if t.is_constant:
-                raise _refuse(op, "with a constant operand")
+        if a.is_constant and b.is_constant:
+            raise _refuse(op, "with two constant operands")
+        arrays = [ConstArray(f"k{op.index}_{i}", "int8_t", self.const(t, "int8"))
+                  for i, t in enumerate(op.inputs[:2]) if self.tensor(t).is_constant]
+        call: tuple[int | Ref, ...] = tuple(Ref(f"k{op.index}_{i}") if self.tensor(t).is_constant else t
+                                            for i, t in enumerate(op.inputs[:2]))
+        activations = tuple(t for t in op.inputs[:2] if not self.tensor(t).is_constant)
         dims = (1,) * (4 - len(y.shape)) + tuple(y.shape)
         if len(dims) > 4:
             raise _refuse(op, "on more than 4 dimensions")
@@ -280,8 +325,8 @@ class Lowering:
             params.update({"out_multiplier": m, "out_shift": s, "left_shift": 0, "in1_multiplier": 0,
                            "in1_shift": 0, "in2_multiplier": 0, "in2_shift": 0})
         inplace = InPlace("start", kernel) if same else None
-        return Step(op.index, op.op_name, kernel, "es_binary_params", params, [],
-                    (op.inputs[0], op.inputs[1]), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+        return Step(op.index, op.op_name, kernel, "es_binary_params", params, arrays, activations,
+                    op.outputs[0], inplace, KERNEL_SOURCES[op.op_name], call_inputs=call)
 
     def _add(self, op: Operator) -> Step:
         return self._binary(op, "es_add")
@@ -299,6 +344,126 @@ class Lowering:
                   **quant.softmax_parameters(op.options.get("beta", 1.0), _q(x)[0])}
         return Step(op.index, op.op_name, "es_softmax", "es_softmax_params", params, [], (op.inputs[0],),
                     op.outputs[0], InPlace("start", "es_softmax"), KERNEL_SOURCES[op.op_name])
+
+    # ----- data movement -----------------------------------------------------------------
+    def _data_input(self, op: Operator, position: int = 0) -> Tensor:
+        tensor = self.tensor(op.inputs[position])
+        if tensor.is_constant:
+            raise _refuse(op, "with a constant data input")
+        return tensor
+
+    def _same_quantization(self, op: Operator, tensors: list[Tensor], y: Tensor) -> None:
+        for t in tensors:
+            if _q(t) != _q(y):
+                raise _refuse(op, "whose inputs and output are quantized differently")
+
+    def _copy_step(self, op: Operator, kernel: str, params_type: str, params: dict[str, Any],
+                   inputs: tuple[int, ...], **extra: Any) -> Step:
+        return Step(op.index, op.op_name, kernel, params_type, params, [], inputs, op.outputs[0],
+                    None, KERNEL_SOURCES[op.op_name], **extra)
+
+    def _transpose(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)
+        perm = [int(v) for v in self.model.tensor_data(0, op.inputs[1]).reshape(-1)]
+        if len(x.shape) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+        k = 4 - len(x.shape)
+        dims4 = _pad4(x.shape)
+        perm4 = list(range(k)) + [p + k for p in perm]
+        strides = _row_major(dims4)
+        out_dims = [dims4[a] for a in perm4]
+        params = {"dims": out_dims, "in_offset": 0, "in_strides": [strides[a] for a in perm4],
+                  "out_offset": 0, "out_strides": _row_major(out_dims)}
+        return self._copy_step(op, "es_copy4d", "es_copy_params", params, (op.inputs[0],))
+
+    def _strided_slice(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)
+        o = op.options
+        if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0) or o.get("offset", False):
+            raise _refuse(op, "with an ellipsis, new axes or offset=True")
+        begin, end, step = (self.model.tensor_data(0, i).reshape(-1).tolist() for i in op.inputs[1:4])
+        starts, counts, steps = [], [], []
+        for axis, size in enumerate(x.shape):
+            b = None if o.get("begin_mask", 0) >> axis & 1 else begin[axis]
+            e = None if o.get("end_mask", 0) >> axis & 1 else end[axis]
+            s = step[axis]
+            if o.get("shrink_axis_mask", 0) >> axis & 1:
+                b = begin[axis] + size if begin[axis] < 0 else begin[axis]
+                e, s = b + 1, 1
+            start, stop, stride = slice(b, e, s).indices(size)
+            starts.append(start)
+            counts.append(len(range(start, stop, stride)))
+            steps.append(stride)
+        if int(np.prod(counts)) != int(np.prod(y.shape)) or len(x.shape) > 4:
+            raise _refuse(op, f"whose slice ({counts}) does not give its output shape {list(y.shape)}")
+        k = 4 - len(x.shape)
+        in_strides = _row_major(_pad4(x.shape))
+        counts4 = [1] * k + counts
+        params = {"dims": counts4, "in_offset": sum(st * in_strides[k + a] for a, st in enumerate(starts)),
+                  "in_strides": [in_strides[a] * ([1] * k + steps)[a] for a in range(4)],
+                  "out_offset": 0, "out_strides": _row_major(counts4)}
+        return self._copy_step(op, "es_copy4d", "es_copy_params", params, (op.inputs[0],))
+
+    def _pad(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)
+        if len(x.shape) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+        paddings = self.model.tensor_data(0, op.inputs[1]).reshape(-1, 2).tolist()
+        value = _q(y)[1]
+        if op.op_name == "PADV2" and len(op.inputs) > 2 and op.inputs[2] >= 0:
+            value = int(self.const(op.inputs[2], "int8").reshape(-1)[0])
+        k = 4 - len(x.shape)
+        out_dims = _pad4(y.shape)
+        out_strides = _row_major(out_dims)
+        before = [0] * k + [int(p[0]) for p in paddings]
+        interior = {"dims": _pad4(x.shape), "in_offset": 0, "in_strides": _row_major(_pad4(x.shape)),
+                    "out_offset": sum(b * st for b, st in zip(before, out_strides)), "out_strides": out_strides}
+        return self._copy_step(op, "es_pad", "es_pad_params",
+                               {"out_bytes": y.nbytes, "value": value, "interior": interior}, (op.inputs[0],))
+
+    def _padv2(self, op: Operator) -> Step:
+        return self._pad(op)
+
+    def _concatenation(self, op: Operator) -> Step:
+        inputs = [self._data_input(op, i) for i in range(len(op.inputs))]
+        y = self.tensor(op.outputs[0])
+        self._same_quantization(op, inputs, y)
+        if op.options.get("fused_activation_function", 0) != 0:
+            raise _refuse(op, "with a fused activation")
+        if len(y.shape) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+        k = 4 - len(y.shape)
+        axis = op.options.get("axis", 0) % len(y.shape) + k
+        out_dims = _pad4(y.shape)
+        out_strides = _row_major(out_dims)
+        parts, offset = [], 0
+        for t in inputs:
+            dims = _pad4(t.shape)
+            parts.append({"dims": dims, "in_offset": 0, "in_strides": _row_major(dims),
+                          "out_offset": offset * out_strides[axis], "out_strides": out_strides})
+            offset += dims[axis]
+        array = StructArray(f"c{op.index}", "es_copy_params", parts)
+        return self._copy_step(op, "es_concatenation", "es_concat_params",
+                               {"count": len(parts), "parts": Ref(array.name)}, tuple(op.inputs),
+                               struct_arrays=[array], pack_inputs=True)
+
+    def _quantize(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        (sx, zx), (sy, zy) = _q(x), _q(y)
+        multiplier, shift = quant.quantize_multiplier(float(np.float32(sx)) / float(np.float32(sy)))
+        params = {"count": int(np.prod(x.shape)), "in_zero_point": zx, "out_zero_point": zy,
+                  "multiplier": multiplier, "shift": shift}
+        return Step(op.index, op.op_name, "es_requantize", "es_requantize_params", params, [], (op.inputs[0],),
+                    op.outputs[0], InPlace("start", "es_requantize"), KERNEL_SOURCES[op.op_name])
+
+    def _squeeze(self, op: Operator) -> Step:
+        return self._reshape(op)
+
+    def _expand_dims(self, op: Operator) -> Step:
+        return self._reshape(op)
 
     def _reshape(self, op: Operator) -> Step:
         x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])

@@ -91,4 +91,35 @@ typedef struct {
 /* out may equal in. */
 void es_softmax(const es_softmax_params *p, const int8_t *in, int8_t *out);
 
+/* Strided copies (TRANSPOSE, STRIDED_SLICE, and the parts of PAD and CONCATENATION). */
+typedef struct {
+  int32_t dims[4];               /* elements copied along each axis */
+  int32_t in_offset, in_strides[4];
+  int32_t out_offset, out_strides[4];
+} es_copy_params;
+
+void es_copy4d(const es_copy_params *p, const int8_t *in, int8_t *out);
+
+typedef struct {
+  int32_t out_bytes;
+  int32_t value;                 /* the output zero point: a real 0 */
+  es_copy_params interior;
+} es_pad_params;
+
+void es_pad(const es_pad_params *p, const int8_t *in, int8_t *out);
+
+typedef struct {
+  int32_t count;
+  const es_copy_params *parts;   /* one per input, into its slice of the output */
+} es_concat_params;
+
+void es_concatenation(const es_concat_params *p, const int8_t *const *inputs, int8_t *out);
+
+/* QUANTIZE int8 -> int8: a change of scale and zero point. */
+typedef struct {
+  int32_t count, in_zero_point, out_zero_point, multiplier, shift;
+} es_requantize_params;
+
+void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out);
+
 #endif
