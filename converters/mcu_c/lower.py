@@ -34,6 +34,9 @@ KERNEL_SOURCES = {
     "PADV2": "es_copy.c",
     "CONCATENATION": "es_copy.c",
     "QUANTIZE": "es_quantize.c",
+    "LOGISTIC": "es_lut.c",
+    "MEAN": "es_mean.c",
+    "TANH": "es_lut.c",
     "RESHAPE": None,  # an alias of its input
     "SQUEEZE": None,
     "EXPAND_DIMS": None,
@@ -167,15 +170,52 @@ class Lowering:
                     f"the mcu-c target needs int8 model inputs and outputs; {tensor.name!r} is "
                     f"{tensor.dtype_name.lower()}. Convert with --io int8")
         steps = []
+        self.folded = self._foldable_pads()
         for op in self.graph.operators:
             for index in (*op.inputs, *op.outputs):
                 if index >= 0 and not self.tensor(index).is_constant and self.tensor(index).dtype_name != "int8":
                     raise _refuse(op, f"on {self.tensor(index).dtype_name.lower()} tensors (int8 only)")
+            if op.op_name in ("PAD", "PADV2") and op.outputs[0] in self.folded:
+                continue
             steps.append(getattr(self, f"_{op.op_name.lower()}")(op))
         return steps
 
+    def _foldable_pads(self) -> dict[int, tuple[int, int, int]]:
+        """PADs a convolution can do itself: padded tensor -> (unpadded tensor, top, left).
+
+        A spatial PAD with the zero point, read only by a CONV_2D or DEPTHWISE_CONV_2D,
+        adds terms filter x (zero point - zero point) = 0: the same as the kernel skipping
+        those positions, which it does for its own padding. So the convolution reads the
+        unpadded tensor with the PAD's top/left added to its own padding, and the padded
+        copy (MobileNetV2 has 18 of them) never exists.
+        """
+        readers: dict[int, list[Operator]] = {}
+        for op in self.graph.operators:
+            for t in op.inputs:
+                readers.setdefault(t, []).append(op)
+        folded = {}
+        for op in self.graph.operators:
+            if op.op_name not in ("PAD", "PADV2") or len(op.inputs) > 2:
+                continue
+            x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
+            users = readers.get(op.outputs[0], [])
+            if (len(x.shape) != 4 or x.is_constant or op.outputs[0] in self.graph.outputs or len(users) != 1
+                    or users[0].op_name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or users[0].inputs[0] != op.outputs[0]
+                    or x.quantization is None or y.quantization is None or _q(x) != _q(y)):
+                continue
+            pads = self.model.tensor_data(0, op.inputs[1]).reshape(-1, 2).tolist()
+            if any(pads[0]) or any(pads[3]) or min(min(p) for p in pads) < 0:
+                continue
+            folded[op.outputs[0]] = (op.inputs[0], int(pads[1][0]), int(pads[2][0]))
+        return folded
+
     # ----- operators ------------------------------------------------------------------------
+    def _conv_input(self, op: Operator) -> tuple[int, int, int]:
+        """The tensor a convolution reads, and extra top/left padding from a folded PAD."""
+        return self.folded.get(op.inputs[0], (op.inputs[0], 0, 0))
+
     def _conv_common(self, op: Operator, depthwise: bool) -> dict[str, Any]:
+        source, extra_h, extra_w = self._conv_input(op)
         x, w = self.tensor(op.inputs[0]), self.tensor(op.inputs[1])
         y = self.tensor(op.outputs[0])
         n, in_h, in_w, in_c = _nhwc(x.shape)
@@ -193,12 +233,12 @@ class Lowering:
             "batches": n, "in_h": in_h, "in_w": in_w, "in_c": in_c, "out_h": out_h, "out_w": out_w, "out_c": out_c,
             "k_h": k_h, "k_w": k_w, "k_c": 1 if depthwise else w.shape[3],
             "stride_h": o["stride_h"], "stride_w": o["stride_w"], "dil_h": dil_h, "dil_w": dil_w,
-            "pad_h": quant.same_padding(in_h, k_h, o["stride_h"], dil_h, out_h),
-            "pad_w": quant.same_padding(in_w, k_w, o["stride_w"], dil_w, out_w),
+            "pad_h": quant.same_padding(in_h, k_h, o["stride_h"], dil_h, out_h) + extra_h,
+            "pad_w": quant.same_padding(in_w, k_w, o["stride_w"], dil_w, out_w) + extra_w,
             "depth_multiplier": o.get("depth_multiplier", 1) if depthwise else 1,
             "in_offset": -zx, "out_offset": zy, "act_min": act_min, "act_max": act_max,
             "_multipliers": multipliers, "_shifts": shifts,
-        }
+        } | ({"in_h": self.tensor(source).shape[1], "in_w": self.tensor(source).shape[2]} if source != op.inputs[0] else {})
 
     def _conv_arrays(self, op: Operator, params: dict[str, Any]) -> list[ConstArray]:
         arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
@@ -214,7 +254,7 @@ class Lowering:
             raise _refuse(op, f"with {params['in_c']} input channels and {params['k_c']}-channel filters")
         arrays = self._conv_arrays(op, params)
         pointwise = (params["k_h"], params["k_w"], params["stride_h"], params["stride_w"], params["k_c"]) == \
-            (1, 1, 1, 1, params["in_c"]) and params["batches"] == 1
+            (1, 1, 1, 1, params["in_c"]) and params["batches"] == 1 and (params["pad_h"], params["pad_w"]) == (0, 0)
         same_size = (params["stride_h"], params["stride_w"], params["dil_h"], params["dil_w"], params["batches"]) == \
             (1, 1, 1, 1, 1) and (params["in_h"], params["in_w"], params["in_c"]) == \
             (params["out_h"], params["out_w"], params["out_c"]) == (params["in_h"], params["in_w"], params["k_c"])
@@ -225,7 +265,7 @@ class Lowering:
         else:
             inplace = None
         return Step(op.index, op.op_name, "es_conv2d", "es_conv_params", params, arrays,
-                    (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+                    (self._conv_input(op)[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
 
     def _depthwise_conv_2d(self, op: Operator) -> Step:
         params = self._conv_common(op, depthwise=True)
@@ -233,9 +273,10 @@ class Lowering:
             raise _refuse(op, "whose output channels are not input channels x depth multiplier")
         arrays = self._conv_arrays(op, params)
         inplace = (InPlace("either", "es_depthwise_conv2d_inplace", params["in_h"] * params["in_w"])
-                   if params["depth_multiplier"] == 1 and params["batches"] == 1 else None)
+                   if params["depth_multiplier"] == 1 and params["batches"] == 1
+                   and params["out_h"] * params["out_w"] <= params["in_h"] * params["in_w"] else None)
         return Step(op.index, op.op_name, "es_depthwise_conv2d", "es_conv_params", params, arrays,
-                    (op.inputs[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+                    (self._conv_input(op)[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
 
     def _fully_connected(self, op: Operator) -> Step:
         x, w, y = self.tensor(op.inputs[0]), self.tensor(op.inputs[1]), self.tensor(op.outputs[0])
@@ -458,6 +499,37 @@ class Lowering:
                   "multiplier": multiplier, "shift": shift}
         return Step(op.index, op.op_name, "es_requantize", "es_requantize_params", params, [], (op.inputs[0],),
                     op.outputs[0], InPlace("start", "es_requantize"), KERNEL_SOURCES[op.op_name])
+
+    def _lookup(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        (sx, zx), (sy, zy) = _q(x), _q(y)
+        table = quant.lookup_table(op.op_name, sx, zx, sy, zy)
+        params = {"count": int(np.prod(x.shape)), "table": Ref(f"t{op.index}")}
+        return Step(op.index, op.op_name, "es_lookup", "es_lookup_params", params,
+                    [ConstArray(f"t{op.index}", "int8_t", table)], (op.inputs[0],), op.outputs[0],
+                    InPlace("start", "es_lookup"), KERNEL_SOURCES[op.op_name])
+
+    def _logistic(self, op: Operator) -> Step:
+        return self._lookup(op)
+
+    def _tanh(self, op: Operator) -> Step:
+        return self._lookup(op)
+
+    def _mean(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        if len(x.shape) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+        axes = {int(a) % len(x.shape) for a in self.model.tensor_data(0, op.inputs[1]).reshape(-1)}
+        k = 4 - len(x.shape)
+        dims = _pad4(x.shape)
+        reduce = [int(a - k in axes) for a in range(4)]
+        count = int(np.prod([d for d, r in zip(dims, reduce) if r]))
+        (sx, zx), (sy, zy) = _q(x), _q(y)
+        multiplier, shift = quant.mean_multiplier(sx, sy, count)
+        params = {"dims": dims, "strides": _row_major(dims), "reduce": reduce, "count": count,
+                  "in_zero_point": zx, "out_zero_point": zy, "multiplier": multiplier, "shift": shift}
+        return Step(op.index, op.op_name, "es_mean", "es_mean_params", params, [], (op.inputs[0],),
+                    op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 
     def _squeeze(self, op: Operator) -> Step:
         return self._reshape(op)

@@ -101,3 +101,32 @@ def same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out
     effective = (filter_size - 1) * dilation + 1
     total = max(0, (out_size - 1) * stride + effective - in_size)
     return total // 2
+
+
+def lookup_table(function: str, input_scale: float, input_zero_point: int, output_scale: float,
+                 output_zero_point: int) -> np.ndarray:
+    """LiteRT's PopulateLookupTable for int8 LOGISTIC/TANH, in float32 as it computes it.
+
+    Entry ``(uint8)v`` is the output for input ``v``: dequantize, transform, multiply by the
+    inverse output scale, round half away from zero, add the zero point, clamp.
+    """
+    values = np.arange(-128, 128, dtype=np.int32)
+    x = np.float32(input_scale) * (values - input_zero_point).astype(np.float32)
+    with np.errstate(over="ignore"):
+        if function == "LOGISTIC":
+            y = np.float32(1.0) / (np.float32(1.0) + np.exp(-x, dtype=np.float32))
+        else:
+            y = np.tanh(x, dtype=np.float32)
+    scaled = (y * (np.float32(1.0) / np.float32(output_scale))).astype(np.float32)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    quantized = np.clip(rounded.astype(np.int64) + output_zero_point, -128, 127).astype(np.int8)
+    table = np.empty(256, np.int8)
+    table[values.astype(np.uint8)] = quantized
+    return table
+
+
+def mean_multiplier(input_scale: float, output_scale: float, count: int) -> tuple[int, int]:
+    """QuantizedMeanOrSum's multiplier: in/out scale, then 1/count folded in by a shift."""
+    multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    extra = min(count.bit_length() - 1, 32, 31 + shift)
+    return int((multiplier << extra) // count), shift - extra

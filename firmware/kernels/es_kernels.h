@@ -122,4 +122,22 @@ typedef struct {
 
 void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out);
 
+/* LOGISTIC, TANH: table[(uint8_t)x] is the output for input x. */
+typedef struct {
+  int32_t count;
+  const int8_t *table;
+} es_lookup_params;
+
+/* out may equal in. */
+void es_lookup(const es_lookup_params *p, const int8_t *in, int8_t *out);
+
+/* MEAN: reduce[a] marks the reduced axes of the (left-padded) 4-D input. */
+typedef struct {
+  int32_t dims[4], strides[4], reduce[4];
+  int32_t count;                 /* elements summed per output */
+  int32_t in_zero_point, out_zero_point, multiplier, shift;
+} es_mean_params;
+
+void es_mean(const es_mean_params *p, const int8_t *in, int8_t *out);
+
 #endif
