@@ -36,8 +36,10 @@ MODELS = {  # file -> TFLM arena head from ../shared/testdata/README.md (32-bit 
     "tflm/person_detect.tflite": 55_296,
     "tflm/micro_speech_quantized.tflite": 5_968,
     "tflm/hello_world_int8.tflite": 32,
+    "tflm/mobilenet_v2_quantized_1x3x224x224.tflite": 2_451_840,
 }
 SAMPLES = 50
+FEW_SAMPLES = {"tflm/mobilenet_v2_quantized_1x3x224x224.tflite": 3}  # 300 M MACs each in the reference
 
 
 def _write(generated: Generated, directory: Path) -> Path:
@@ -94,13 +96,14 @@ def test_generated_c_is_bit_exact_with_the_reference_kernels(testdata, tmp_path,
     model, generated = _generate(testdata, rel)
     directory = _write(generated, tmp_path / "out")
     harness = check.build_host(directory, "model", tmp_path / "harness")
-    inputs = _inputs(model, SAMPLES)
+    samples = FEW_SAMPLES.get(rel, SAMPLES)
+    inputs = _inputs(model, samples)
     graph = model.subgraphs[0]
     ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape))
     which, reference = _reference(model, inputs)
     assert which.startswith("tflm-reference" if "person_detect" in rel else "litert-reference")
     # The comparison can fail only if the reference outputs vary with the input.
-    assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    assert len(np.unique(reference.reshape(samples, -1), axis=0)) > 1
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
 
 
@@ -151,7 +154,8 @@ def test_arena_plan_is_sound_and_below_tflm(testdata, rel):
     head = plan_head(model, pointer_bytes=4).head_bytes
     assert head == MODELS[rel]
     assert plan.lower_bound <= plan.arena_bytes <= head
-    if rel.endswith(("kws_ref_model.tflite", "vww_96_int8.tflite", "pretrainedResnet_quant.tflite")):
+    if rel.endswith(("kws_ref_model.tflite", "vww_96_int8.tflite", "pretrainedResnet_quant.tflite",
+                     "mobilenet_v2_quantized_1x3x224x224.tflite")):
         assert plan.arena_bytes <= 0.85 * head  # the convolutional MLPerf Tiny models
 
 
@@ -199,9 +203,82 @@ def test_generation_is_deterministic_and_only_needed_kernels_are_copied(testdata
 
 
 def test_unsupported_operators_are_refused_by_name(testdata):
-    model = TfliteModel.from_file(testdata / "tflm/mobilenet_v2_quantized_1x3x224x224.tflite")
-    with pytest.raises(UnsupportedOperatorError, match=r"MEAN .*PAD, TRANSPOSE.*-t mcu"):
-        generate(model, "m", "mobilenet_v2")
+    model = TfliteModel.from_file(testdata / "tflm/keyword_scrambled.tflite")
+    with pytest.raises(UnsupportedOperatorError, match=r"no kernel for SVDF .*-t mcu"):
+        generate(model, "m", "keyword_scrambled")
+
+
+def test_pads_read_only_by_convolutions_are_folded_into_them(testdata):
+    model, generated = _generate(testdata, "tflm/mobilenet_v2_quantized_1x3x224x224.tflite")
+    ops = [s.op for s in generated.steps]
+    assert model.op_counts()["PAD"] == 18 and "PAD" not in ops
+    assert generated.plan.arena_bytes == 1_859_648  # the README's figure
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    import mcu_c_models
+
+    out = tmp_path_factory.mktemp("mcu_c_synthetic")
+    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move")}
+
+
+@pytest.mark.parametrize("kind", ["pad", "act", "move"])
+def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
+    _require("host-c")
+    model = TfliteModel.from_file(synthetic[kind])
+    expected = {"pad": {"PAD", "STRIDED_SLICE", "CONCATENATION", "MUL", "ADD", "MAX_POOL_2D", "AVERAGE_POOL_2D"},
+                "act": {"LOGISTIC", "TANH", "MEAN", "MUL", "ADD"},
+                "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"}}[kind]
+    assert expected <= set(model.op_counts())
+    generated = generate(model, "model", kind)
+    directory = _write(generated, tmp_path / "out")
+    harness = check.build_host(directory, "model", tmp_path / "harness")
+    # Noise around a level that differs per sample: a global mean of pure noise is nearly
+    # the same for every sample, which would make "act" unable to fail.
+    rng = np.random.default_rng(1)
+    noise = _inputs(model, SAMPLES).astype(np.int32) // 4
+    levels = rng.integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
+    inputs = np.clip(noise + levels, -128, 127).astype(np.int8)
+    graph = model.subgraphs[0]
+    ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape))
+    which, reference = _reference(model, inputs)
+    assert which == "litert-reference"
+    assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+def test_lookup_tables_equal_litert_on_all_256_inputs(synthetic):
+    """LOGISTIC and TANH tables against LiteRT's own kernels, every int8 input value."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from edgeserve.converters.mcu_c import quant
+
+    path = synthetic["act"]
+    model = TfliteModel.from_file(path)
+    graph = model.subgraphs[0]
+    interpreter = Interpreter(model_path=str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                              experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    detail = interpreter.get_input_details()[0]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for op in graph.operators:
+        if op.op_name not in ("LOGISTIC", "TANH"):
+            continue
+        x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+        table = quant.lookup_table(op.op_name, x.quantization.scale[0], x.quantization.zero_point[0],
+                                   y.quantization.scale[0], y.quantization.zero_point[0])
+        seen: set[int] = set()
+        for _ in range(40):
+            interpreter.set_tensor(detail["index"], rng.integers(-128, 128, size=detail["shape"], dtype=np.int8))
+            interpreter.invoke()
+            xs = interpreter.get_tensor(op.inputs[0]).reshape(-1)
+            np.testing.assert_array_equal(table[xs.astype(np.uint8)], interpreter.get_tensor(op.outputs[0]).reshape(-1))
+            seen |= set(xs.tolist())
+        assert len(seen) == 256  # every input value was compared
+        checked += 1
+    assert checked == 2
 
 
 def test_cli_convert_verify_and_tamper(testdata, tmp_path, cli):

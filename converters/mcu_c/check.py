@@ -107,7 +107,7 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
         f"static const int8_t es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
     image = workdir / f"{name}.elf"
     board = _board_file("mps2_an386")
-    command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs",
+    command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs", "-nostartfiles",
                f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name),
                "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
                str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), "-o", str(image)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,15 @@ OUT_DIR = "mcu-c"
 HOST_SAMPLES = 50
 SANITIZER_SAMPLES = 3
 TARGET_SAMPLES = 2
+# LiteRT's reference kernels take about a second per 100 M multiply-accumulates; big models
+# are compared on fewer random inputs so a conversion stays within a minute or two.
+CHECK_MAC_BUDGET = 2_000_000_000
+
+
+def check_samples(macs: int) -> tuple[int, int, int]:
+    """(host, sanitizer, Cortex-M4) sample counts for a model of ``macs`` per inference."""
+    host = max(3, min(HOST_SAMPLES, CHECK_MAC_BUDGET // max(macs, 1)))
+    return host, min(SANITIZER_SAMPLES, host), TARGET_SAMPLES if macs < 50_000_000 else 1
 # The kernels do not recurse and keep a few dozen bytes of locals; a generous allowance.
 STACK_ESTIMATE_BYTES = 1024
 
@@ -127,18 +137,23 @@ class McuCConverter(Converter):
                directory: Path) -> dict[str, Any]:
         from edgeserve.converters.mcu.check import sample_inputs
         from edgeserve.converters.mcu.child import call_in_child
-        from edgeserve.converters.mcu.toolchain import MissingToolError
+        from edgeserve.converters.mcu.toolchain import CompileError, MissingToolError
         from edgeserve.converters.mcu_c import check
 
         graph = model.subgraphs[0]
         out_shape = tuple(graph.tensors[graph.outputs[0]].shape)
-        inputs = np.stack([s[0] for s in sample_inputs(model, HOST_SAMPLES)])
+        host_samples, sanitizer_samples, target_samples = check_samples(generated.macs)
+        inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])
         try:
             with ctx.progress.step("mcu-c: gcc -std=c99 -Wall -Wextra -Werror, run on the host"):
                 host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host")
                 ours = check.run_host(host, inputs, out_shape)
         except MissingToolError as exc:
             return {"method": "none", "note": str(exc)}
+        except (CompileError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise VerificationError(f"the generated C did not build or run on the host: {first[:400]}; "
+                                    "please report this model") from exc
         if importlib.util.find_spec("ai_edge_litert") is None and importlib.util.find_spec("tflite_micro") is None:
             return {"method": "compiled-only", "note": "neither LiteRT nor tflite-micro is installed to compare with"}
         with ctx.progress.step("mcu-c: the reference kernels on the same inputs"):
@@ -148,17 +163,17 @@ class McuCConverter(Converter):
         if diff:
             raise VerificationError(
                 f"the generated C differs from {reference_name} by up to {diff} quantization steps on "
-                f"{HOST_SAMPLES} random inputs; please report this model")
+                f"{host_samples} random inputs; please report this model")
         result: dict[str, Any] = {"method": "host-vs-reference", "reference": reference_name.split(" ")[0],
-                                  "reference_note": reference_name, "samples": HOST_SAMPLES, "bit_exact": True,
+                                  "reference_note": reference_name, "samples": host_samples, "bit_exact": True,
                                   "distinct_reference_outputs": int(len(np.unique(reference)))}
         if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
             result["degenerate"] = "every random input gave the same output: the comparison could not fail"
         try:
             with ctx.progress.step("mcu-c: AddressSanitizer + UBSan + region check"):
                 sanitized = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_asan", sanitize=True)
-                check.run_host(sanitized, inputs[:SANITIZER_SAMPLES], out_shape)
-            result["sanitizers"] = {"ok": True, "samples": SANITIZER_SAMPLES}
+                check.run_host(sanitized, inputs[:sanitizer_samples], out_shape)
+            result["sanitizers"] = {"ok": True, "samples": sanitizer_samples}
         except Exception as exc:  # noqa: BLE001 - a sanitizer report is a failed build
             if "sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc):
                 raise VerificationError(f"a kernel read or wrote outside its tensors: {str(exc)[:1500]}") from exc
@@ -167,13 +182,19 @@ class McuCConverter(Converter):
         if missing:
             result["cortex_m4"] = {"skipped": missing}
             return result
-        with ctx.progress.step("mcu-c: Cortex-M4 firmware under qemu-system-arm -M mps2-an386"):
-            image = check.build_cortex_m4(directory, generated.name, inputs[:TARGET_SAMPLES], ctx.workdir / "mcu_c_m4")
-            run = check.run_cortex_m4(image, generated.name, int(np.prod(out_shape)))
-        same = bool(np.array_equal(run.outputs, ours[:TARGET_SAMPLES].reshape(TARGET_SAMPLES, -1)))
+        try:
+            with ctx.progress.step("mcu-c: Cortex-M4 firmware under qemu-system-arm -M mps2-an386"):
+                image = check.build_cortex_m4(directory, generated.name, inputs[:target_samples],
+                                              ctx.workdir / "mcu_c_m4")
+                run = check.run_cortex_m4(image, generated.name, int(np.prod(out_shape)))
+        except (CompileError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise VerificationError(f"the Cortex-M4 build of the generated C did not run under qemu-system-arm: "
+                                    f"{first[:400]}") from exc
+        same = bool(np.array_equal(run.outputs, ours[:target_samples].reshape(target_samples, -1)))
         if not same:
             raise VerificationError("the Cortex-M4 build's outputs differ from the host build's")
-        result["cortex_m4"] = {"board": "qemu mps2-an386", "matches_host": True, "samples": TARGET_SAMPLES,
+        result["cortex_m4"] = {"board": "qemu mps2-an386", "matches_host": True, "samples": target_samples,
                                "instructions": run.instructions[-1], "code_bytes": run.code_bytes,
                                "weight_bytes": run.weight_bytes, "text_bytes": run.text_bytes,
                                "bss_bytes": run.bss_bytes, "data_bytes": run.data_bytes,

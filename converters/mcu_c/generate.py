@@ -22,9 +22,10 @@ class Generated:
     input_bytes: int
     output_bytes: int
     weight_bytes: int
+    macs: int  # multiply-accumulates per inference (convolutions and fully connected layers)
 
     def summary(self) -> dict[str, object]:
-        return {"arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
+        return {"macs": self.macs, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
                 "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes}
@@ -60,4 +61,15 @@ def generate(model: TfliteModel, name: str, model_label: str) -> Generated:
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)
     weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays)
-    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes)
+    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes, _macs(steps))
+
+
+def _macs(steps: list[Step]) -> int:
+    total = 0
+    for s in steps:
+        p = s.params
+        if s.params_type == "es_conv_params":
+            total += p["batches"] * p["out_h"] * p["out_w"] * p["out_c"] * p["k_h"] * p["k_w"] * p["k_c"]
+        elif s.params_type == "es_fc_params":
+            total += p["batches"] * p["in_depth"] * p["out_depth"]
+    return total
