@@ -140,16 +140,39 @@ class CpuSpec:
 
 
 @dataclass(frozen=True)
+class RamRegion:
+    """One RAM a microcontroller build can place its arena in.
+
+    Attributes:
+        name: Short identifier, e.g. ``"dtcm"``, ``"sram"``, ``"psram"``.
+        bytes: What the application can use there.
+        note: Why it is slower or what else lives there, with its source.
+    """
+
+    name: str
+    bytes: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class MemorySpec:
     """Memory budget.
 
     Attributes:
         ram_bytes: RAM in bytes; for MCUs the on-chip SRAM the application can use.
         flash_bytes: Program flash in bytes; set for ``mcu`` profiles only.
+        ram_regions: ``mcu`` profiles: the RAMs an arena can go to, fastest first (e.g.
+            tightly coupled memory, then SRAM, then external PSRAM). Empty: one region,
+            ``ram_bytes``.
     """
 
     ram_bytes: int
     flash_bytes: int | None = None
+    ram_regions: tuple[RamRegion, ...] = ()
+
+    def regions(self) -> tuple[RamRegion, ...]:
+        """The RAM regions, fastest first; one named "ram" when the profile lists none."""
+        return self.ram_regions or (RamRegion("ram", self.ram_bytes),)
 
 
 @dataclass(frozen=True)
@@ -280,6 +303,8 @@ class Profile:
         """
         data: dict[str, Any] = _plain(asdict(self))
         data.pop("origin", None)
+        if not data["memory"].get("ram_regions"):
+            data["memory"].pop("ram_regions", None)
         return data
 
     @classmethod
@@ -552,7 +577,7 @@ def _parse_profile(data: Mapping[str, Any], origin: str) -> Profile:
     )
 
     mem_t = top.table("memory", "memory")
-    mem_t.check_keys(("ram_bytes",), ("flash_bytes",))
+    mem_t.check_keys(("ram_bytes",), ("flash_bytes", "ram_regions"))
     if kind == "mcu" and "flash_bytes" not in mem_t.data:
         raise ProfileError(
             f'missing key "flash_bytes" in [memory] of {origin} (required when kind = "mcu")'
@@ -564,6 +589,7 @@ def _parse_profile(data: Mapping[str, Any], origin: str) -> Profile:
     memory = MemorySpec(
         ram_bytes=mem_t.integer("ram_bytes", minimum=1),
         flash_bytes=mem_t.optional_integer("flash_bytes", minimum=1),
+        ram_regions=_parse_ram_regions(mem_t, kind, origin),
     )
 
     accelerators = _parse_accelerators(top, origin)
@@ -621,6 +647,23 @@ def _parse_profile(data: Mapping[str, Any], origin: str) -> Profile:
         thermal=thermal,
         origin=origin,
     )
+
+
+def _parse_ram_regions(mem_t: _Table, kind: str, origin: str) -> tuple[RamRegion, ...]:
+    raw = mem_t.data.get("ram_regions", [])
+    if raw and kind != "mcu":
+        raise mem_t.error("ram_regions", f'is only for kind = "mcu" profiles; this one is kind = "{kind}"')
+    if not isinstance(raw, list):
+        raise mem_t.error("ram_regions", f"must be an array of tables, fastest first, got {_show(raw)}")
+    out: list[RamRegion] = []
+    for i, item in enumerate(raw, start=1):
+        t = _Table(item, f"[memory] ram_regions #{i}", origin)
+        t.check_keys(("name", "bytes"), ("note",))
+        region = RamRegion(name=t.string("name"), bytes=t.integer("bytes", minimum=1), note=t.text("note"))
+        if any(r.name == region.name for r in out):
+            raise t.error("name", f'"{region.name}" is used by an earlier region')
+        out.append(region)
+    return tuple(out)
 
 
 def _parse_accelerators(top: _Table, origin: str) -> tuple[Accelerator, ...]:

@@ -125,6 +125,10 @@ def _print_mcu_c(console: Console, entry: dict[str, Any]) -> None:
                   soft_wrap=True)
     console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); kernels: {', '.join(entry['kernels'])}",
                   soft_wrap=True)
+    if entry.get("profile"):
+        where = f"arena in {entry['arena_region']}" if entry.get("arena_region") else "no RAM region holds the arena"
+        verdict = "[green]fits[/]" if entry.get("fits") else "[bold red]does not fit[/]"
+        console.print(f"  {entry['profile']}: {verdict}; RAM {entry['ram_bytes']:,} B, {where}")
     check = entry.get("verification") or {}
     if check.get("bit_exact"):
         console.print(f"  host build: bit-exact with {check['reference']} on {check['samples']} random inputs"

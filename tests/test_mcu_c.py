@@ -327,3 +327,33 @@ def test_firmware_runs_on_an_emulated_cortex_m4(testdata, tmp_path):
     assert 1_000_000 < run.instructions[-1] < 199_000_000
     assert run.weight_bytes == generated.weight_bytes
     assert 0 < run.code_bytes < 117_000 // 2  # TFLM reference kernels' image: 117 KB with newlib
+
+
+def test_fit_check_places_the_arena_in_the_fastest_ram_that_holds_it(testdata):
+    from edgeserve.converters.mcu_c.converter import fit
+    from edgeserve.profiles import load_profile
+
+    _, vww = _generate(testdata, "mlperf-tiny/vww_96_int8.tflite")
+    _, mbv2 = _generate(testdata, "tflm/mobilenet_v2_quantized_1x3x224x224.tflite")
+    h7 = fit(vww, load_profile("stm32h747"))
+    assert h7["fits"] and h7["arena_region"] == "dtcm" and h7["arena_in_fastest_region"]  # 40 KB < 128 KB DTCM
+    big = fit(mbv2, load_profile("stm32h747"))
+    assert big["arena_region"] == "sdram" and not big["arena_in_fastest_region"]  # 1.8 MB: only the SDRAM
+    xiao = fit(mbv2, load_profile("seeed-xiao-esp32s3"))
+    assert xiao["fits"] and xiao["arena_region"] == "psram"
+    assert fit(vww, load_profile("seeed-xiao-esp32s3"))["arena_region"] == "sram"
+    apollo = fit(mbv2, load_profile("ambiq-apollo3"))
+    assert apollo["fits"] is False and "flash needs" in apollo["problem"] and "RAM needs" in apollo["problem"]
+    assert fit(vww, None)["fits"] is None  # no profile: no verdict
+
+
+def test_a_model_that_does_not_fit_is_refused_before_anything_is_written(testdata, tmp_path, cli):
+    out = tmp_path / "apollo"
+    result = cli("convert", str(testdata / "mlperf-tiny/vww_96_int8.tflite"), "-t", "mcu-c", "-p", "ambiq-apollo3",
+                 "-o", str(out))
+    assert result.exit_code == 0, result.output  # 333 KB: fits the Apollo3's 1 MB flash and 384 KB SRAM
+    out = tmp_path / "mbv2"
+    result = cli("convert", str(testdata / "tflm/mobilenet_v2_quantized_1x3x224x224.tflite"), "-t", "mcu-c",
+                 "-p", "ambiq-apollo3", "-o", str(out))
+    assert result.exit_code != 0 and "does not fit ambiq-apollo3" in result.output
+    assert not out.exists() or not any(out.rglob("*.c"))

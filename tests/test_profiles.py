@@ -35,6 +35,11 @@ EXPECTED_KINDS = {
     "stm32f746-discovery": "mcu",
     "arduino-nano-33-ble": "mcu",
     "esp32-s3": "mcu",
+    "raspberry-pi-pico-2": "mcu",
+    "nrf5340-dk": "mcu",
+    "stm32h747": "mcu",
+    "seeed-xiao-esp32s3": "mcu",
+    "ambiq-apollo3": "mcu",
     "host": "linux",
 }
 
