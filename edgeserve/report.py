@@ -120,7 +120,8 @@ def _print_mcu_c(console: Console, entry: dict[str, Any]) -> None:
     _print_unverified(console, entry)
     head = entry.get("tflm_arena_head_bytes")
     versus = f" = {entry['arena_vs_tflm_head']:.2f}x TFLM's arena head ({head:,})" if head else ""
-    console.print(f"  static arena {entry['arena_bytes']:,} bytes{versus}; {entry['in_place_steps']} in-place "
+    state = f" + state {entry['state_bytes']:,} bytes (NAME_reset())" if entry.get("state_bytes") else ""
+    console.print(f"  static arena {entry['arena_bytes']:,} bytes{versus}{state}; {entry['in_place_steps']} in-place "
                   f"steps; placed by {entry['planner']}" + (" (optimal)" if entry["planner_optimal"] else ""),
                   soft_wrap=True)
     console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); kernels: {', '.join(entry['kernels'])}",

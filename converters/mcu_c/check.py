@@ -40,10 +40,12 @@ def _compile(command: list[str]) -> None:
         raise CompileError(command, done.stderr or done.stdout)
 
 
-def _model_defines(name: str) -> list[str]:
+def _model_defines(name: str, directory: Path) -> list[str]:
     up = name.upper()
-    return [f'-DES_HEADER="{name}.h"', f"-DES_INVOKE={name}_invoke",
-            f"-DES_INPUT_BYTES={up}_INPUT_BYTES", f"-DES_OUTPUT_BYTES={up}_OUTPUT_BYTES"]
+    stateful = f"void {name}_reset(void);" in (directory / f"{name}.h").read_text()
+    return [f'-DES_HEADER="{name}.h"', f"-DES_INVOKE={name}_invoke", f"-DES_INPUT_BYTES={up}_INPUT_BYTES",
+            f"-DES_OUTPUT_BYTES={up}_OUTPUT_BYTES", f"-DES_OUTPUT_TYPE={up}_OUTPUT_TYPE",
+            *([f"-DES_RESET={name}_reset"] if stateful else [])]
 
 
 def _sources(directory: Path, name: str) -> list[str]:
@@ -54,25 +56,28 @@ def build_host(directory: Path, name: str, out: Path, sanitize: bool = False) ->
     """The host harness around OUT/mcu-c's files; raises MissingToolError or CompileError."""
     gcc = find_compiler("host-c")
     flags = SANITIZE_FLAGS if sanitize else HOST_FLAGS
-    command = [str(gcc), *flags, f"-I{directory}", f"-I{directory / 'kernels'}", *_model_defines(name),
+    command = [str(gcc), *flags, f"-I{directory}", f"-I{directory / 'kernels'}", *_model_defines(name, directory),
                *_sources(directory, name), str(_board_file("host", "es_harness.c")), "-o", str(out)]
     _compile(command)
     return out
 
 
-def run_host(executable: Path, inputs: np.ndarray, output_shape: tuple[int, ...]) -> np.ndarray:
-    """Raw int8 outputs [N, *output_shape] for int8 ``inputs`` [N, ...]."""
-    done = subprocess.run([str(executable), str(len(inputs))], input=np.ascontiguousarray(inputs).tobytes(),
+def run_host(executable: Path, inputs: np.ndarray, output_shape: tuple[int, ...], dtype: str = "int8",
+             reset_every: int = 0) -> np.ndarray:
+    """Raw outputs [N, *output_shape] (int8, or uint8 for such models) for int8 ``inputs`` [N, ...],
+    run as one stream; ``reset_every`` K calls NAME_reset() after every K inputs."""
+    done = subprocess.run([str(executable), str(len(inputs)), str(reset_every)],
+                          input=np.ascontiguousarray(inputs).tobytes(),
                           capture_output=True, timeout=RUN_TIMEOUT_S, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the generated code failed on the host (exit {done.returncode}): "
                            + done.stderr.decode("utf-8", "replace")[-3000:])
-    return np.frombuffer(done.stdout, np.int8).reshape(len(inputs), *output_shape)
+    return np.frombuffer(done.stdout, np.dtype(dtype)).reshape(len(inputs), *output_shape)
 
 
 @dataclasses.dataclass(frozen=True)
 class TargetRun:
-    outputs: np.ndarray  # [N, output bytes]
+    outputs: np.ndarray  # [N, output bytes], int64 (int8 or uint8 values)
     instructions: list[int]  # per inference, 40 x SysTick ticks
     text_bytes: int
     data_bytes: int
@@ -108,7 +113,7 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
     image = workdir / f"{name}.elf"
     board = _board_file("mps2_an386")
     command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs", "-nostartfiles",
-               f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name),
+               f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name, directory),
                "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
                str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), "-o", str(image)]
     _compile(command)
@@ -131,9 +136,9 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
     sections = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\.\S+)\s+(\d+)", size, re.M)}
     text = sum(v for k, v in sections.items() if k in (".text", ".ARM.extab", ".ARM.exidx", ".preinit_array",
                                                         ".init_array", ".fini_array"))
-    return TargetRun(np.array(outputs, np.int8), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
+    return TargetRun(np.array(outputs, np.int64), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
                      sections.get(".data", 0), sections.get(".bss", 0),
-                     _symbol_bytes(image, rf"{re.escape(name)}_[wbmsr]\d+"), _symbol_bytes(image, "es_inputs"))
+                     _symbol_bytes(image, rf"{re.escape(name)}_([wbmsrkt]\d+(_\d+)?|init_\d+)"), _symbol_bytes(image, "es_inputs"))
 
 
 def _symbol_bytes(image: Path, symbol_pattern: str) -> int:

@@ -76,11 +76,12 @@ def fit(generated: Any, profile: Any) -> dict[str, Any]:
     listed fastest first, e.g. DTCM, then SRAM, then external PSRAM); weights stay in flash.
     """
     code = CODE_BASE_BYTES + CODE_PER_KERNEL_FILE * len(generated.kernel_files) + CODE_PER_STEP * len(generated.steps)
-    ram_needed = generated.plan.arena_bytes + STACK_ESTIMATE_BYTES
+    ram_needed = generated.plan.arena_bytes + generated.state_bytes + STACK_ESTIMATE_BYTES
     flash_needed = generated.weight_bytes + code
     report: dict[str, Any] = {
         "flash": {"needed": flash_needed, "weights": generated.weight_bytes, "code_estimate": code},
-        "ram": {"needed": ram_needed, "arena": generated.plan.arena_bytes, "stack_estimate": STACK_ESTIMATE_BYTES},
+        "ram": {"needed": ram_needed, "arena": generated.plan.arena_bytes, "state": generated.state_bytes,
+                "stack_estimate": STACK_ESTIMATE_BYTES},
         "profile": None, "fits": None, "arena_region": None,
     }
     if profile is None:
@@ -96,9 +97,9 @@ def fit(generated: Any, profile: Any) -> dict[str, Any]:
                         f"{code:,}) but {profile.name} has {flash:,}")
     if region is None:
         largest = max(regions, key=lambda r: r.bytes)
-        problems.append(f"RAM needs {ram_needed:,} bytes (arena {generated.plan.arena_bytes:,} + stack "
-                        f"{STACK_ESTIMATE_BYTES:,}) but the largest RAM of {profile.name} ({largest.name}) has "
-                        f"{largest.bytes:,}")
+        problems.append(f"RAM needs {ram_needed:,} bytes (arena {generated.plan.arena_bytes:,} + state "
+                        f"{generated.state_bytes:,} + stack {STACK_ESTIMATE_BYTES:,}) but the largest RAM of "
+                        f"{profile.name} ({largest.name}) has {largest.bytes:,}")
     else:
         report["arena_region"] = region.name
         report["arena_region_note"] = region.note
@@ -186,12 +187,13 @@ class McuCConverter(Converter):
 
         graph = model.subgraphs[0]
         out_shape = tuple(graph.tensors[graph.outputs[0]].shape)
+        out_dtype = graph.tensors[graph.outputs[0]].dtype_name
         host_samples, sanitizer_samples, target_samples = check_samples(generated.macs)
         inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])
         try:
             with ctx.progress.step("mcu-c: gcc -std=c99 -Wall -Wextra -Werror, run on the host"):
                 host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host")
-                ours = check.run_host(host, inputs, out_shape)
+                ours = check.run_host(host, inputs, out_shape, out_dtype)
         except MissingToolError as exc:
             return {"method": "none", "note": str(exc)}
         except (CompileError, RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -212,11 +214,11 @@ class McuCConverter(Converter):
                                   "reference_note": reference_name, "samples": host_samples, "bit_exact": True,
                                   "distinct_reference_outputs": int(len(np.unique(reference)))}
         if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
-            result["degenerate"] = "every random input gave the same output: the comparison could not fail"
+            result.update(self._compare_before_the_head(ctx, model_bytes, model, generated, inputs, reference_name))
         try:
             with ctx.progress.step("mcu-c: AddressSanitizer + UBSan + region check"):
                 sanitized = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_asan", sanitize=True)
-                check.run_host(sanitized, inputs[:sanitizer_samples], out_shape)
+                check.run_host(sanitized, inputs[:sanitizer_samples], out_shape, out_dtype)
             result["sanitizers"] = {"ok": True, "samples": sanitizer_samples}
         except Exception as exc:  # noqa: BLE001 - a sanitizer report is a failed build
             if "sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc):
@@ -244,6 +246,45 @@ class McuCConverter(Converter):
                                "bss_bytes": run.bss_bytes, "data_bytes": run.data_bytes,
                                "flags": " ".join(check.CORTEX_M4_C_FLAGS)}
         return result
+
+    def _compare_before_the_head(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel,
+                                 generated: Any, inputs: np.ndarray, reference_name: str) -> dict[str, Any]:
+        """When every random input gives the same output (a wake-word detector saying "no"
+        to noise), the comparison could not fail; compare the tensor before the model's
+        squashing head (LOGISTIC/SOFTMAX/QUANTIZE/RESHAPE) instead, which varies."""
+        from edgeserve.converters.mcu.child import call_in_child
+        from edgeserve.converters.mcu_c import check
+        from edgeserve.converters.mcu_c.generate import generate
+
+        graph = model.subgraphs[0]
+        producers = {t: op for op in graph.operators for t in op.outputs}
+        tensor = graph.outputs[0]
+        while tensor in producers and producers[tensor].op_name in ("LOGISTIC", "SOFTMAX", "QUANTIZE", "RESHAPE",
+                                                                      "TANH"):
+            tensor = producers[tensor].inputs[0]
+        degenerate = {"degenerate": "every random input gave the same output: the comparison could not fail"}
+        if tensor == graph.outputs[0] or not reference_name.startswith("litert") or \
+                graph.tensors[tensor].dtype_name != "int8":
+            return degenerate
+        probe = generate(model, generated.name, "probe", output_tensor=tensor)
+        directory = ctx.workdir / "mcu_c_probe"
+        for rel, text in probe.files.items():
+            (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+            (directory / rel).write_text(text)
+        shape = tuple(graph.tensors[tensor].shape)
+        ours = check.run_host(check.build_host(directory, generated.name, ctx.workdir / "mcu_c_probe_host"),
+                              inputs, shape)
+        reference = call_in_child("edgeserve.converters.mcu_c.reference:reference_tensor", model_bytes, inputs,
+                                  tensor, what="reading the reference kernels' intermediate tensor")
+        if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
+            return degenerate
+        diff = int(np.max(np.abs(ours.astype(np.int32) - reference.reshape(ours.shape).astype(np.int32))))
+        if diff:
+            raise VerificationError(f"the generated C's {graph.tensors[tensor].name!r} differs from the reference "
+                                    f"kernels by up to {diff} steps; please report this model")
+        return {"also_compared": {"tensor": graph.tensors[tensor].name, "bit_exact": True,
+                                  "distinct_values": int(len(np.unique(reference))),
+                                  "why": "the model's output was the same for every random input"}}
 
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         """Hashes, then the generator run again on the stored model must give the same files."""

@@ -23,9 +23,10 @@ class Generated:
     output_bytes: int
     weight_bytes: int
     macs: int  # multiply-accumulates per inference (convolutions and fully connected layers)
+    state_bytes: int = 0  # variables' buffers, outside the arena
 
     def summary(self) -> dict[str, object]:
-        return {"macs": self.macs, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
+        return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
                 "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes}
@@ -35,10 +36,13 @@ def kernel_text(filename: str) -> str:
     return resources.files("edgeserve._firmware").joinpath("kernels", filename).read_text()
 
 
-def generate(model: TfliteModel, name: str, model_label: str) -> Generated:
+def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None) -> Generated:
+    """The files for ``model``. ``output_tensor`` (tests): return that intermediate int8 tensor
+    instead of the model's output, to compare a layer that varies more than the output does."""
     lowering = Lowering(model)
     steps = lowering.steps()
     graph = lowering.graph
+    outputs = (output_tensor,) if output_tensor is not None else graph.outputs
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise UnsupportedOperatorError(
             f"the mcu-c target takes one input and one output; this model has {len(graph.inputs)} and "
@@ -49,19 +53,24 @@ def generate(model: TfliteModel, name: str, model_label: str) -> Generated:
     def sizes(t: int) -> int:
         return graph.tensors[t].nbytes
 
-    arena = plan(steps, sizes, graph.inputs, graph.outputs)
-    x, y = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]
+    arena = plan(steps, sizes, graph.inputs, outputs)
+    x, y = graph.tensors[graph.inputs[0]], graph.tensors[outputs[0]]
     io_in = emit.Io(x, *_q(x))
     io_out = emit.Io(y, *_q(y))
     kernel_files = tuple(sorted({s.source for s in steps if s.source}))
+    variables = sorted(lowering.variables.values(), key=lambda v: v.index)
     files = {
-        f"{name}.h": emit.render_header(name, model_label, io_in, io_out, arena),
-        f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, graph.outputs[0]),
+        f"{name}.h": emit.render_header(name, model_label, io_in, io_out, arena, variables),
+        f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs[0], variables,
+                                        f"{y.dtype_name}_t"),
     }
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)
-    weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays)
-    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes, _macs(steps))
+    # Everything const the model brings to flash: weights, tables, constant operands, and
+    # the variables' initial values.
+    weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays) + sum(v.nbytes for v in variables)
+    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes, _macs(steps),
+                     sum(v.nbytes for v in variables))
 
 
 def _macs(steps: list[Step]) -> int:

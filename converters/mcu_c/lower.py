@@ -16,7 +16,7 @@ import numpy as np
 
 from edgeserve.errors import InputError
 from edgeserve.tflite_model import Operator, Subgraph, Tensor, TfliteModel
-from edgeserve.converters.mcu_c import quant
+from edgeserve.converters.mcu_c import quant, state
 
 # Operator -> firmware source file holding its kernel.
 KERNEL_SOURCES = {
@@ -37,9 +37,16 @@ KERNEL_SOURCES = {
     "LOGISTIC": "es_lut.c",
     "MEAN": "es_mean.c",
     "TANH": "es_lut.c",
+    "SPLIT_V": "es_copy.c",
+    "SPLIT": "es_copy.c",
     "RESHAPE": None,  # an alias of its input
     "SQUEEZE": None,
     "EXPAND_DIMS": None,
+    # State (state.py): buffers outside the arena.
+    "CALL_ONCE": None,
+    "VAR_HANDLE": None,
+    "READ_VARIABLE": None,  # an alias of the variable's buffer
+    "ASSIGN_VARIABLE": None,  # a copy into it, emitted inline
 }
 SUPPORTED = tuple(sorted(KERNEL_SOURCES))
 
@@ -99,6 +106,7 @@ class Step:
     inplace: InPlace | None = None
     source: str | None = None
     struct_arrays: list[StructArray] = dataclasses.field(default_factory=list)
+    state: int | None = None  # READ_VARIABLE / ASSIGN_VARIABLE: the variable's index
     pack_inputs: bool = False  # the kernel takes its inputs as one array of pointers
     # The kernel's input arguments when some are constant arrays (Ref) rather than tensors;
     # None: ``inputs`` in order.
@@ -139,11 +147,9 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 class Lowering:
     def __init__(self, model: TfliteModel) -> None:
         self.model = model
-        if len(model.subgraphs) != 1:
-            raise UnsupportedOperatorError(
-                f"the mcu-c target takes single-subgraph models; this one has {len(model.subgraphs)} "
-                "(control flow or state initialisation); -t mcu builds it for TFLM instead")
+        self.variables = state.read_variables(model)
         self.graph: Subgraph = model.subgraphs[0]
+        self.handles: dict[int, state.Variable] = {}  # VAR_HANDLE output -> variable
 
     def tensor(self, index: int) -> Tensor:
         return self.graph.tensors[index]
@@ -165,7 +171,7 @@ class Lowering:
                           else f"(kernels exist for {', '.join(SUPPORTED)})")
         for index in (*self.graph.inputs, *self.graph.outputs):
             tensor = self.tensor(index)
-            if tensor.dtype_name != "int8":
+            if tensor.dtype_name != "int8" and not (index in self.graph.outputs and tensor.dtype_name == "uint8"):
                 raise InputError(
                     f"the mcu-c target needs int8 model inputs and outputs; {tensor.name!r} is "
                     f"{tensor.dtype_name.lower()}. Convert with --io int8")
@@ -173,12 +179,88 @@ class Lowering:
         self.folded = self._foldable_pads()
         for op in self.graph.operators:
             for index in (*op.inputs, *op.outputs):
-                if index >= 0 and not self.tensor(index).is_constant and self.tensor(index).dtype_name != "int8":
-                    raise _refuse(op, f"on {self.tensor(index).dtype_name.lower()} tensors (int8 only)")
+                if index < 0 or self.tensor(index).is_constant:
+                    continue
+                kind = self.tensor(index).dtype_name
+                allowed = kind == "int8" or (kind == "resource" and op.op_name in state.OPERATORS) or (
+                    kind == "uint8" and op.op_name == "QUANTIZE" and index in self.graph.outputs)
+                if not allowed:
+                    raise _refuse(op, f"on {kind} tensors (int8 only)")
             if op.op_name in ("PAD", "PADV2") and op.outputs[0] in self.folded:
                 continue
-            steps.append(getattr(self, f"_{op.op_name.lower()}")(op))
+            lowered = getattr(self, f"_{op.op_name.lower()}")(op)
+            steps.extend(lowered if isinstance(lowered, list) else [lowered] if lowered is not None else [])
+        aliases: dict[int, set[int]] = {}
+        for s in steps:  # tensors that are the same bytes as a READ_VARIABLE's
+            if s.kernel is None and s.inputs:
+                for root, members in aliases.items():
+                    if s.inputs[0] in members or s.inputs[0] == root:
+                        members.add(s.output)
+            if s.op == "READ_VARIABLE":
+                aliases[s.output] = set()
+        state.check_reads_precede_assigns(steps, aliases)
         return steps
+
+    # ----- state ------------------------------------------------------------------------------
+    def _call_once(self, op: Operator) -> None:
+        return None  # the variables' initial values are copied by NAME_reset()
+
+    def _var_handle(self, op: Operator) -> None:
+        name = op.options.get("shared_name", "")
+        if name not in self.variables:
+            raise state.StateError(f"variable {name!r} (operator {op.index}) is never initialised by CALL_ONCE; "
+                                   "-t mcu builds this model for TFLM instead")
+        self.handles[op.outputs[0]] = self.variables[name]
+        return None
+
+    def _variable(self, op: Operator) -> state.Variable:
+        variable = self.handles.get(op.inputs[0])
+        if variable is None:
+            raise state.StateError(f"{op.op_name} (operator {op.index}) uses a handle no VAR_HANDLE made")
+        return variable
+
+    def _read_variable(self, op: Operator) -> Step:
+        variable = self._variable(op)
+        if self.tensor(op.outputs[0]).nbytes != variable.nbytes:
+            raise state.StateError(f"READ_VARIABLE (operator {op.index}) reads {variable.name!r} at another size")
+        return Step(op.index, op.op_name, None, None, {"name": variable.name}, [], (), op.outputs[0],
+                    state=variable.index)
+
+    def _assign_variable(self, op: Operator) -> Step:
+        variable = self._variable(op)
+        value = op.inputs[1]
+        if self.tensor(value).nbytes != variable.nbytes or self.tensor(value).is_constant:
+            raise state.StateError(f"ASSIGN_VARIABLE (operator {op.index}) writes {variable.name!r} at another "
+                                   "size or from a constant")
+        return Step(op.index, op.op_name, "memcpy", None, {"name": variable.name}, [], (value,), -1,
+                    state=variable.index)
+
+    def _split_v(self, op: Operator) -> list[Step]:
+        """One strided copy per output (SPLIT_V: sizes given; SPLIT: equal parts)."""
+        data = op.inputs[0] if op.op_name == "SPLIT_V" else op.inputs[1]
+        axis_tensor = op.inputs[2] if op.op_name == "SPLIT_V" else op.inputs[0]
+        x = self.tensor(data)
+        if x.is_constant or len(x.shape) > 4:
+            raise _refuse(op, "on a constant or more than 4-D input")
+        k = 4 - len(x.shape)
+        axis = int(self.model.tensor_data(0, axis_tensor).reshape(-1)[0]) % len(x.shape) + k
+        dims = _pad4(x.shape)
+        strides = _row_major(dims)
+        steps, offset = [], 0
+        for out in op.outputs:
+            y = self.tensor(out)
+            if _q(y) != _q(x):
+                raise _refuse(op, "whose outputs are quantized differently from its input")
+            part = _pad4(y.shape)
+            params = {"dims": part, "in_offset": offset * strides[axis], "in_strides": strides,
+                      "out_offset": 0, "out_strides": _row_major(part)}
+            steps.append(Step(op.index, op.op_name, "es_copy4d", "es_copy_params", params, [], (data,), out,
+                              None, KERNEL_SOURCES[op.op_name]))
+            offset += part[axis]
+        return steps
+
+    def _split(self, op: Operator) -> list[Step]:
+        return self._split_v(op)
 
     def _foldable_pads(self) -> dict[int, tuple[int, int, int]]:
         """PADs a convolution can do itself: padded tensor -> (unpadded tensor, top, left).
@@ -495,8 +577,9 @@ class Lowering:
         x, y = self._data_input(op), self.tensor(op.outputs[0])
         (sx, zx), (sy, zy) = _q(x), _q(y)
         multiplier, shift = quant.quantize_multiplier(float(np.float32(sx)) / float(np.float32(sy)))
+        unsigned = y.dtype_name == "uint8"  # a model output only (checked in steps())
         params = {"count": int(np.prod(x.shape)), "in_zero_point": zx, "out_zero_point": zy,
-                  "multiplier": multiplier, "shift": shift}
+                  "multiplier": multiplier, "shift": shift, "out_unsigned": int(unsigned)}
         return Step(op.index, op.op_name, "es_requantize", "es_requantize_params", params, [], (op.inputs[0],),
                     op.outputs[0], InPlace("start", "es_requantize"), KERNEL_SOURCES[op.op_name])
 

@@ -55,7 +55,7 @@ class Plan:
     method: str
     optimal: bool
     blocks: list[Block]
-    location: dict[int, tuple[str, int]]  # tensor -> ("arena" | "input", byte offset)
+    location: dict[int, tuple[str, int]]  # tensor -> ("arena" | "input" | "state<k>", byte offset)
     inplace_steps: dict[int, int]  # step position -> scratch block id (-1: no scratch)
     inplace_sources: dict[int, int]  # step position -> the input its output overwrites
     search_nodes: int = 0
@@ -75,8 +75,9 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
     for t in outputs:
         last_read[t] = len(steps)
 
-    group: dict[int, int] = {t: -1 for t in inputs}  # tensor -> block id; -1 is the caller's input
-    input_offsets: dict[int, int] = {t: 0 for t in inputs}
+    group: dict[int, int] = {t: -1 for t in inputs}  # tensor -> block id; < 0: outside the arena
+    # Tensors outside the arena: the caller's input, and variables' buffers (READ_VARIABLE).
+    external: dict[int, tuple[str, int]] = {t: ("input", 0) for t in inputs}
     blocks: list[Block] = []
     inplace_steps: dict[int, int] = {}
     inplace_sources: dict[int, int] = {}
@@ -90,13 +91,19 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
         return max(last_read.get(t, position) for t in block.members)
 
     for position, step in enumerate(steps):
+        if step.state is not None and step.kernel is None:  # READ_VARIABLE: the variable's buffer
+            group[step.output] = -1
+            external[step.output] = (f"state{step.state}", 0)
+            continue
+        if step.output < 0:  # ASSIGN_VARIABLE writes a variable's buffer, not a tensor
+            continue
         source = step.inputs[0]
         out_size = sizes(step.output)
         if step.kernel is None:  # alias: same bytes
             block_id = group[source]
             if block_id < 0:
                 group[step.output] = -1
-                input_offsets[step.output] = input_offsets[source]
+                external[step.output] = external[source]
             else:
                 group[step.output] = block_id
                 blocks[block_id].members[step.output] = blocks[block_id].members[source]
@@ -134,7 +141,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
     location: dict[int, tuple[str, int]] = {}
     for t, block_id in group.items():
         if block_id < 0:
-            location[t] = ("input", input_offsets[t])
+            location[t] = external[t]
         else:
             location[t] = ("arena", blocks[block_id].offset + blocks[block_id].members[t])
     return Plan(peak, lower_bound, method, optimal, blocks, location, inplace_steps, inplace_sources,

@@ -29,3 +29,23 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
         return (f"tflm-reference (LiteRT refused the model: {reason[:160]})",
                 np.stack([np.asarray(o[0]) for o in outputs]))
     return "litert-reference", np.stack([runner.run_raw([x])[0] for x in inputs])
+
+
+def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.ndarray:
+    """One intermediate tensor's raw values [N, ...] after each input, run as one stream
+    (LiteRT's reference kernels, every tensor preserved)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from edgeserve.console import capture_native_stderr
+
+    with capture_native_stderr():
+        interpreter = Interpreter(model_content=model_bytes, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                                  experimental_preserve_all_tensors=True)
+        interpreter.allocate_tensors()
+    index = interpreter.get_input_details()[0]["index"]
+    values = []
+    for x in inputs:
+        interpreter.set_tensor(index, x)
+        interpreter.invoke()
+        values.append(interpreter.get_tensor(tensor).copy())
+    return np.stack(values)

@@ -115,9 +115,9 @@ typedef struct {
 
 void es_concatenation(const es_concat_params *p, const int8_t *const *inputs, int8_t *out);
 
-/* QUANTIZE int8 -> int8: a change of scale and zero point. */
+/* QUANTIZE int8 -> int8 (or uint8 when out_unsigned): a change of scale and zero point. */
 typedef struct {
-  int32_t count, in_zero_point, out_zero_point, multiplier, shift;
+  int32_t count, in_zero_point, out_zero_point, multiplier, shift, out_unsigned;
 } es_requantize_params;
 
 void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out);

@@ -1,4 +1,4 @@
-/* QUANTIZE from int8 to int8 (TFLite reference Requantize). */
+/* QUANTIZE from int8 to int8, or to uint8 for a model output (TFLite reference Requantize). */
 #include "es_fixedpoint.h"
 #include "es_kernels.h"
 
@@ -6,6 +6,10 @@ void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out)
   int32_t i;
   for (i = 0; i < p->count; ++i) {
     const int32_t value = es_mul_by_qm(in[i] - p->in_zero_point, p->multiplier, p->shift) + p->out_zero_point;
-    out[i] = (int8_t)es_clamp(value, -128, 127);
+    if (p->out_unsigned) {
+      ((uint8_t *)out)[i] = (uint8_t)es_clamp(value, 0, 255); /* bytes may be read as any character type */
+    } else {
+      out[i] = (int8_t)es_clamp(value, -128, 127);
+    }
   }
 }

@@ -1,7 +1,9 @@
 /* Host harness for a generated model: reads N raw int8 inputs from stdin, writes N raw
- * outputs to stdout. Compiled with -DES_HEADER='"name.h"' -DES_INVOKE=name_invoke
- * -DES_INPUT_BYTES=... -DES_OUTPUT_BYTES=...; with -DES_REGION_CHECK and AddressSanitizer
- * it also proves each kernel touches only its own tensors in the arena. */
+ * outputs to stdout, in order (a stateful model sees them as one stream). Compiled with
+ * -DES_HEADER='"name.h"' -DES_INVOKE=name_invoke -DES_INPUT_BYTES=... -DES_OUTPUT_BYTES=...
+ * -DES_OUTPUT_TYPE=...; a stateful model adds -DES_RESET=name_reset, and a second argument
+ * K resets the stream after every K inputs. With -DES_REGION_CHECK and AddressSanitizer it
+ * also proves each kernel touches only its own tensors in the arena. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,8 +21,10 @@ void es_region_check(const int8_t *arena, int32_t arena_bytes, const int32_t *re
 
 int main(int argc, char **argv) {
   long count = argc > 1 ? strtol(argv[1], NULL, 10) : 1, i;
+  long reset_every = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
   /* Exactly-sized heap buffers: AddressSanitizer sees any read past the input. */
-  int8_t *input = malloc(ES_INPUT_BYTES), *output = malloc(ES_OUTPUT_BYTES);
+  int8_t *input = malloc(ES_INPUT_BYTES);
+  ES_OUTPUT_TYPE *output = malloc(ES_OUTPUT_BYTES);
   if (input == NULL || output == NULL) return 3;
   for (i = 0; i < count; ++i) {
     int status;
@@ -28,6 +32,14 @@ int main(int argc, char **argv) {
       fprintf(stderr, "harness: input %ld is short\n", i);
       return 2;
     }
+#ifdef ES_RESET
+    if (reset_every > 0 && i > 0 && i % reset_every == 0) ES_RESET();
+#else
+    if (reset_every > 0) {
+      fprintf(stderr, "harness: the model has no state to reset\n");
+      return 2;
+    }
+#endif
     status = ES_INVOKE(input, output);
     if (status != 0) {
       fprintf(stderr, "harness: invoke returned %d\n", status);

@@ -2,6 +2,7 @@
  * output bytes and the SysTick ticks the inference took. Under qemu-system-arm
  * -icount shift=0 one tick is 40 guest instructions (see ../shared/tflm/README.md).
  * Compiled with -DES_HEADER='"name.h"' -DES_INVOKE=name_invoke -DES_OUTPUT_BYTES=...
+ * -DES_OUTPUT_TYPE=...
  * and an es_inputs.h that defines ES_INPUT_COUNT and es_inputs[][]. */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@ static uint64_t ticks(void) {
 }
 
 int main(void) {
-  static int8_t output[ES_OUTPUT_BYTES];
+  static ES_OUTPUT_TYPE output[ES_OUTPUT_BYTES];
   int i, j;
   SYST_RVR = 0xFFFFFFu;
   SYST_CVR = 0;
@@ -41,7 +42,7 @@ int main(void) {
       return 1;
     }
     printf("out");
-    for (j = 0; j < ES_OUTPUT_BYTES; ++j) printf(" %d", output[j]);
+    for (j = 0; j < ES_OUTPUT_BYTES; ++j) printf(" %d", (int)output[j]);
     printf("\nticks %lu\n", (unsigned long)(stop - start));
   }
   return 0;
