@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = ROOT.parent / "shared" / "testdata"
 MODELS = ("mlperf-tiny/kws_ref_model", "mlperf-tiny/vww_96_int8", "mlperf-tiny/pretrainedResnet_quant",
           "mlperf-tiny/ad01_int8", "mlperf-tiny/str_ww_ref_model", "tflm/person_detect",
-          "tflm/micro_speech_quantized", "tflm/hello_world_int8")
+          "tflm/micro_speech_quantized", "tflm/hello_world_int8", "tflm/mobilenet_v2_quantized_1x3x224x224")
 # ../shared/tflm/README.md: a plain 16-operator TFLM harness on KWS, Cortex-M4 under QEMU.
 TFLM_KWS = {"instructions_reference": 199_000_000, "instructions_cmsis_nn": 7_600_000,
             "code_bytes_reference": 117_000, "code_bytes_cmsis_nn": 163_000}
