@@ -9,7 +9,8 @@ EXAMPLE := build/example
 DEMO_OUT := build/digits
 
 # Compilers for the microcontroller targets' tests (host C/C++ and GNU Arm for Cortex-M),
-# and the emulator the interpreter-free C runs on (qemu-system-arm -M mps2-an386).
+# the emulator the interpreter-free C runs on (qemu-system-arm -M mps2-an386), and espeak-ng,
+# which speaks the wake words the streaming tests listen for.
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
 .PHONY: setup toolchain registry-models demo test test-fast bench clean
@@ -32,10 +33,11 @@ toolchain:
 	command -v g++ >/dev/null 2>&1 || missing="g++"; \
 	command -v arm-none-eabi-g++ >/dev/null 2>&1 || missing="$$missing $(ARM_PACKAGES)"; \
 	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
+	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-	    echo "Installing compilers for the microcontroller tests:$$missing"; \
+	    echo "Installing tools for the microcontroller and audio tests:$$missing"; \
 	    log=$$(mktemp); \
 	    if ! { $$sudo apt-get update -qq && \
 	           $$sudo env DEBIAN_FRONTEND=noninteractive \

@@ -58,16 +58,23 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
+@click.option("--cutoff", type=float, help="Wake words: detection threshold on the averaged probability "
+                                          "(default: the model's microWakeWord JSON, else 0.9).")
+@click.option("--window", type=click.IntRange(min=1), help="Wake words: strides averaged (default: the JSON, else 5).")
 @session_options
 @thermal_budget_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 @click.pass_context
 def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
-        profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
+        cutoff: float | None, window: int | None, profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
         labels: Path | None, public_key: Path | None, preprocess_file: Path | None, thermal_budget: float | None,
         governor_policy: str,
         sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
-    """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes."""
+    """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes.
+
+    A streaming wake-word model given audio (--input speech.wav, or - for raw 16 kHz 16-bit PCM on
+    stdin) prints its detections instead."""
+    from edgeserve.cli_wakeword import is_audio, run_audio
     from edgeserve.runtime.inputs import iter_inputs
     from edgeserve.runtime.outputs import top_k as best
 
@@ -76,6 +83,11 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     if not inputs:
         raise click.UsageError("give at least one input: --input PATH [PATH]...")
     quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+    if is_audio(inputs):
+        run_audio(artifact, inputs, cutoff, window, backend, threads, json_out, quiet)
+        return
+    if cutoff is not None or window is not None:
+        raise click.UsageError("--cutoff and --window are for wake-word models given audio (--input speech.wav)")
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
                            public_key)
     results = []

@@ -1,0 +1,134 @@
+"""Wake-word detection on a stream: audio -> TFLM audio frontend -> streaming model -> detections.
+
+Features come from the TFLM audio frontend as pymicro-features compiles it with
+microWakeWord's settings (never a hand-written approximation): every 10 ms of 16 kHz audio
+gives one frame of 40 channels over a 30 ms window, with the frontend's own noise
+reduction and PCAN gain control. Every ``stride`` frames (the model input's second
+dimension) the frames are quantized with the input's scale and zero point and the model
+runs once, its state carried in the Session. The probability is averaged over the last
+``window`` strides; a detection is the moment that average rises above ``cutoff``. The
+cutoff and window come from the microWakeWord JSON beside the model when there is one.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import InputError
+from edgeserve.runtime.audio import SAMPLE_RATE, Audio
+
+STEP_MS = 10  # the frontend's hop: one feature frame per 160 samples
+WINDOW_MS = 30  # measured: the first frame comes after three hops
+CHANNELS = 40
+# Without a JSON: what the pymicro-wakeword models use for their window (all four: 5), and
+# a middle cutoff (theirs range from 0.85 to 0.97).
+DEFAULT_WINDOW = 5
+DEFAULT_CUTOFF = 0.9
+
+
+@dataclasses.dataclass(frozen=True)
+class AudioSpec:
+    """The audio side of the PreprocessSpec, recorded in the manifest and in `run --json`."""
+
+    sample_rate: int = SAMPLE_RATE
+    window_ms: int = WINDOW_MS
+    step_ms: int = STEP_MS
+    channels: int = CHANNELS
+    stride_frames: int = 3
+    frontend: str = "TFLM audio frontend (pymicro-features 2.x, microWakeWord settings: noise reduction and PCAN on)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Detection:
+    time_s: float
+    probability: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"time_s": round(self.time_s, 3), "probability": round(self.probability, 4)}
+
+
+def detector_settings(model_path: Path, cutoff: float | None, window: int | None) -> tuple[float, int, str]:
+    """(cutoff, window, where they came from): flags win, then the microWakeWord JSON beside the model."""
+    config = model_path.with_suffix(".json")
+    micro: dict[str, Any] = {}
+    if config.is_file():
+        try:
+            micro = json.loads(config.read_text()).get("micro", {})
+        except (ValueError, AttributeError) as exc:
+            raise InputError(f"{config}: expected microWakeWord's JSON, cannot parse it ({exc})") from exc
+    source = config.name if micro else "defaults"
+    return (float(cutoff if cutoff is not None else micro.get("probability_cutoff", DEFAULT_CUTOFF)),
+            int(window if window is not None else micro.get("sliding_window_size", DEFAULT_WINDOW)),
+            source if cutoff is None or window is None else "flags")
+
+
+class WakeWordStream:
+    """Feed PCM in any chunk sizes; collects per-stride probabilities and detections."""
+
+    def __init__(self, session: Any, cutoff: float, window: int) -> None:
+        from pymicro_features import MicroFrontend
+
+        detail = session.inputs[0]
+        if len(detail.shape) != 3 or detail.shape[2] != CHANNELS:
+            raise InputError(f"a wake-word model takes [1, stride, {CHANNELS}] feature frames; this one takes "
+                             f"{list(detail.shape)}")
+        self.session = session
+        self.spec = AudioSpec(stride_frames=int(detail.shape[1]))
+        self.cutoff, self.window = cutoff, window
+        self._scale, self._zero = float(detail.scale), int(detail.zero_point)
+        self._dtype = np.dtype(detail.dtype)
+        self._frontend = MicroFrontend()
+        self._pending = b""
+        self._frames: list[list[float]] = []
+        self._recent: collections.deque[float] = collections.deque(maxlen=window)
+        self._samples = 0
+        self.probabilities: list[float] = []  # per stride, the model's own output
+        self.averages: list[float] = []  # per stride, the sliding-window mean (0 until the window is full)
+        self.detections: list[Detection] = []
+        self._above = False
+
+    def push(self, pcm: bytes) -> None:
+        self._pending += pcm
+        chunk = STEP_MS * SAMPLE_RATE // 1000 * 2
+        while len(self._pending) >= chunk:
+            result = self._frontend.process_samples(self._pending[:chunk])
+            used = result.samples_read * 2
+            self._pending = self._pending[used:]
+            self._samples += result.samples_read
+            if result.features:
+                self._frames.append(result.features)
+                if len(self._frames) == self.spec.stride_frames:
+                    self._invoke()
+            if used == 0:
+                break
+
+    def _invoke(self) -> None:
+        features = np.asarray(self._frames, np.float32)[None]
+        self._frames.clear()
+        info = np.iinfo(self._dtype)
+        quantized = np.clip(np.round(features / self._scale + self._zero), info.min, info.max).astype(self._dtype)
+        probability = float(np.asarray(self.session.run(quantized)[0]).reshape(-1)[0])
+        self.probabilities.append(probability)
+        self._recent.append(probability)
+        average = float(np.mean(self._recent)) if len(self._recent) == self.window else 0.0
+        self.averages.append(average)
+        above = average > self.cutoff
+        if above and not self._above:
+            self.detections.append(Detection(self._samples / SAMPLE_RATE, average))
+        self._above = above
+
+    def run(self, audio: Audio, chunk_ms: int = STEP_MS) -> "WakeWordStream":
+        data = audio.samples.tobytes()
+        step = chunk_ms * SAMPLE_RATE // 1000 * 2
+        for start in range(0, len(data), step):
+            self.push(data[start:start + step])
+        return self
