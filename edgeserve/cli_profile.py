@@ -74,6 +74,8 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
         check_available()
     prof = load_profile(profile_name)
     session = _open_session(artifact, prof, threads)
+    inputs = getattr(session, "inputs", None) or ()
+    input_shape = tuple(inputs[0].shape) if inputs else ()
     try:
         summary = profile_run(
             session, prof, report=report, duration_s=duration, idle_s=idle_s, sample_rate_hz=rate_hz,
@@ -86,12 +88,25 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
         if close is not None:
             close()
     summary = {"artifact": str(artifact), **summary}
+    stream = _stream_figures(input_shape, summary)
+    if stream is not None:
+        summary["stream"] = stream
     if json_out:
         from edgeserve.cli_common import emit_json
 
         emit_json(summary)
     else:
         _print_summary(summary)
+
+
+def _stream_figures(input_shape: tuple[int, ...], summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Streaming audio models: time and energy per second of audio, from the run's figures."""
+    from edgeserve.runtime.wakeword import stream_figures
+
+    rate = summary.get("rate_hz")
+    energy = summary.get("energy_mj_per_inference")
+    return stream_figures(input_shape, 1 / rate if rate else None,
+                          energy["total"] if isinstance(energy, dict) else None)
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -119,6 +134,11 @@ def _print_summary(s: dict[str, Any]) -> None:
         click.echo(f"energy/inference {pm('total')} total, {pm('above_idle')} above idle")
         click.echo(f"power            idle {_fmt(s['idle_power_w'], ' W')}, average {_fmt(s['avg_power_w'], ' W')}; "
                    f"{_fmt(s['inferences_per_wh'])} inferences per Wh")
+    if "stream" in s:
+        st = s["stream"]
+        energy = st.get("energy_mj_per_audio_second")
+        click.echo(f"streaming        real-time factor {_fmt(st.get('real_time_factor'))}; "
+                   + (f"{_fmt(energy)} mJ per second of audio" if energy is not None else "energy per second of audio: null"))
     t = s["temp_c"]
     if t is None:
         click.echo(f"temperature      null: {s['temp_reason']}")

@@ -158,6 +158,11 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
                   "placement": session.placement.to_dict(), "threads": session.threads,
                   "input_shape": list(frame.shape), "cold_start_ms": round(cold_ms, 3),
                   **benchmark(session, frame, frames=frames, warmup=warmup)}
+        from edgeserve.runtime.wakeword import stream_figures
+
+        stream = stream_figures(tuple(session.inputs[0].shape), result["latency_ms"]["p50"] / 1000)
+        if stream is not None:
+            result["stream"] = stream
     if json_out:
         emit_json(result)
     else:
@@ -209,6 +214,10 @@ def _print_bench(r: dict[str, Any]) -> None:
     click.echo(f"stages (p50)   preprocess {st['preprocess']:.3f}  invoke {st['invoke']:.3f}  "
                f"postprocess {st['postprocess']:.3f} ms")
     click.echo(f"throughput     {r['throughput_fps']:.1f} frames/s")
+    if "stream" in r:
+        st = r["stream"]
+        click.echo(f"streaming      {st['ms_per_stride']:.4f} ms per stride of {st['audio_ms_per_stride']:g} ms audio: "
+                   f"real-time factor {st['real_time_factor']:.6f} ({1 / st['real_time_factor']:,.0f}x real time)")
     click.echo(f"allocations    {r['alloc_bytes_per_frame']} B/frame kept, {r['transient_peak_bytes']} B transient peak")
     for a in r["attempts"]:
         if not a["ok"]:

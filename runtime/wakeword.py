@@ -132,3 +132,20 @@ class WakeWordStream:
         for start in range(0, len(data), step):
             self.push(data[start:start + step])
         return self
+
+
+def stream_figures(input_shape: tuple[int, ...], seconds_per_inference: float | None,
+                   energy_mj_per_inference: float | None = None) -> dict[str, Any] | None:
+    """For a streaming audio model ([1, stride, 40] feature frames): what one invoke covers,
+    the real-time factor (time per stride over the audio it covers; 0.01 = 100x faster than
+    real time) and energy per second of audio. None for any other model."""
+    if len(input_shape) != 3 or input_shape[0] != 1 or input_shape[2] != CHANNELS:
+        return None
+    audio_s = input_shape[1] * STEP_MS / 1000
+    figures: dict[str, Any] = {"stride_frames": int(input_shape[1]), "audio_ms_per_stride": audio_s * 1000}
+    if seconds_per_inference is not None:
+        figures["ms_per_stride"] = round(seconds_per_inference * 1000, 4)
+        figures["real_time_factor"] = round(seconds_per_inference / audio_s, 6)
+    if energy_mj_per_inference is not None:
+        figures["energy_mj_per_audio_second"] = round(energy_mj_per_inference / audio_s, 6)
+    return figures

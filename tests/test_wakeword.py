@@ -179,3 +179,26 @@ def test_wake_word_flags_are_refused_for_image_inputs(tmp_path):
 
     result = CliRunner().invoke(cli, ["run", str(MODELS_DIR / "alexa.tflite"), "--input", "x.jpg", "--cutoff", "0.5"])
     assert result.exit_code != 0 and "--cutoff and --window are for wake-word models" in result.output
+
+
+def test_bench_and_profile_report_time_and_energy_per_second_of_audio():
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+    from edgeserve.runtime.wakeword import stream_figures
+
+    result = CliRunner().invoke(cli, ["bench", str(MODELS_DIR / "alexa.tflite"), "--frames", "300", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    stream = data["stream"]
+    assert stream["stride_frames"] == 3 and stream["audio_ms_per_stride"] == 30
+    assert stream["real_time_factor"] == pytest.approx(data["latency_ms"]["p50"] / 30, rel=1e-3)
+    assert 0 < stream["real_time_factor"] < 0.1  # far faster than real time on this machine
+    result = CliRunner().invoke(cli, ["profile", str(MODELS_DIR / "alexa.tflite"), "-p", "raspberry-pi-5",
+                                      "--duration", "1", "--idle", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    # 1/30 ms strides per second of audio, each costing the run's energy per inference.
+    per_inference = data["energy_mj_per_inference"]["total"]
+    assert data["stream"]["energy_mj_per_audio_second"] == pytest.approx(per_inference / 0.03, rel=1e-3)
+    assert stream_figures((1, 224, 224, 3), 0.01) is None  # not an audio model
