@@ -107,6 +107,12 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
         against = "LiteRT reference kernels: " + ("bit-exact" if diff == 0 else f"max diff {diff}") \
             if diff is not None else check["litert_note"]
         console.print(f"  TFLM ran it in the planned {check['arena_bytes']:,}-byte host arena; {against}")
+        stream = check.get("stream")
+        if stream:
+            constant = " (outputs constant on random frames: that comparison could not fail)" \
+                if stream["distinct_outputs"] <= 1 else ""
+            console.print(f"  streamed {stream['frames']} frames with state carried, reset, streamed again: "
+                          f"bit-exact with LiteRT{constant}")
     elif check:
         console.print(f"  not run in TFLM: {check.get('note')}")
     size = entry.get("arm_none_eabi_size") or {}

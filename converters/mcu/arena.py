@@ -92,6 +92,9 @@ def _tflm_bytes(tensor: Tensor) -> int:
             f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape {list(tensor.shape)}; "
             "TFLM needs every activation shape fixed at conversion time"
         )
+    # Resource handles (VAR_HANDLE outputs) are not in the plan: with them as 4-byte int32
+    # ids the head comes out 32 bytes over what the tflite-micro wheel reports on all four
+    # microWakeWord models; without them it is equal.
     return element_count(tensor.shape) * tensor.element_size
 
 
@@ -190,67 +193,94 @@ def plan_head(model: TfliteModel, *, pointer_bytes: int = 4) -> HeadPlan:
     if not model.subgraphs:
         raise ModelFileError("the model has no subgraph")
     graph = model.subgraphs[0]
-    control = sorted({op.op_name for op in graph.operators if op.op_name in _CONTROL_FLOW})
-    if control or len(model.subgraphs) > 1:
+    control = sorted({op.op_name for g in model.subgraphs for op in g.operators if op.op_name in _CONTROL_FLOW})
+    if set(control) - {"CALL_ONCE"} or (len(model.subgraphs) > 1 and not _init_subgraphs_only(model)):
         raise UnsupportedOpError(
-            control[0] if control else "multiple subgraphs",
+            (sorted(set(control) - {"CALL_ONCE"}) or ["multiple subgraphs"])[0],
             "mcu",
             (),
-            "edgeserve's arena planner handles single-subgraph models; control flow "
-            "(IF, WHILE, CALL_ONCE) runs other subgraphs inside an operator's lifetime, "
-            "which it does not model yet. Convert without control flow (unroll loops).",
+            "edgeserve's arena planner handles one subgraph, or a second one run by CALL_ONCE "
+            "(variable initialisation); IF and WHILE run other subgraphs inside an operator's "
+            "lifetime, which it does not model yet. Convert without control flow (unroll loops).",
         )
     offline = _offline_offsets(model)
-    if offline is not None and len(offline) != len(graph.tensors):
+    total_tensors = sum(len(g.tensors) for g in model.subgraphs)
+    if offline is not None and len(offline) != total_tensors:
         raise ModelFileError(
-            f"{_OFFLINE_METADATA} gives {len(offline)} offsets for {len(graph.tensors)} tensors"
+            f"{_OFFLINE_METADATA} gives {len(offline)} offsets for {total_tensors} tensors"
         )
 
-    first = [-1] * len(graph.tensors)
-    last = [-1] * len(graph.tensors)
-    for index in graph.inputs:
-        first[index] = 0 if first[index] == -1 else first[index]
-        last[index] = 0
+    # Lifetimes in TFLM's allocation scopes (micro_allocation_info.cc): one counter for the
+    # whole model; each operator takes a new scope, and an operator that runs a subgraph
+    # (CALL_ONCE) walks that subgraph's operators, in new scopes, before its own inputs'
+    # last use is marked.
+    first = [[-1] * len(g.tensors) for g in model.subgraphs]
+    last = [[-1] * len(g.tensors) for g in model.subgraphs]
     scratch: list[PlannedBuffer] = []
-    for step, op in enumerate(graph.operators, start=1):
-        for index in op.outputs:
-            if first[index] == -1:
-                first[index] = step
-        for index in op.inputs:
-            if index >= 0:
-                last[index] = step
-        for index in op.outputs:
-            last[index] = step
-        for label, nbytes in scratch_requests(graph, op, pointer_bytes):
-            scratch.append(
-                PlannedBuffer(
-                    name=f"{op.op_name} #{op.index} scratch: {label}", tensor=-1, operator=op.index,
-                    nbytes=nbytes, size=align_up(nbytes), first=step, last=step,
-                )
-            )
-    end = len(graph.operators)
-    for index in graph.outputs:
-        if first[index] == -1:
-            first[index] = end
-        last[index] = end
+    scope = 0
 
-    buffers: list[PlannedBuffer] = []
-    for tensor in graph.tensors:
-        nbytes = _tflm_bytes(tensor) if not tensor.is_constant else 0
-        offset = offline[tensor.index] if offline is not None else _ONLINE
-        planned = not tensor.is_constant and nbytes > 0 and (not tensor.is_variable or offset != _ONLINE)
-        if planned:
-            buffers.append(
-                PlannedBuffer(
-                    name=tensor.name, tensor=tensor.index, operator=-1, nbytes=nbytes,
-                    size=align_up(nbytes), first=first[tensor.index], last=last[tensor.index],
-                    offline_offset=offset,
+    def mark(index: int) -> None:
+        nonlocal scope
+        g = model.subgraphs[index]
+        for t in g.inputs:
+            first[index][t] = scope if first[index][t] == -1 else first[index][t]
+            last[index][t] = scope
+        for op in g.operators:
+            scope += 1
+            for t in op.outputs:
+                if first[index][t] == -1:
+                    first[index][t] = scope
+            start = scope
+            if op.op_name == "CALL_ONCE":
+                scope += 1
+                mark(op.options["init_subgraph_index"])
+            for t in op.inputs:
+                if t >= 0:
+                    last[index][t] = scope
+            for t in op.outputs:
+                last[index][t] = scope
+            for label, nbytes in scratch_requests(g, op, pointer_bytes):
+                scratch.append(
+                    PlannedBuffer(
+                        name=f"{op.op_name} #{op.index} scratch: {label}", tensor=-1, operator=op.index,
+                        nbytes=nbytes, size=align_up(nbytes), first=start, last=scope,
+                    )
                 )
-            )
+        for t in g.outputs:
+            if first[index][t] == -1:
+                first[index][t] = scope
+            last[index][t] = scope
+
+    mark(0)
+    buffers: list[PlannedBuffer] = []
+    position = 0
+    for index, g in enumerate(model.subgraphs):
+        for tensor in g.tensors:
+            nbytes = _tflm_bytes(tensor) if not tensor.is_constant else 0
+            offset = offline[position] if offline is not None else _ONLINE
+            position += 1
+            planned = not tensor.is_constant and nbytes > 0 and (not tensor.is_variable or offset != _ONLINE)
+            if planned and first[index][tensor.index] >= 0:
+                buffers.append(
+                    PlannedBuffer(
+                        name=tensor.name if index == 0 else f"subgraph {index}: {tensor.name}",
+                        tensor=tensor.index if index == 0 else -2, operator=-1, nbytes=nbytes,
+                        size=align_up(nbytes), first=first[index][tensor.index], last=last[index][tensor.index],
+                        offline_offset=offset,
+                    )
+                )
     buffers.extend(scratch)
     placed = _place_greedy(buffers)
     head = max((b.offset + b.size for b in placed), default=0)
     return HeadPlan(head_bytes=head, buffers=tuple(placed), scratch_bytes=sum(b.size for b in scratch))
+
+
+def _init_subgraphs_only(model: TfliteModel) -> bool:
+    """Every subgraph but the first is run by a CALL_ONCE of the first (and by nothing else)."""
+    called = {op.options.get("init_subgraph_index") for op in model.subgraphs[0].operators
+              if op.op_name == "CALL_ONCE"}
+    return called == set(range(1, len(model.subgraphs))) and not any(
+        op.op_name == "CALL_ONCE" for g in model.subgraphs[1:] for op in g.operators)
 
 
 def _place_greedy(buffers: list[PlannedBuffer]) -> list[PlannedBuffer]:

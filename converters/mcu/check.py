@@ -74,3 +74,42 @@ def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence
             if a.size:  # float64 holds every int8/int16/int32 value exactly
                 worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
     return TflmCheck(host_arena_bytes, len(samples), use.head, use.tail, worst)
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamCheck:
+    """A stateful model streamed through TFLM in the planned arena, then reset and streamed again."""
+
+    frames: int
+    max_abs_diff: float  # both TFLM passes against one LiteRT pass, raw outputs
+    reset_repeats: bool  # the pass after interpreter.reset() equals the first
+    distinct_outputs: int  # how many different output values LiteRT gave: 1 means it could not fail
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def check_stream_with_tflm(model_bytes: bytes, host_arena_bytes: int,
+                           frames: Sequence[Sequence[np.ndarray]]) -> StreamCheck:
+    """State carried frame to frame in both interpreters; TFLM is reset between its two passes."""
+    from edgeserve.converters.mcu import tflm
+    from edgeserve.console import capture_native_stderr
+    from edgeserve.runtime.litert import TfliteRunner
+
+    interpreter, _ = tflm._interpreter(model_bytes, host_arena_bytes)
+    passes = []
+    for _ in range(2):
+        outputs = []
+        for inputs in frames:
+            for index, array in enumerate(inputs):
+                interpreter.set_input(np.ascontiguousarray(array), index)
+            interpreter.invoke()
+            outputs.append(np.array(interpreter.get_output(0)))
+        passes.append(np.stack(outputs))
+        interpreter.reset()
+    with capture_native_stderr():
+        runner = TfliteRunner(model_bytes, reference_kernels=True)
+    reference = np.stack([runner.run_raw(list(inputs))[0] for inputs in frames]).reshape(passes[0].shape)
+    worst = max(float(np.max(np.abs(p.astype(np.float64) - reference.astype(np.float64)))) for p in passes)
+    return StreamCheck(len(frames), worst, bool(np.array_equal(passes[0], passes[1])),
+                       int(len(np.unique(reference))))

@@ -36,6 +36,8 @@ MAX_REFERENCE_STEPS = 3
 # TFLM runs in a child process (child.py): a crash there is an error line, not a dead convert.
 TFLM_CHECK = "edgeserve.converters.mcu.check:check_with_tflm"
 TFLM_FITS = "edgeserve.converters.mcu.tflm:fits"
+STREAM_CHECK = "edgeserve.converters.mcu.check:check_stream_with_tflm"
+STREAM_FRAMES = 100  # stateful models: frames streamed with state carried, then again after reset
 CHECK_SAMPLES = 3  # TFLM's reference kernels are slow on big models; 3 random frames suffice for bit-exactness
 
 
@@ -191,10 +193,13 @@ class McuConverter(Converter):
             f"{name}_model_arena.h": arena_h,
         }
         graph = model.subgraphs[0]
+        from edgeserve.converters.mcu.persistent import variable_names
+
         examples = render_examples(
             name, f"{name}_model_arena.h", f"{name}_model_ops.h",
             TensorDesc.from_tensor(graph.tensors[graph.inputs[0]]),
             TensorDesc.from_tensor(graph.tensors[graph.outputs[0]]),
+            resource_variables=len(variable_names(model)),
         )
         # The Arduino sketch folder must hold its own copies of the generated files.
         sketch = {placed: generated[original] for original, placed in sketch_files(name, generated).items()}
@@ -225,8 +230,22 @@ class McuConverter(Converter):
                 f"TFLM's outputs differ from LiteRT's reference kernels by up to {result.max_abs_diff:g} "
                 f"quantization steps (at most {MAX_REFERENCE_STEPS} expected; usually 0)"
             )
-        return {"method": "tflm-vs-litert-reference", "bit_exact": result.max_abs_diff == 0.0,
-                **result.to_dict()}
+        verification = {"method": "tflm-vs-litert-reference", "bit_exact": result.max_abs_diff == 0.0,
+                        **result.to_dict()}
+        from edgeserve.converters.mcu.persistent import variable_names
+
+        if variable_names(model) and result.max_abs_diff is not None:
+            from edgeserve.converters.mcu.check import sample_inputs
+
+            with ctx.progress.step(f"mcu: stream {STREAM_FRAMES} frames through TFLM, reset, repeat"):
+                stream = call_in_child(STREAM_CHECK, model_bytes, host_arena, sample_inputs(model, STREAM_FRAMES, seed=1),
+                                       what="streaming frames through the planned arena")
+            if stream.max_abs_diff > 0 or not stream.reset_repeats:
+                raise VerificationError(
+                    f"streaming {stream.frames} frames: TFLM differs from LiteRT by up to {stream.max_abs_diff:g} steps"
+                    + ("" if stream.reset_repeats else ", and after reset() TFLM does not repeat its first pass"))
+            verification["stream"] = stream.to_dict()
+        return verification
 
     def _arm_size(self, ctx: ConversionContext, files: list[Path], name: str) -> dict[str, Any]:
         """arm-none-eabi-size of the model array's object, when the Arm toolchain is installed."""

@@ -112,6 +112,7 @@ def render_examples(
     output_desc: TensorDesc,
     *,
     extra_sources: Sequence[str] = (),
+    resource_variables: int = 0,
 ) -> dict[str, str]:
     """Texts of ``main.cc``, ``NAME/NAME.ino`` and ``CMakeLists.txt`` for model ``name``.
 
@@ -124,6 +125,9 @@ def render_examples(
         output_desc: output 0 (the one they print).
         extra_sources: generated ``.cc`` files besides ``NAME_model_data.cc`` that the
             library needs (e.g. an ops source file, if the ops header is not header-only).
+        resource_variables: the model's resource variables (streaming state); the programs
+            then create ``MicroResourceVariables`` for exactly that many from the arena
+            before the interpreter, which the planned arena counts.
 
     Example::
 
@@ -135,6 +139,7 @@ def render_examples(
     name = c_identifier(name)
     values = _values(name, arena_header, ops_header, input_desc, output_desc)
     values["sources"] = " ".join([f"{name}_model_data.cc", *extra_sources])
+    values.update(_interpreter_setup(resource_variables))
     return {
         "main.cc": _MAIN.substitute(values, body=_HELPERS.substitute(values)),
         f"{name}/{name}.ino": _SKETCH.substitute(values, body=_HELPERS.substitute(values)),
@@ -268,7 +273,7 @@ _MAIN = Template("""\
 
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tensorflow/lite/micro/micro_log.h"
-#include "tensorflow/lite/micro/system_setup.h"
+$state_includes#include "tensorflow/lite/micro/system_setup.h"
 #include "tensorflow/lite/schema/schema_generated.h"
 
 #include "$arena_header"
@@ -299,8 +304,7 @@ int RunOnce() {
     return 1;
   }
 
-  static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena,
-                                              sizeof(tensor_arena));
+$interpreter_main
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     MicroPrintf("AllocateTensors failed in a %u-byte arena (%u bytes taken when it failed).",
                 static_cast<unsigned>(sizeof(tensor_arena)),
@@ -383,7 +387,7 @@ _SKETCH = Template("""\
 #include <Chirale_TensorFlowLite.h>
 
 #include "tensorflow/lite/micro/micro_interpreter.h"
-#include "tensorflow/lite/micro/system_setup.h"
+$state_includes#include "tensorflow/lite/micro/system_setup.h"
 #include "tensorflow/lite/schema/schema_generated.h"
 
 #include "$arena_header"
@@ -422,8 +426,7 @@ void setup() {
   if ($ns::RegisterOps(resolver) != kTfLiteOk) {
     Halt("RegisterOps failed: the resolver could not take every operator.");
   }
-  static tflite::MicroInterpreter static_interpreter(model, resolver, tensor_arena,
-                                                     sizeof(tensor_arena));
+$interpreter_sketch
   interpreter = &static_interpreter;
   if (interpreter->AllocateTensors() != kTfLiteOk) {
     Serial.print("Arena bytes taken when it failed: ");
@@ -526,3 +529,29 @@ if(${name_upper}_MODEL_BUILD_EXAMPLE)
   target_link_libraries(${ns}_example PRIVATE $ns)
 endif()
 """)
+
+
+def _interpreter_setup(resource_variables: int) -> dict[str, str]:
+    """How main.cc and the sketch construct the interpreter, with or without state."""
+    if not resource_variables:
+        return {
+            "interpreter_main": "  static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena,\n"
+                                "                                              sizeof(tensor_arena));",
+            "interpreter_sketch": "  static tflite::MicroInterpreter static_interpreter(model, resolver, tensor_arena,\n"
+                                  "                                                     sizeof(tensor_arena));",
+            "state_includes": "",
+        }
+    setup = (
+        f"  // The model keeps its state in {resource_variables} resource variable(s) (VAR_HANDLE):\n"
+        "  // TFLM needs them created from the arena before the interpreter, in this order,\n"
+        "  // which is how the planned arena counts them.\n"
+        "  static tflite::MicroAllocator* allocator =\n"
+        "      tflite::MicroAllocator::Create(tensor_arena, sizeof(tensor_arena));\n"
+        "  static tflite::MicroResourceVariables* variables =\n"
+        f"      tflite::MicroResourceVariables::Create(allocator, {resource_variables});\n")
+    return {
+        "interpreter_main": setup + "  static tflite::MicroInterpreter interpreter(model, resolver, allocator, variables);",
+        "interpreter_sketch": setup + "  static tflite::MicroInterpreter static_interpreter(model, resolver, allocator, variables);",
+        "state_includes": '#include "tensorflow/lite/micro/micro_allocator.h"\n'
+                          '#include "tensorflow/lite/micro/micro_resource_variable.h"\n',
+    }

@@ -79,6 +79,12 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     "TfLiteSoftmaxParams": row((4, 4), (4, 4)),  # float beta
     "TfLiteSubParams": row((8, 4), (2, 1)),  # activation enum, bool
     "TfLiteSVDFParams": row((12, 4), (8, 4)),  # int rank, activation, bool
+    # The four below were laid out from builtin_op_data.h (not probed); the tail they give,
+    # with the state rows further down, equals the wheel's on the four microWakeWord models.
+    "TfLiteStridedSliceParams": row((24, 4), (24, 4)),  # five int masks, bool offset
+    "TfLiteSplitVParams": row((4, 4), (4, 4)),  # int num_splits
+    "TfLiteVarHandleParams": row((16, 8), (8, 4)),  # container and shared_name pointers
+    "TfLiteCallOnceParams": row((4, 4), (4, 4)),  # int init_subgraph_index
     "TfLiteUnidirectionalSequenceLSTMParams": row((16, 4), (16, 4)),  # enum, 2 floats, bools
 }
 
@@ -104,6 +110,14 @@ OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "OpDataPad": row((56, 4), (56, 4)),  # pad.h (OpData)
     "OpDataPooling": row((32, 4), (32, 4)),  # pooling.h
     "OpDataQuantizeReference": row((32, 8), (32, 8)),  # quantize.h
+    # kernels/internal/types.h StridedSliceParams: three (int8 count, int32[5]) groups,
+    # five uint16 masks and a bool, no pointers.
+    "StridedSliceParams": row((84, 4), (84, 4)),
+    "VarHandleOpData": row((4, 4), (4, 4)),  # var_handle.cc: int32 resource_id
+    "CallOnceOpData": row((8, 4), (8, 4)),  # call_once.cc: int init_subgraph_index, bool has_run
+    # assign_variable.cc: Init exists only with USE_TFLM_COMPRESSION (int scratch_index);
+    # size 0 means no Init, so no allocation.
+    "AssignVariableOpData": row((0, 4), (0, 4), (4, 4), (4, 4)),
     "OpDataReduce": row((44, 4), (44, 4)),  # reduce.h
     "OpDataSub": row((52, 4), (52, 4)),  # sub.h
     "OpDataSvdf": row((36, 4), (36, 4)),  # svdf.h
@@ -271,6 +285,18 @@ KERNELS: dict[str, KernelData] = {
     "TANH": KernelData(None, "OpDataTanh", _fixed("i0 i0 o0"), source="tanh.cc"),
     # No Init; TransposeContext fetches input, permutation, output.
     "TRANSPOSE": KernelData(None, None, _fixed("i0 i1 o0"), source="transpose_common.cc"),
+    # StridedSliceContext fetches input, begin, end, strides, output.
+    "STRIDED_SLICE": KernelData("TfLiteStridedSliceParams", "StridedSliceParams", _fixed("i0 i1 i2 i3 o0"),
+                                source="strided_slice.cc, strided_slice_common.cc"),
+    "SPLIT_V": KernelData("TfLiteSplitVParams", None, _fixed("i2"), source="split_v.cc"),  # the axis only
+    # State. CALL_ONCE and VAR_HANDLE fetch no TfLiteTensor in Prepare; READ_VARIABLE the
+    # handle, ASSIGN_VARIABLE the value. ASSIGN_VARIABLE's Prepare also allocates the
+    # variable's buffer the first time a variable is assigned: persistent.py does that,
+    # since it depends on which node comes first.
+    "CALL_ONCE": KernelData("TfLiteCallOnceParams", "CallOnceOpData", _fixed(""), source="call_once.cc"),
+    "VAR_HANDLE": KernelData("TfLiteVarHandleParams", "VarHandleOpData", _fixed(""), source="var_handle.cc"),
+    "READ_VARIABLE": KernelData(None, None, _fixed("i0"), source="read_variable.cc"),
+    "ASSIGN_VARIABLE": KernelData(None, "AssignVariableOpData", _fixed("i1"), source="assign_variable.cc"),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": KernelData(
         "TfLiteUnidirectionalSequenceLSTMParams", "OpDataLSTM", _lstm_temps,
         source="unidirectional_sequence_lstm.cc, lstm_eval.cc"),

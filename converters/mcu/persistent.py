@@ -96,6 +96,11 @@ CORE: dict[str, tuple[StructSize, ...]] = {
     "AllocationInfo": row((32, 8), (24, 4)),
     "size_t": row((8, 8), (4, 4)),
     "pointer": row((8, 8), (4, 4)),
+    # micro_resource_variable.h: the MicroResourceVariables object (array pointer, two ints)
+    # and one MicroResourceVariable per variable (container, shared_name, buffer, size_t
+    # bytes, int8 default value).
+    "MicroResourceVariables": row((16, 8), (12, 4)),
+    "MicroResourceVariable": row((40, 8), (20, 4)),
 }
 
 
@@ -277,12 +282,36 @@ class _Replay:
         self.tail.allocate("tail.memory_planner", *self.core("GreedyMemoryPlanner"))
         self.tail.allocate("tail.micro_allocator", *self.core(
             "RecordingMicroAllocator" if recording else "MicroAllocator"))
+        self.resource_variables()
         self.model_structs()
         self.kernel_init()
         self.kernel_prepare()
         self.commit()
         self.io_tensors()
         return self.budget(head_bytes)
+
+    def resource_variables(self) -> None:
+        """MicroResourceVariables::Create(allocator, N) before the interpreter exists, as the
+        generated main.cc and the tflite-micro wheel both do, with N = the model's distinct
+        VAR_HANDLE shared names: the object, then the array, each a persistent buffer."""
+        count = len(variable_names(self.model))
+        if count:
+            ALIGN = ALIGNMENT  # AllocatePersistentBuffer aligns to MicroArenaBufferAlignment()
+            self.tail.allocate("tail.resource_variables", self.core("MicroResourceVariables").size, ALIGN)
+            self.tail.allocate("tail.resource_variables", self.core("MicroResourceVariable").size * count, ALIGN)
+        self.assigned: set[str] = set()
+
+    def variable_buffer(self, node: Node) -> None:
+        """ASSIGN_VARIABLE's Prepare allocates the variable's buffer the first time that
+        variable is assigned (MicroResourceVariables::Allocate), its value's size."""
+        handle = node.op.inputs[0]
+        name = next((op.options.get("shared_name", "") for op in node.graph.operators
+                     if op.op_name == "VAR_HANDLE" and op.outputs and op.outputs[0] == handle), None)
+        value = node.input(1)
+        if name is None or value is None or name in self.assigned:
+            return
+        self.assigned.add(name)
+        self.tail.allocate("tail.variable_buffers", _tflm_bytes(value), ALIGNMENT)
 
     def model_structs(self) -> None:
         """StartModelAllocation, then the builtin params parsed for every node."""
@@ -303,8 +332,9 @@ class _Replay:
     def kernel_init(self) -> None:
         for node in self.nodes():
             name = KERNELS[node.op.op_name].op_data
-            if name is not None:
-                self.tail.allocate("tail.op_data", self.build.size(OP_DATA, name).size, ALIGNMENT)
+            size = self.build.size(OP_DATA, name).size if name is not None else 0
+            if size:  # size 0: this build's kernel has no Init
+                self.tail.allocate("tail.op_data", size, ALIGNMENT)
         self.note("init", self.request_area())
 
     def kernel_prepare(self) -> None:
@@ -319,6 +349,8 @@ class _Replay:
             worst_temps = max(worst_temps, head.end - self.request_area())
             for nbytes in kernel.prepare(node):
                 self.tail.allocate("tail.kernel_buffers", nbytes, ALIGNMENT)
+            if node.op.op_name == "ASSIGN_VARIABLE":
+                self.variable_buffer(node)
             # The temps and the node's tail buffers only grow during Prepare: the end of
             # Prepare is its worst moment.
             self.note("prepare", head.end)
@@ -378,6 +410,18 @@ class _Replay:
         for phase in ("prepare", "commit"):
             terms[f"temp.{phase}_extent"], terms[f"temp.{phase}_tail"] = self.moments.get(phase, (0, 0))
         return ArenaBudget(head_bytes, tail, temp_peak, total, terms)
+
+
+def variable_names(model: TfliteModel) -> list[str]:
+    """The distinct VAR_HANDLE shared names, in order of first appearance: one resource
+    variable each (what the wheel counts for MicroResourceVariables::Create)."""
+    names: list[str] = []
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            name = op.options.get("shared_name", "") if op.op_name == "VAR_HANDLE" else None
+            if name is not None and name not in names:
+                names.append(name)
+    return names
 
 
 def _tflm_bytes(tensor: Tensor) -> int:

@@ -1,0 +1,121 @@
+"""-t mcu on streaming models: the four microWakeWord detectors (pymicro-wakeword's wheel).
+
+They keep state in resource variables initialised by a CALL_ONCE subgraph. The planned
+arena is held to the real TFLM (the tflite-micro wheel): the head equals what TFLM
+reports, and the planned total is the smallest arena TFLM runs the model in (16 bytes
+less fails). The generated program creates MicroResourceVariables for exactly the model's
+variables. Streams of feature frames computed from espeak-ng speech go through TFLM in
+the planned arena with state carried, are reset, and go through again: bit-exact with
+LiteRT, whose outputs vary on speech (so the comparison can fail).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import registry_models
+from edgeserve.converters.mcu.arena import plan_head
+from edgeserve.converters.mcu.child import call_in_child
+from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
+from edgeserve.tflite_model import TfliteModel
+
+pytest.importorskip("tflite_micro")
+MODELS = ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")
+# Measured with the tflite-micro wheel's print_allocations (x86-64): head and tail.
+TFLM_REPORTED = {"alexa": (3648, 16784), "hey_jarvis": (3424, 16384), "hey_mycroft": (4288, 17440),
+                 "okay_nabu": (3840, 22064)}
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    path = registry_models.fetch_wheel(registry_models.MICROWAKEWORD)
+    if path is None:
+        message = f"{registry_models.SKIP_PREFIX} pip could not download {registry_models.MICROWAKEWORD}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def _model(wheel: Path, name: str) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(f"pymicro_wakeword/models/{name}.tflite")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_planned_arena_is_tflms_own(wheel, name):
+    data = _model(wheel, name)
+    model = TfliteModel.from_bytes(data)
+    head = plan_head(model, pointer_bytes=8).head_bytes
+    use = call_in_child("edgeserve.converters.mcu.tflm:arena_use", data, 200_000, what="reading TFLM's allocations")
+    assert (head, use.tail) == (use.head, TFLM_REPORTED[name][1]) and head == TFLM_REPORTED[name][0]
+    budget = estimate_arena(model, head, pointer_bytes=8, recording=True)
+    assert budget.tail_bytes == use.tail
+    fits = "edgeserve.converters.mcu.tflm:fits"
+    assert call_in_child(fits, data, budget.total_bytes, what="allocating in the planned arena")
+    assert not call_in_child(fits, data, budget.total_bytes - 16, what="allocating in 16 bytes less")
+    assert len(variable_names(model)) == 6
+
+
+def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path):
+    from edgeserve.pipeline import convert
+
+    source = tmp_path / "alexa.tflite"
+    source.write_bytes(_model(wheel, "alexa"))
+    result = convert(source, ["mcu"], tmp_path / "out")
+    entry = next(a for a in result.manifest["artifacts"] if a["target"] == "mcu")
+    stream = entry["verification"]["stream"]
+    assert stream["frames"] == 100 and stream["max_abs_diff"] == 0 and stream["reset_repeats"]
+    main = (tmp_path / "out" / "mcu" / "main.cc").read_text()
+    assert "tflite::MicroResourceVariables::Create(allocator, 6);" in main
+    assert "MicroInterpreter interpreter(model, resolver, allocator, variables);" in main
+    ops = (tmp_path / "out" / "mcu" / "alexa_model_ops.h").read_text()
+    for register in ("AddCallOnce", "AddVarHandle", "AddReadVariable", "AddAssignVariable", "AddStridedSlice"):
+        assert register in ops
+    assert entry["arena_bytes_host"] == 20_720 and entry["arena_head_bytes"] == 3_648
+
+
+def _speech_frames(data: bytes, tmp_path: Path) -> list[list[np.ndarray]]:
+    """int8 input frames from espeak-ng saying the wake words, via the TFLM audio frontend."""
+    from pymicro_features import MicroFrontend
+
+    from edgeserve.runtime.audio import read_wav
+
+    if shutil.which("espeak-ng") is None:
+        message = "espeak-ng is not installed (make setup installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    wav = tmp_path / "speech.wav"
+    subprocess.run(["espeak-ng", "-w", str(wav), "-s", "140", "Alexa. Okay Nabu. Hey Jarvis."], check=True)
+    pcm = read_wav(wav).samples.tobytes()
+    frontend, features = MicroFrontend(), []
+    for start in range(0, len(pcm) - 319, 320):
+        result = frontend.process_samples(pcm[start:start + 320])
+        if result.features:
+            features.append(result.features)
+    graph = TfliteModel.from_bytes(data).subgraphs[0]
+    q = graph.tensors[graph.inputs[0]].quantization
+    x = np.clip(np.round(np.asarray(features) / q.scale[0] + q.zero_point[0]), -128, 127).astype(np.int8)
+    return [[x[i:i + 3][None]] for i in range(0, len(x) - 2, 3)]
+
+
+@pytest.mark.parametrize("name", ["alexa", "okay_nabu"])
+def test_speech_streams_through_tflm_bit_exact_and_repeats_after_reset(wheel, tmp_path, name):
+    data = _model(wheel, name)
+    model = TfliteModel.from_bytes(data)
+    frames = _speech_frames(data, tmp_path)
+    assert len(frames) >= 100
+    arena = estimate_arena(model, plan_head(model, pointer_bytes=8).head_bytes, pointer_bytes=8,
+                           recording=True).total_bytes
+    result = call_in_child("edgeserve.converters.mcu.check:check_stream_with_tflm", data, arena, frames,
+                           what="streaming speech through TFLM")
+    assert result.max_abs_diff == 0 and result.reset_repeats
+    assert result.distinct_outputs > 5  # the detector reacts to its word: this check can fail
