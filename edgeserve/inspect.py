@@ -27,7 +27,8 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     if path.suffix.lower() == ".tflite":
         info = inspect_tflite(path)
         kind = "tflite" if info["integer_only"] else "tflite-float"
-        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind, info["subgraphs"])]}
+        control_flow = bool(TfliteModel.from_file(path).control_flow())
+        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind, control_flow)]}
     if path.suffix.lower() == ".onnx":
         return inspect_onnx(path)
     if path.is_dir() and not (path / "saved_model.pb").exists():

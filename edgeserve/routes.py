@@ -35,6 +35,7 @@ _TORCH = ("torch-export", "torchscript", "torch-module")
 # torchvision, whose PyPI wheels are CUDA builds that do not load beside the CPU torch build;
 # coremltools dropped its ONNX frontend.
 ONNX_READER = "edgeserve ONNX reader"
+MCU_C = "edgeserve C generator"  # pure Python; gcc and qemu only check what it writes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,15 +63,19 @@ class Route:
                 "ready": self.exists and not missing, "missing": missing, "reason": self.reason or None}
 
 
-# What -t mcu's arena planner refuses today (converters/mcu/arena.py), said before converting.
-MCU_SUBGRAPHS = ("the mcu arena planner does not model a second subgraph or control flow (CALL_ONCE, IF, WHILE) "
-                 "yet")
+# What -t mcu's arena planner and -t mcu-c refuse today (converters/mcu/arena.py,
+# converters/mcu_c/state.py), said before converting: subgraphs other than the CALL_ONCE
+# initialisation of resource variables.
+MCU_CONTROL_FLOW = ("the microcontroller targets model one subgraph plus CALL_ONCE initialisers; control flow "
+                    "(IF, WHILE, other subgraphs) is not modelled yet")
 
 
-def routes_for(kind: str, subgraphs: int = 1) -> list[Route]:
-    """The route of a source kind to every target, in target order (``subgraphs``: of a .tflite)."""
+def routes_for(kind: str, control_flow: bool = False) -> list[Route]:
+    """The route of a source kind to every target, in target order (``control_flow``: a .tflite
+    with IF/WHILE or subgraphs that are not CALL_ONCE initialisers)."""
     routes = _all_routes(kind)
-    return [Route("mcu", (), MCU_SUBGRAPHS) if r.target == "mcu" and subgraphs > 1 else r for r in routes]
+    return [Route(r.target, (), MCU_CONTROL_FLOW) if r.target in ("mcu", "mcu-c") and control_flow else r
+            for r in routes]
 
 
 def _all_routes(kind: str) -> list[Route]:
@@ -99,6 +104,7 @@ def _routes(kind: str) -> list[Route]:
         return [
             Route("tflite-int8", (), "already a full-integer .tflite: use it as it is, or with -t mcu"),
             Route("mcu", ("tflite-micro",)),
+            Route("mcu-c", (MCU_C,)),
             Route("coreml", (), "coremltools has no TFLite frontend; convert the model the .tflite was made from"),
         ]
     elif kind == "onnx":
@@ -108,4 +114,5 @@ def _routes(kind: str) -> list[Route]:
     else:
         raise ValueError(f"unknown source kind {kind!r}")
     mcu = Route("mcu", (*int8.steps, "tflite-micro")) if int8.exists else Route("mcu", (), int8.reason)
-    return [int8, mcu, coreml]
+    mcu_c = Route("mcu-c", (*int8.steps, MCU_C)) if int8.exists else Route("mcu-c", (), int8.reason)
+    return [int8, mcu, mcu_c, coreml]

@@ -318,6 +318,16 @@ class TfliteModel:
         """Count operators of every subgraph (CALL_ONCE's initialisation, control-flow bodies)."""
         return dict(Counter(op.op_name for sg in self.subgraphs for op in sg.operators))
 
+    def control_flow(self) -> list[str]:
+        """Why the model's subgraphs are more than a main graph and its CALL_ONCE initialisers
+        (IF, WHILE, or a subgraph nothing calls once); empty when they are not."""
+        reasons = sorted({op.op_name for g in self.subgraphs for op in g.operators if op.op_name in ("IF", "WHILE")})
+        called = {op.options.get("init_subgraph_index") for op in self.subgraphs[0].operators
+                  if op.op_name == "CALL_ONCE"} if self.subgraphs else set()
+        if len(self.subgraphs) > 1 and called != set(range(1, len(self.subgraphs))):
+            reasons.append("subgraphs not run by CALL_ONCE")
+        return reasons
+
     def resource_variables(self) -> list[dict[str, Any]]:
         """The model's resource variables (state kept between invocations), named by their
         VAR_HANDLE's shared_name, typed by the value an ASSIGN_VARIABLE writes (in the CALL_ONCE

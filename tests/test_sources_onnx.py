@@ -256,7 +256,7 @@ def test_inspect_shows_the_signature_operators_and_routes_before_converting(
     assert [i["shape"] for i in info["inputs"]] == [[None if kind == "onnx" else 1, 3, 8, 8]]
     assert info["ops"][first_op] >= 1
     routes = {r["target"]: r for r in info["routes"]}
-    assert set(routes) == {"tflite-int8", "mcu", "coreml", "onnx", "onnx-int8"}
+    assert set(routes) == {"tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8"}
     assert all(r["exists"] and r["ready"] for r in routes.values())
     assert "litert-torch" in routes["tflite-int8"]["route"] and routes["mcu"]["route"].endswith("tflite-micro")
     text = CliRunner().invoke(cli, ["inspect", str(example.root / name)])
