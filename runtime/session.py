@@ -239,7 +239,11 @@ class Session:
             if self._parity_left and not self._check_parity(active):
                 continue
             try:
-                outputs = [dq(active.output_buffer(i)) for i, dq in enumerate(self._dequantizers)]
+                read = getattr(active, "read_output", None) if self._small_outputs else None
+                if read is not None:
+                    outputs = [dq(read(i)) for i, dq in enumerate(self._dequantizers)]
+                else:
+                    outputs = [dq(active.output_buffer(i)) for i, dq in enumerate(self._dequantizers)]
             except Exception as exc:  # LiteRT: "Tensor data is null" for an output it never allocated
                 if self._invoked:
                     raise InferenceError(f"{active.name} gave no outputs: {first_line(exc)}") from exc
@@ -418,6 +422,9 @@ class Session:
         self._active, self._active_artifact = backend, artifact
         self._invoked = False
         self._dequantizers = [Dequantizer(d) for d in backend.outputs]
+        # Outputs of a few hundred bytes (scores, a wake-word probability) are cheaper to
+        # copy out than to view; big ones (segmentation maps) are read in place.
+        self._small_outputs = sum(int(np.prod(d.shape)) * d.dtype.itemsize for d in backend.outputs) <= 4096
         self._preprocessor = self._make_preprocessor(backend)
         self._parity_left = self._parity_frames if backend.kind != "cpu" else 0
         self._parity_max = []
@@ -472,6 +479,14 @@ class Session:
 
     # ----- per frame ------------------------------------------------------------------
     def _write_input(self, backend: Backend, frame: Any) -> None:
+        # Fast path: one input, already the model's exact dtype and shape (a streaming
+        # model's feature frames), on an engine that copies it in itself.
+        direct = getattr(backend, "write_input", None)
+        if (direct is not None and type(frame) is np.ndarray and len(backend.inputs) == 1
+                and frame.dtype == backend.inputs[0].dtype and frame.shape == backend.inputs[0].shape
+                and (self._preprocessor is None or not _is_image(frame))):
+            direct(0, frame)
+            return
         if self._preprocessor is not None and _is_image(frame):
             buf = backend.input_buffer(0)
             self._preprocessor(frame, buf)
