@@ -149,3 +149,14 @@ def stream_figures(input_shape: tuple[int, ...], seconds_per_inference: float | 
     if energy_mj_per_inference is not None:
         figures["energy_mj_per_audio_second"] = round(energy_mj_per_inference / audio_s, 6)
     return figures
+
+
+def audio_manifest(input_shape: tuple[int, ...], source: Path) -> dict[str, Any] | None:
+    """The audio side of the preprocessing for the manifest, for a [1, stride, 40] int8 model:
+    the frontend's settings and stride, and the detector's cutoff and window when the
+    microWakeWord JSON sits beside the source. None for any other model."""
+    if len(input_shape) != 3 or input_shape[0] != 1 or input_shape[2] != CHANNELS:
+        return None
+    cutoff, window, origin = detector_settings(source, None, None)
+    return {**AudioSpec(stride_frames=int(input_shape[1])).to_dict(),
+            "detector": {"cutoff": cutoff, "window": window, "from": origin}}

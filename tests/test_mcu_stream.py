@@ -80,6 +80,11 @@ def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path
     for register in ("AddCallOnce", "AddVarHandle", "AddReadVariable", "AddAssignVariable", "AddStridedSlice"):
         assert register in ops
     assert entry["arena_bytes_host"] == 20_720 and entry["arena_head_bytes"] == 3_648
+    # The audio side of the preprocessing is in the manifest (no JSON beside it here: defaults).
+    audio = entry["audio"]
+    assert (audio["sample_rate"], audio["step_ms"], audio["window_ms"], audio["channels"], audio["stride_frames"]) \
+        == (16_000, 10, 30, 40, 3)
+    assert audio["detector"] == {"cutoff": 0.9, "window": 5, "from": "defaults"}
 
 
 def _speech_frames(data: bytes, tmp_path: Path) -> list[list[np.ndarray]]:

@@ -155,6 +155,7 @@ class McuConverter(Converter):
             "fits": memory.fits(),
             "memory": {"flash_bytes": memory.flash_needed, "ram_bytes": memory.ram_needed},
             "verification": verification,
+            "audio": _audio(model, ctx),
             "arm_none_eabi_size": toolchain,
             "report": file_record(out, report_path),
             "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
@@ -342,3 +343,11 @@ def _sha256(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def _audio(model: TfliteModel, ctx: ConversionContext) -> dict[str, Any] | None:
+    """A streaming audio model's frontend settings and detector (runtime/wakeword.py)."""
+    from edgeserve.runtime.wakeword import audio_manifest
+
+    graph = model.subgraphs[0]
+    return audio_manifest(tuple(graph.tensors[graph.inputs[0]].shape), ctx.source.path)

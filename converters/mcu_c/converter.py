@@ -174,6 +174,7 @@ class McuCConverter(Converter):
             "ram_bytes": ram_needed, "profile": profile_name, "fits": memory["fits"],
             "arena_region": memory["arena_region"],
             "verification": verification,
+            "audio": _audio(model, ctx),
             "report": file_record(ctx.out_dir, report_path),
             "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
         }
@@ -313,3 +314,11 @@ class McuCConverter(Converter):
         checks.append(Check("arena re-planned", again.plan.arena_bytes == entry["arena_bytes"],
                             f"{again.plan.arena_bytes} bytes (manifest: {entry['arena_bytes']})"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _audio(model: TfliteModel, ctx: ConversionContext) -> dict[str, Any] | None:
+    """A streaming audio model's frontend settings and detector (runtime/wakeword.py)."""
+    from edgeserve.runtime.wakeword import audio_manifest
+
+    graph = model.subgraphs[0]
+    return audio_manifest(tuple(graph.tensors[graph.inputs[0]].shape), ctx.source.path)
