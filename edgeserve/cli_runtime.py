@@ -75,7 +75,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     A streaming wake-word model given audio (--input speech.wav, or - for raw 16 kHz 16-bit PCM on
     stdin) prints its detections instead."""
     from edgeserve.cli_wakeword import is_audio, run_audio
-    from edgeserve.runtime.inputs import iter_inputs
+    from edgeserve.runtime.inputs import iter_inputs, split_stack
     from edgeserve.runtime.outputs import top_k as best
 
     # Paths after the first --input's value arrive as extra arguments: they are inputs too.
@@ -94,7 +94,13 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     with session:
         governor = governor_for(session, session.profile, thermal_budget, governor_policy, sysfs_root)
         runner = governor or session
-        for name, frame in iter_inputs(inputs, max_frames):
+        model_shape = tuple(session.inputs[0].shape)
+        takes_images = session.preprocess is not None
+        items = ((n, f) for name, array in iter_inputs(inputs, max_frames)
+                 for n, f in split_stack(name, array, model_shape, takes_images))
+        for count, (name, frame) in enumerate(items):
+            if max_frames is not None and count >= max_frames:
+                break
             outputs = runner.run(frame)
             entry: dict[str, Any] = {"input": name,
                                      "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}

@@ -136,14 +136,20 @@ class PreprocessSpec:
             raise PreprocessSpecError(
                 f"image preprocessing needs a 4-D input (N,H,W,C or N,C,H,W); the model input is {shape}"
             )
+        if self.layout == "nhwc" and shape[3] != self.channels and shape[1] == self.channels:
+            # [1, 3, H, W] read as NHWC would be W channels: the model is NCHW (PyTorch and
+            # ONNX models usually are). Only this direction is inferred, and only when the
+            # NHWC reading cannot be right, so an explicit --layout is never overridden.
+            return dataclasses.replace(self, layout="nchw").bind_to_input(shape)
         if self.layout == "nchw":
             c, h, w = shape[1], shape[2], shape[3]
         else:
             h, w, c = shape[1], shape[2], shape[3]
         if c != self.channels:
             raise PreprocessSpecError(
-                f"the model input {shape} has {c} channel(s) in layout {self.layout}, but color "
-                f"{self.color!r} gives {self.channels}; set --color or --layout"
+                f"the model input {shape} is not an image for color {self.color!r} ({self.channels} channel(s)): "
+                f"read as NHWC it has {shape[3]} channels, as NCHW {shape[1]}; set --layout (nhwc or nchw) "
+                "and --color to the model's"
             )
         if h is None or w is None:
             if self.size is None:

@@ -1,8 +1,9 @@
 """Where frames come from: arrays, .npy files, images, folders, videos and cameras.
 
 Every source yields ``(name, array)``: a uint8 RGB H x W x C image for pictures, video
-and cameras, or an ``.npy`` file's array as it is (the Session treats a model-shaped
-array as the model's input tensor, quantizing floats for integer models).
+and cameras, or an ``.npy``/``.npz`` file's array as it is (the Session treats a
+model-shaped array as the model's input tensor, quantizing floats for integer models);
+:func:`split_stack` turns an array of N inputs into N.
 
 Camera specs: ``camera`` or ``camera:N`` (OpenCV device N), ``/dev/videoN``, and
 ``picamera2`` (Raspberry Pi camera, when the picamera2 package is installed).
@@ -38,7 +39,8 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
         return
     path = Path(spec)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES + (".npy",))
+        files = sorted(p for p in path.iterdir()
+                       if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES + (".npy", ".npz"))
         if not files:
             raise InputError(f"{path} holds no images, videos or .npy files")
         for f in files:
@@ -49,13 +51,53 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
     suffix = path.suffix.lower()
     if suffix == ".npy":
         yield str(path), load_npy(path)
+    elif suffix == ".npz":
+        yield str(path), load_npz(path)
     elif suffix in IMAGE_SUFFIXES:
         yield str(path), read_image(path)
     elif suffix in VIDEO_SUFFIXES:
         yield from _video(str(path), str(path), max_frames)
     else:
-        raise InputError(f"{path}: expected an image ({', '.join(IMAGE_SUFFIXES)}), a video, a .npy file, "
+        raise InputError(f"{path}: expected an image ({', '.join(IMAGE_SUFFIXES)}), a video, a .npy/.npz file, "
                          f"a folder or a camera, got '{path.suffix}'")
+
+
+# The array a .npz of frames is read from: the first of these names it has, else its only array.
+NPZ_KEYS = ("frames", "x", "inputs", "images")
+
+
+def load_npz(path: Path) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = list(data.keys())
+            key = next((k for k in NPZ_KEYS if k in names), names[0] if len(names) == 1 else None)
+            if key is None:
+                raise InputError(f"{path} holds {', '.join(names) or 'no arrays'}; expected an array named "
+                                 f"{' or '.join(NPZ_KEYS)}, or a single array")
+            return data[key]
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not a readable .npz file: {exc}") from exc
+
+
+def split_stack(name: str, array: np.ndarray, model_shape: tuple[int, ...],
+                takes_images: bool) -> list[tuple[str, np.ndarray]]:
+    """An array holding N inputs, split into them; anything else comes back whole.
+
+    N inputs are: N model-shaped tensors ([N, *shape] with the batch dimension dropped or
+    kept, N > 1), or, for a Session that preprocesses images, N uint8 H x W x C frames
+    ([N, H, W, C], C of 1, 3 or 4), like the bundled example's frames.npz.
+    """
+    per_item = None
+    if array.ndim == len(model_shape) + 1 and tuple(array.shape[1:]) == tuple(model_shape):
+        per_item = array  # [N, 1, ...]
+    elif (len(model_shape) > 1 and model_shape[0] == 1 and array.ndim == len(model_shape)
+          and tuple(array.shape[1:]) == tuple(model_shape[1:]) and array.shape[0] > 1):
+        per_item = array  # [N, ...] without the batch dimension
+    elif takes_images and array.ndim == 4 and array.dtype == np.uint8 and array.shape[3] in (1, 3, 4):
+        per_item = array
+    if per_item is None:
+        return [(name, array)]
+    return [(f"{name}#{i}", per_item[i]) for i in range(len(per_item))]
 
 
 def load_npy(path: Path) -> np.ndarray:

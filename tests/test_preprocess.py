@@ -173,8 +173,18 @@ def test_bind_refuses_channel_mismatch_naming_both() -> None:
     with pytest.raises(PreprocessSpecError) as exc:
         PreprocessSpec(color="rgb").bind_to_input((None, 28, 28, 1))
     msg = str(exc.value)
-    assert "(None, 28, 28, 1) has 1 channel(s) in layout nhwc" in msg
-    assert "color 'rgb' gives 3" in msg and "--color" in msg
+    assert "(None, 28, 28, 1) is not an image for color 'rgb' (3 channel(s))" in msg
+    assert "as NHWC it has 1 channels, as NCHW 28" in msg and "--color" in msg and "--layout" in msg
+
+
+def test_an_nchw_image_input_is_read_as_nchw_without_a_layout_flag() -> None:
+    """[1, 3, 224, 224] is NCHW: with --mean/--std alone it used to say "224 channels"."""
+    spec = PreprocessSpec(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)).bind_to_input((1, 3, 224, 224))
+    assert spec.layout == "nchw" and spec.size == (224, 224)
+    assert spec.input_shape() == (1, 3, 224, 224)
+    # An explicit NCHW stays, and a real NHWC model stays NHWC.
+    assert PreprocessSpec(layout="nchw").bind_to_input((1, 3, 32, 32)).layout == "nchw"
+    assert PreprocessSpec().bind_to_input((1, 32, 32, 3)).layout == "nhwc"
 
 
 def test_bind_refuses_size_mismatch_naming_both() -> None:

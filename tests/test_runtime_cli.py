@@ -152,3 +152,34 @@ def test_run_with_a_thermal_budget_goes_through_the_governor(digits_conversion: 
     bad = CliRunner().invoke(cli, ["run", str(digits_conversion / "manifest.json"), "-i", str(digit_files[0]),
                                    "--thermal-budget", "70", "--sysfs-root", str(tmp_path / "empty")])
     assert bad.exit_code == 1 and "thermal" in bad.output
+
+
+def test_nchw_model_needs_no_layout_flag_and_stacks_of_frames_run_as_sequences(testdata, tmp_path):
+    """Issue 17's layout and shape items: a [1, 3, 224, 224] model with --mean/--std alone reads
+    as NCHW (it used to say "224 channels"); an .npz of frames runs frame by frame."""
+    import json as _json
+
+    import cv2
+    import numpy as np
+    import skimage.data
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    photo = tmp_path / "coffee.jpg"
+    cv2.imwrite(str(photo), cv2.cvtColor(skimage.data.coffee(), cv2.COLOR_RGB2BGR))
+    model = testdata / "tflm/mobilenet_v2_quantized_1x3x224x224.tflite"
+    args = ["run", str(model), "--input", str(photo), "--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225",
+            "--crop", "center", "-k", "3", "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    top = _json.loads(result.stdout)["results"][0]["top_k"][0]
+    assert top["index"] == 967  # ImageNet "espresso" for scikit-image's coffee cup
+    # N frames in one .npz (the bundled example's frames.npz layout): N results, in order.
+    frames = np.stack([cv2.resize(skimage.data.coffee(), (320, 240)), cv2.resize(skimage.data.astronaut(), (320, 240))])
+    np.savez(tmp_path / "frames.npz", frames=frames)
+    result = CliRunner().invoke(cli, [*args[:3], str(tmp_path / "frames.npz"), *args[4:]])
+    assert result.exit_code == 0, result.output
+    results = _json.loads(result.stdout)["results"]
+    assert [r["input"].rsplit("#", 1)[1] for r in results] == ["0", "1"]
+    assert results[0]["top_k"][0]["index"] == 967 and results[1]["top_k"][0]["index"] != 967
