@@ -75,7 +75,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     A streaming wake-word model given audio (--input speech.wav, or - for raw 16 kHz 16-bit PCM on
     stdin) prints its detections instead."""
     from edgeserve.cli_wakeword import is_audio, run_audio
-    from edgeserve.runtime.inputs import iter_inputs, split_stack
+    from edgeserve.runtime.inputs import is_video_or_camera, iter_inputs, split_stack
     from edgeserve.runtime.outputs import top_k as best
 
     # Paths after the first --input's value arrive as extra arguments: they are inputs too.
@@ -98,10 +98,26 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         takes_images = session.preprocess is not None
         items = ((n, f) for name, array in iter_inputs(inputs, max_frames)
                  for n, f in split_stack(name, array, model_shape, takes_images))
-        for count, (name, frame) in enumerate(items):
+        if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
+            # Pipelined: the next frame decodes and preprocesses while this one runs.
+            live = not Path(inputs[0]).is_file()
+            names: dict[int, str] = {}
+
+            def frames_of(source: Any) -> Any:
+                for i, (n, f) in enumerate(source):
+                    names[i] = n
+                    yield f
+
+            def streamed() -> Any:
+                for index, outputs in session.stream(frames_of(items), live=live):
+                    yield names.pop(index), outputs
+
+            pairs: Any = streamed()
+        else:
+            pairs = ((name, runner.run(frame)) for name, frame in items)
+        for count, (name, outputs) in enumerate(pairs):
             if max_frames is not None and count >= max_frames:
                 break
-            outputs = runner.run(frame)
             entry: dict[str, Any] = {"input": name,
                                      "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
             if show_outputs:
@@ -126,10 +142,12 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
               help="Benchmark on this image (or .npy tensor).")
 @click.option("--synthetic", metavar="WxH", help="Benchmark on a synthetic WIDTHxHEIGHT camera frame, e.g. 640x480.")
 @click.option("--frames", type=click.IntRange(min=1), default=500, show_default=True, help="Timed frames.")
+@click.option("--pipeline", is_flag=True, help="Also time pipelined video (Session.stream: the next frame is "
+                                                "preprocessed while this one runs) against bare invoke() in the same run.")
 @click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed frames first.")
 @session_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, warmup: int,
+def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, pipeline: bool, warmup: int,
           profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
           labels: Path | None, public_key: Path | None, preprocess_file: Path | None, json_out: bool,
           **spec_flags: Any) -> None:
@@ -169,6 +187,10 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
         stream = stream_figures(tuple(session.inputs[0].shape), result["latency_ms"]["p50"] / 1000)
         if stream is not None:
             result["stream"] = stream
+        if pipeline:
+            from edgeserve.runtime.bench import pipeline_fps
+
+            result["pipeline"] = pipeline_fps(session, frame, frames)
     if json_out:
         emit_json(result)
     else:
@@ -220,6 +242,10 @@ def _print_bench(r: dict[str, Any]) -> None:
     click.echo(f"stages (p50)   preprocess {st['preprocess']:.3f}  invoke {st['invoke']:.3f}  "
                f"postprocess {st['postprocess']:.3f} ms")
     click.echo(f"throughput     {r['throughput_fps']:.1f} frames/s")
+    if "pipeline" in r:
+        pl = r["pipeline"]
+        click.echo(f"pipelined      {pl['fps']:.1f} frames/s vs bare invoke {pl['invoke_fps']:.1f}/s "
+                   f"({pl['ratio']:.3f}x), {pl['frames']} frames")
     if "stream" in r:
         st = r["stream"]
         click.echo(f"streaming      {st['ms_per_stride']:.4f} ms per stride of {st['audio_ms_per_stride']:g} ms audio: "

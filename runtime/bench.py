@@ -79,3 +79,26 @@ def synthetic_frame(width: int, height: int, seed: int = 0) -> np.ndarray:
     base = np.stack([x * 255 // max(1, width - 1), y * 255 // max(1, height - 1), (x + y) % 256], axis=-1)
     noise = rng.integers(-20, 21, base.shape)
     return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+def pipeline_fps(session: Any, frame: np.ndarray, frames: int) -> dict[str, Any]:
+    """Frames per second through Session.stream next to 1 / bare invoke(), measured in
+    alternating rounds in one run (so both see the same machine load)."""
+    import itertools
+
+    active = session._current()
+    session.run(frame)  # the engine holds a valid input for the bare invokes
+    rounds, per_round = 3, max(1, frames // 3)
+    invoke_s, stream_s = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(per_round):
+            active.invoke()
+        invoke_s.append((time.perf_counter() - start) / per_round)
+        start = time.perf_counter()
+        for _ in session.stream(itertools.repeat(frame, per_round)):
+            pass
+        stream_s.append((time.perf_counter() - start) / per_round)
+    invoke, streamed = min(invoke_s), min(stream_s)
+    return {"fps": round(1 / streamed, 2), "invoke_fps": round(1 / invoke, 2), "ratio": round(invoke / streamed, 4),
+            "frames": rounds * per_round}

@@ -23,6 +23,13 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".we
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 
 
+def is_video_or_camera(spec: str | Path) -> bool:
+    """A source of many frames over time: a video file or a camera (pipelined by `run`)."""
+    text = str(spec)
+    return (text in ("camera", "picamera2") or text.startswith(("camera:", "/dev/video"))
+            or Path(text).suffix.lower() in VIDEO_SUFFIXES)
+
+
 def iter_inputs(specs: Sequence[str | Path], max_frames: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """Frames from each spec in order; a folder gives its images/.npy/videos sorted by name."""
     for spec in specs:

@@ -254,6 +254,29 @@ class Session:
             self.stages_ns[0], self.stages_ns[1], self.stages_ns[2] = t1 - t0, t2 - t1, t3 - t2
             return outputs
 
+    def preprocess_into(self, frame: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Preprocess a camera frame (or copy a model-shaped array) into ``out``, an array of
+        the input's shape and dtype that is not the engine's memory; thread-safe (no engine call)."""
+        active = self._current()
+        if self._preprocessor is not None and _is_image(frame):
+            return self._preprocessor(frame, out)
+        write_tensor(active.inputs[0], frame, out, has_spec=self._preprocessor is not None)
+        return out
+
+    def run_staged(self, staged: np.ndarray) -> list[np.ndarray]:
+        """Run an input :meth:`preprocess_into` prepared: copied into the engine, invoked."""
+        return self.run(staged)
+
+    def stream(self, source: Any, *, live: bool = False, depth: int = 2,
+               stats: Any = None) -> Any:
+        """Pipelined inference over frames: ``(index, outputs)`` in input order while the next
+        frame is captured and preprocessed in another thread (see runtime/pipeline.py).
+        ``live=True`` (cameras): the newest frame wins when the model is slower than the
+        source. Break out of the loop (or Ctrl-C) to stop; the producer thread is joined."""
+        from edgeserve.runtime.pipeline import stream
+
+        return stream(self, source, live=live, depth=depth, stats=stats)
+
     def classify(self, frame: np.ndarray, k: int = 5) -> list[Prediction]:
         """The k best classes of the first output, with labels when known."""
         return top_k(self.run(frame)[0], k, self.labels)
