@@ -1,0 +1,117 @@
+"""Detector outputs in frame pixels: the geometry inverse against the project's own
+preprocessing, NMS against OpenCV's, and YOLO heads against a plain-loop reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.runtime.decoders.boxes import nms
+from edgeserve.runtime.decoders.geometry import FrameGeometry
+from edgeserve.runtime.decoders.yolo import decode_yolo
+
+cv2 = pytest.importorskip("cv2")
+
+RECT = (100, 50, 300, 200)  # x1, y1, x2, y2 in a 640x480 frame
+
+
+@pytest.mark.parametrize("spec", [
+    PreprocessSpec(size=(224, 224)),
+    PreprocessSpec(size=(224, 224), resize_mode="letterbox", pad_value=0),
+    PreprocessSpec(size=(192, 256), crop="center", crop_fraction=0.875),
+    PreprocessSpec(size=(128, 128), resize_mode="letterbox", crop="center", crop_fraction=0.9),
+], ids=["stretch", "letterbox", "center-crop", "crop+letterbox"])
+def test_a_box_maps_back_through_the_preprocessing(spec):
+    frame = np.zeros((480, 640, 3), np.uint8)
+    x1, y1, x2, y2 = RECT
+    frame[y1:y2, x1:x2] = 255
+    model_image = spec._geometry(frame, cv2)  # what the model sees, by the project's own code
+    ys, xs = np.nonzero(model_image[:, :, 0] > 127)
+    found = np.array([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], np.float64)
+    geometry = FrameGeometry.of(spec, 480, 640)
+    back = geometry.to_frame(found)[0]
+    tolerance = 1 / min(geometry.scale) + 1  # one input pixel, in frame pixels, and rounding
+    crop_top, crop_left, ch, cw = geometry.crop
+    visible = np.array([max(x1, crop_left), max(y1, crop_top), min(x2, crop_left + cw), min(y2, crop_top + ch)])
+    assert np.all(np.abs(back - visible) <= tolerance), (back, visible, tolerance)
+
+
+def test_nms_keeps_what_opencv_keeps():
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 200, (60, 2))
+    wh = rng.uniform(20, 80, (60, 2))
+    boxes = np.concatenate([xy, xy + wh], axis=1)
+    scores = rng.uniform(0.3, 1.0, 60)
+    ours = nms(boxes, scores, 0.45, max_detections=1000)
+    theirs = cv2.dnn.NMSBoxes([[float(x), float(y), float(w), float(h)] for (x, y), (w, h) in zip(xy, wh)],
+                              scores.tolist(), 0.0, 0.45)
+    assert sorted(ours) == sorted(int(i) for i in np.asarray(theirs).reshape(-1))
+    assert 5 < len(ours) < 60  # overlapping boxes were suppressed, distinct ones kept
+
+
+def _reference_yolo(head: np.ndarray, v8: bool, input_size, geometry, threshold, iou_threshold):
+    """Straightforward loops: score, threshold, sort, suppress, map (stretch geometry)."""
+    rows = head[0].T if v8 else head[0]
+    candidates = []
+    for i, row in enumerate(rows):
+        cls_scores = row[4:] if v8 else row[5:] * row[4]
+        c = int(np.argmax(cls_scores))
+        s = float(cls_scores[c])
+        if s < threshold:
+            continue
+        cx, cy, w, h = (float(v) for v in row[:4])
+        candidates.append((s, i, c, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)))
+    candidates.sort(key=lambda t: (-t[0], t[1]))
+    kept = []
+    for cand in candidates:
+        ok = True
+        for k in kept:
+            if k[2] != cand[2]:
+                continue
+            a, b = cand[3], k[3]
+            inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+            union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+            if union > 0 and inter / union > iou_threshold:
+                ok = False
+                break
+        if ok:
+            kept.append(cand)
+    sx, sy = geometry.scale[1], geometry.scale[0]
+    return [(c, s, (b[0] / sx, b[1] / sy, b[2] / sx, b[3] / sy)) for s, _, c, b in kept]
+
+
+@pytest.mark.parametrize("v8", [True, False], ids=["[1,4+C,N]", "[1,N,5+C]"])
+def test_yolo_heads_match_a_plain_loop_reference(v8):
+    rng = np.random.default_rng(1)
+    n, classes, size = 300, 5, (320, 320)
+    rows = np.zeros((n, 4 + classes + (0 if v8 else 1)), np.float32)
+    rows[:, :2] = rng.uniform(20, 300, (n, 2))
+    rows[:, 2:4] = rng.uniform(10, 60, (n, 2))
+    scores = rng.uniform(0, 0.2, (n, classes))
+    planted = rng.choice(n, 12, replace=False)
+    scores[planted, rng.integers(0, classes, 12)] = rng.uniform(0.5, 0.99, 12)
+    if v8:
+        rows[:, 4:] = scores
+        head = rows.T[None]
+    else:
+        rows[:, 4] = 1.0
+        rows[:, 5:] = scores
+        head = rows[None]
+    spec = PreprocessSpec(size=size)
+    geometry = FrameGeometry.of(spec, 480, 640)
+    ours = decode_yolo(head, size, geometry, score_threshold=0.25, iou_threshold=0.45)
+    expected = _reference_yolo(head, v8, size, geometry, 0.25, 0.45)
+    assert len(ours) == len(expected) > 5
+    for det, (c, s, box) in zip(ours, expected):
+        assert det.class_id == c and det.score == pytest.approx(s, abs=1e-6)
+        assert np.allclose(det.box, np.clip(box, 0, [640, 480, 640, 480]), atol=1e-3)
+    # Normalised coordinates (all <= 1.5) are scaled by the input size first: same result.
+    scaled = head.copy()
+    if v8:
+        scaled[0, :4] /= np.array([size[1], size[0], size[1], size[0]], np.float32)[:, None]
+    else:
+        scaled[0, :, :4] /= np.array([size[1], size[0], size[1], size[0]], np.float32)
+    again = decode_yolo(scaled, size, geometry, score_threshold=0.25, iou_threshold=0.45)
+    assert [d.class_id for d in again] == [d.class_id for d in ours]
+    assert np.allclose([d.box for d in again], [d.box for d in ours], atol=1e-2)
