@@ -129,6 +129,11 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="ONNX and .pt2 sources: fix an input's dynamic dimensions (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
+@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo"]),
+              help="Record the detector's decoder in the manifest (`run` then gives boxes with no flag); a named "
+                   "family also records its preprocessing unless given.")
+@click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML: score_threshold, iou_threshold, and for ssd-anchors MediaPipe's anchor options.")
 @preprocess_options
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
@@ -137,8 +142,8 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
-            input_shapes: Sequence[str], dynamic_batch: bool, preprocess_file: Path | None, json_out: bool,
-            **spec_flags: Any) -> None:
+            input_shapes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
+            preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
     float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
     from edgeserve.pipeline import convert as run_convert
@@ -146,7 +151,17 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
     if calib is not None and calib_random:
         raise click.UsageError("give either --calib or --calib-random, not both")
     spec = spec_from_flags(preprocess_file, spec_flags)
-    options = {"io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
+    output = None
+    if decoder is not None:
+        from edgeserve.cli_runtime import _read_toml
+        from edgeserve.runtime.decoders import make_decoder
+
+        decoder_settings = _read_toml(decoder_options) if decoder_options else {}
+        family = make_decoder(decoder, decoder_settings)  # refuses bad options before converting
+        output = {"kind": "detect", "decoder": decoder, "options": decoder_settings}
+        if spec is None and family.preprocess is not None:
+            spec = family.preprocess
+    options = {"output": output, "io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
                "name": name, "fit_check": not no_fit_check,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,

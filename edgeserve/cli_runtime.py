@@ -105,6 +105,11 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
             spec_flags = {**spec_flags, **_spec_flags_of(detector.preprocess)}
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
                            public_key)
+    recorded = session.output_spec
+    if detector is None and recorded and recorded.get("kind") == "detect":
+        from edgeserve.runtime.decoders import make_decoder
+
+        detector = make_decoder(recorded["decoder"], recorded.get("options"))  # as converted: no flag needed
     results = []
     with session:
         governor = governor_for(session, session.profile, thermal_budget, governor_policy, sysfs_root)

@@ -159,6 +159,9 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
     labels = (options or {}).get("labels")
     if labels:
         manifest["labels"] = read_labels(labels)
+    output = (options or {}).get("output")
+    if output:  # the OutputSpec: how the runtime reads the outputs (a detector's decoder)
+        manifest["output"] = output
     failures = []
     # Inside the staging folder (and gone before it is published), so a killed run's scratch
     # files go with it at the next run (staging.clean_leftovers) instead of piling up in /tmp.

