@@ -63,6 +63,8 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
               help="Decode detector outputs into boxes in frame pixels (a named family also brings its preprocessing).")
 @click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TOML: score_threshold, iou_threshold, and for ssd-anchors MediaPipe's anchor options.")
+@click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the frame (image) or frames (video) with boxes and labels drawn; written atomically.")
 @click.option("--cutoff", type=float, help="Wake words: detection threshold on the averaged probability "
                                           "(default: the model's microWakeWord JSON, else 0.9).")
 @click.option("--window", type=click.IntRange(min=1), help="Wake words: strides averaged (default: the JSON, else 5).")
@@ -71,7 +73,8 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 @click.pass_context
 def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
-        decoder: str | None, decoder_options: Path | None, cutoff: float | None, window: int | None,
+        decoder: str | None, decoder_options: Path | None, save_path: Path | None, cutoff: float | None,
+        window: int | None,
         profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
         labels: Path | None, public_key: Path | None, preprocess_file: Path | None, thermal_budget: float | None,
         governor_policy: str,
@@ -116,12 +119,21 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         runner = governor or session
         model_shape = tuple(session.inputs[0].shape)
         takes_images = session.preprocess is not None
+        saver = None
+        if save_path is not None:
+            from edgeserve.runtime.drawing import Saver
+
+            saver = Saver(save_path)
         # Each frame's shape by name, for mapping boxes back (shapes only: frames are not kept;
         # a live camera's dropped frames are discarded with the next served one).
         frames_seen: collections.OrderedDict[str, tuple[int, ...]] = collections.OrderedDict()
 
+        kept: collections.OrderedDict[str, Any] = collections.OrderedDict()  # --save: frames until drawn
+
         def remember(name: str, frame: Any) -> tuple[str, Any]:
             frames_seen[name] = getattr(frame, "shape", ())
+            if saver is not None:
+                kept[name] = frame
             return name, frame
 
         items = (remember(n, f) for name, array in iter_inputs(inputs, max_frames)
@@ -143,19 +155,41 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
             pairs: Any = streamed()
         else:
             pairs = ((name, runner.run(frame)) for name, frame in items)
-        for count, (name, outputs) in enumerate(pairs):
-            if max_frames is not None and count >= max_frames:
-                break
-            if detector is not None:
-                entry: dict[str, Any] = {"input": name, "detections": _detections(detector, session, frames_seen,
-                                                                                  name, outputs)}
-            else:
-                entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
-            if show_outputs:
-                entry["outputs"] = [o.tolist() for o in outputs]
-            results.append(entry)
-            if not json_out:
-                _print_result(entry)
+        try:
+            for count, (name, outputs) in enumerate(pairs):
+                if max_frames is not None and count >= max_frames:
+                    break
+                if detector is not None:
+                    entry: dict[str, Any] = {"input": name, "detections": _detections(detector, session, frames_seen,
+                                                                                      name, outputs)}
+                else:
+                    entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
+                if show_outputs:
+                    entry["outputs"] = [o.tolist() for o in outputs]
+                results.append(entry)
+                if saver is not None:
+                    frame = None
+                    while kept:  # this frame, and live frames dropped before it (never later ones)
+                        seen, held = kept.popitem(last=False)
+                        if seen == name:
+                            frame = held
+                            break
+                    if frame is not None and getattr(frame, "ndim", 0) == 3:
+                        saver.add(frame, entry)
+                if not json_out:
+                    _print_result(entry)
+        except BaseException:
+            if saver is not None:
+                saver.abort()  # no half file under the finished name
+            raise
+        finally:
+            close = getattr(pairs, "close", None)
+            if close is not None:  # a pipelined video stops its producer and releases the source
+                close()
+        if saver is not None:
+            saver.finish()
+            if not json_out and not quiet:
+                click.echo(f"saved {saver.frames} frame(s) to {save_path}", err=True)
         summary = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
                    "placement": session.placement.to_dict(), "results": results}
         if governor is not None:

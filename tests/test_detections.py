@@ -234,3 +234,43 @@ def test_convert_records_the_decoder_and_run_on_the_manifest_needs_no_flag(fdlit
     assert len(detections) == 1 and detections[0]["label"] == "face" and detections[0]["score"] > 0.8
     x1, y1, x2, y2 = detections[0]["box"]
     assert 150 < x1 < 220 and 60 < y1 < 110 and 240 < x2 < 300 and 150 < y2 < 200  # the astronaut's face
+
+
+def test_save_draws_the_boxes_and_never_leaves_a_half_file(fdlite, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    _, data = fdlite
+    model = str(data / "face_detection_short_range.tflite")
+    photo = tmp_path / "two.jpg"
+    cv2.imwrite(str(photo), cv2.cvtColor(_two_faces(), cv2.COLOR_RGB2BGR))
+    out = tmp_path / "drawn.png"
+    result = CliRunner().invoke(cli, ["run", model, "--input", str(photo), "--decoder", "mediapipe-face-short",
+                                      "--save", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    box = json.loads(result.stdout)["results"][0]["detections"][0]["box"]
+    drawn = cv2.imread(str(out))
+    x1, y1 = int(round(box[0])), int(round(box[1]))
+    assert tuple(drawn[y1 + 5, x1]) == (0, 255, 0)  # the box's left edge, in green, at the frame's pixels
+    # A video in, a video out, every frame.
+    clip = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"MJPG"), 10, (520, 320))
+    for _ in range(5):
+        writer.write(cv2.cvtColor(_two_faces(), cv2.COLOR_RGB2BGR))
+    writer.release()
+    saved = tmp_path / "out.avi"
+    result = CliRunner().invoke(cli, ["run", model, "--input", str(clip), "--decoder", "mediapipe-face-short",
+                                      "--save", str(saved)])
+    assert result.exit_code == 0, result.output
+    capture = cv2.VideoCapture(str(saved))
+    assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 5
+    capture.release()
+    # Several frames into an image name: refused at the second frame, and nothing is left.
+    bad = tmp_path / "one.png"
+    result = CliRunner().invoke(cli, ["run", model, "--input", str(clip), "--decoder", "mediapipe-face-short",
+                                      "--save", str(bad)])
+    assert result.exit_code != 0 and "save to a video" in result.output
+    assert not bad.exists() and not list(tmp_path.glob(".one.partial*"))
