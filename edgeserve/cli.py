@@ -129,7 +129,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="ONNX and .pt2 sources: fix an input's dynamic dimensions (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
-@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo"]),
+@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
               help="Record the detector's decoder in the manifest (`run` then gives boxes with no flag); a named "
                    "family also records its preprocessing unless given.")
 @click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -59,7 +59,7 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
-@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo"]),
+@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
               help="Decode detector outputs into boxes in frame pixels (a named family also brings its preprocessing).")
 @click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TOML: score_threshold, iou_threshold, and for ssd-anchors MediaPipe's anchor options.")

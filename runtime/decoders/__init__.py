@@ -8,7 +8,7 @@ or any fixed-size-anchor SSD given its anchor options).
 :func:`make_decoder` gives a :class:`Decoder` by name; ``Decoder.preprocess`` is the
 preprocessing the family was trained with (None: the model's own), so `edgeserve run
 face_detection_short_range.tflite --decoder mediapipe-face-short` needs no other flag.
-Not built yet: TFLite_Detection_PostProcess outputs and an OutputSpec in the manifest.
+``ssd_postprocess``: models ending in TFLite_Detection_PostProcess.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from edgeserve.preprocess import PreprocessSpec
 from edgeserve.runtime.decoders.boxes import Detection
 from edgeserve.runtime.decoders.geometry import FrameGeometry
 
-DECODERS = ("mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "yolo")
+DECODERS = ("mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo")
 
 
 class Decoder:
@@ -49,7 +49,7 @@ class Decoder:
                                  f"input_size_width, strides, ...) in --decoder-options: {exc}") from exc
             self._ssd = mediapipe.SsdDecoder(anchors, self.score_threshold, self.iou_threshold)
             options = {}
-        elif name != "yolo":
+        elif name not in ("yolo", "ssd-postprocess"):
             raise InputError(f"unknown decoder {name!r}; known: {', '.join(DECODERS)}")
         if options:
             raise InputError(f"unknown option(s) for decoder {name}: {', '.join(sorted(options))}")
@@ -68,6 +68,11 @@ class Decoder:
                                  f"this model has {len(outputs)}")
             regressors, scores = sorted(outputs[:2], key=lambda o: -o.shape[-1])  # 16 values vs 1 score
             return self._ssd.decode(regressors, scores, geometry, labels)
+        if self.name == "ssd-postprocess":
+            from edgeserve.runtime.decoders.ssd_postprocess import decode_postprocess
+
+            return decode_postprocess(outputs, input_size, geometry, score_threshold=self.score_threshold,
+                                      labels=labels)
         from edgeserve.runtime.decoders.yolo import decode_yolo
 
         return decode_yolo(outputs[0], input_size, geometry, score_threshold=self.score_threshold,
