@@ -123,3 +123,32 @@ def test_bench_pipeline_reports_both_rates_from_one_run(testdata):
     pipeline = json.loads(result.stdout)["pipeline"]
     assert pipeline["fps"] > 0 and pipeline["invoke_fps"] > 0 and pipeline["frames"] == 30
     assert pipeline["ratio"] == pytest.approx(pipeline["fps"] / pipeline["invoke_fps"], rel=0.01)
+
+
+def test_a_frame_of_the_wrong_size_or_type_ends_the_stream_with_its_reason(session):
+    from edgeserve.errors import InputError
+
+    def frames():
+        yield _frames(1)[0]
+        yield np.zeros((10, 10), np.float64)  # not a camera frame, not the model's tensor
+
+    served = []
+    with pytest.raises(InputError, match="expects shape"):
+        for index, _ in session.stream(frames()):
+            served.append(index)
+    assert served == [0] and not _producers()
+
+
+def test_run_on_a_truncated_video_gives_one_error_line(tmp_path, testdata):
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    clip = tmp_path / "cut.avi"
+    clip.write_bytes(b"RIFF\x00\x10\x00\x00AVI LIST" + bytes(64))  # a header and nothing after it
+    result = CliRunner().invoke(cli, ["run", str(testdata / "tflm/mobilenet_v2_quantized_1x3x224x224.tflite"),
+                                      "--input", str(clip), "--mean", "0.485,0.456,0.406", "--std",
+                                      "0.229,0.224,0.225"])
+    assert result.exit_code != 0
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cut.avi" in errors[0]
