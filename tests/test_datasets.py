@@ -467,7 +467,7 @@ def test_image_folder_two_input_model_refused(image_folder: tuple[Path, dict[str
 
 def test_image_folder_spec_mismatch_is_spec_error(image_folder: tuple[Path, dict[str, np.ndarray]]) -> None:
     root, _ = image_folder
-    with pytest.raises(PreprocessSpecError, match="color 'rgb' gives 3"):
+    with pytest.raises(PreprocessSpecError, match=r"not an image for color 'rgb' \(3 channel"):
         load_calibration(root, [GRAY8])  # default spec is RGB, the model wants one channel
     with pytest.raises(PreprocessSpecError, match="spec size 16x16 does not match the model input 8x8"):
         load_calibration(root, [RGB8], PreprocessSpec(size=(16, 16)))

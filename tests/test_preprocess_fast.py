@@ -335,9 +335,10 @@ def test_benchmark_measures_both_paths_side_by_side(testdata: Path) -> None:
     bench = load_script(ROOT / "benchmarks" / "runtime.py")
     result = bench.run(frames=20)
     rows = {r["measurement"]: r for r in result["rows"]}
-    assert set(rows) == {"straightforward", "fused", "session", "bare_invoke"}
+    assert set(rows) == {"straightforward", "fused", "session", "bare_invoke", "pipelined"}
     assert all(r["p50_ms"] > 0 for r in rows.values())
-    assert [r["ratio"] for r in result["ratios"]] == ["straightforward / fused", "session / bare_invoke"]
+    assert [r["ratio"] for r in result["ratios"]] == ["straightforward / fused", "session / bare_invoke",
+                                                      "pipelined fps / (1 / bare invoke)"]
 
 
 # ----- errors -----------------------------------------------------------------------------------
