@@ -150,6 +150,8 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
 
             def streamed() -> Any:
                 for index, outputs in session.stream(frames_of(items), live=live):
+                    for dropped in [i for i in names if i < index]:  # a live camera's dropped frames
+                        del names[dropped]
                     yield names.pop(index), outputs
 
             pairs: Any = streamed()

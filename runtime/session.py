@@ -262,7 +262,9 @@ class Session:
 
     def preprocess_into(self, frame: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Preprocess a camera frame (or copy a model-shaped array) into ``out``, an array of
-        the input's shape and dtype that is not the engine's memory; thread-safe (no engine call)."""
+        the input's shape and dtype that is not the engine's memory. It uses the Session's
+        preprocessor and not the engine, so :meth:`stream`'s producer thread runs it while the
+        engine runs the previous frame; two threads must not preprocess at once."""
         active = self._current()
         if self._preprocessor is not None and _is_image(frame):
             return self._preprocessor(frame, out)
