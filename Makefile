@@ -53,7 +53,7 @@ toolchain:
 
 demo: setup
 	$(PY) examples/digits/build_model.py --out $(EXAMPLE)
-	$(ES) convert $(EXAMPLE)/digits_cnn.keras -t tflite-int8 -t mcu -t coreml -p arduino-nano-33-ble --name digits \
+	$(ES) convert $(EXAMPLE)/digits_cnn.keras -t tflite-int8 -t mcu -t mcu-c -t coreml -p arduino-nano-33-ble --name digits \
 	    --calib $(EXAMPLE)/calib.npz --eval $(EXAMPLE)/eval.npz -o $(DEMO_OUT)
 	$(ES) verify $(DEMO_OUT)
 	$(PY) examples/digits/run_artifact.py $(DEMO_OUT) $(EXAMPLE)/frames.npz
