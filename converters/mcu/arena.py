@@ -192,7 +192,6 @@ def plan_head(model: TfliteModel, *, pointer_bytes: int = 4) -> HeadPlan:
     """
     if not model.subgraphs:
         raise ModelFileError("the model has no subgraph")
-    graph = model.subgraphs[0]
     control = sorted({op.op_name for g in model.subgraphs for op in g.operators if op.op_name in _CONTROL_FLOW})
     if set(control) - {"CALL_ONCE"} or (len(model.subgraphs) > 1 and not _init_subgraphs_only(model)):
         raise UnsupportedOpError(

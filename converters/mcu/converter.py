@@ -54,6 +54,17 @@ class Options:
         return cls(name=c_identifier(name) if name else None, fit_check=bool(options.get("fit_check", True)))
 
 
+def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
+    """The full-INT8 model a microcontroller target builds from: the .tflite source, or the
+    tflite-int8 artifact of this run; its bytes and where they came from."""
+    if ctx.source.kind == "tflite":
+        return ctx.source.path.read_bytes(), ctx.source.path.name
+    entry = ctx.artifacts.get("tflite-int8")
+    if entry is None or entry.get("status") != "ok":
+        raise VerificationError(f"the {target} target is built from tflite-int8's artifact, which this run did not produce")
+    return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+
+
 def default_name(stem: str) -> str:
     """A C identifier from a file name: ``vww_96-int8`` → ``vww_96_int8``, ``1x`` → ``m_1x``."""
     from edgeserve.converters.mcu.names import MAX_NAME
@@ -164,12 +175,7 @@ class McuConverter(Converter):
     # ----- prepare ----------------------------------------------------------------------
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
         """The full-INT8 model's bytes and where they came from."""
-        if ctx.source.kind == "tflite":
-            return ctx.source.path.read_bytes(), ctx.source.path.name
-        entry = ctx.artifacts.get("tflite-int8")
-        if entry is None or entry.get("status") != "ok":
-            raise VerificationError("the mcu target is built from tflite-int8's artifact, which this run did not produce")
-        return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+        return full_int8_model(ctx, self.name)
 
     # ----- emit -------------------------------------------------------------------------
     def emit(self, ctx: ConversionContext, name: str, model_bytes: bytes, model: TfliteModel,

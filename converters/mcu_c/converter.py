@@ -14,7 +14,6 @@ verify    gcc builds it with -Wall -Wextra -Werror; its outputs equal the refere
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib.util
 import subprocess
@@ -46,19 +45,6 @@ def check_samples(macs: int) -> tuple[int, int, int]:
     return host, min(SANITIZER_SAMPLES, host), TARGET_SAMPLES if macs < 50_000_000 else 1
 # The kernels do not recurse and keep a few dozen bytes of locals; a generous allowance.
 STACK_ESTIMATE_BYTES = 1024
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    name: str | None = None
-    fit_check: bool = True
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
-        from edgeserve.converters.mcu.names import c_identifier
-
-        name = options.get("name")
-        return cls(name=c_identifier(name) if name else None, fit_check=bool(options.get("fit_check", True)))
 
 
 # Code flash is estimated before anything is built (the fit check runs before files are
@@ -124,16 +110,13 @@ class McuCConverter(Converter):
         return () if source_kind == "tflite" else ("tflite-int8",)
 
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
-        if ctx.source.kind == "tflite":
-            return ctx.source.path.read_bytes(), ctx.source.path.name
-        entry = ctx.artifacts.get("tflite-int8")
-        if entry is None or entry.get("status") != "ok":
-            raise VerificationError("the mcu-c target is built from tflite-int8's artifact, which this run did not produce")
-        return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+        from edgeserve.converters.mcu.converter import full_int8_model
+
+        return full_int8_model(ctx, self.name)
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         from edgeserve.converters.mcu.arena import plan_head
-        from edgeserve.converters.mcu.converter import default_name
+        from edgeserve.converters.mcu.converter import Options, default_name
         from edgeserve.converters.mcu.memory import mcu_profile_limits
         from edgeserve.converters.mcu_c.generate import generate
         from edgeserve.tflite_verify import validate_tflite
