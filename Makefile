@@ -9,8 +9,9 @@ EXAMPLE := build/example
 DEMO_OUT := build/digits
 
 # Compilers for the microcontroller targets' tests (host C/C++ and GNU Arm for Cortex-M),
-# the emulator the interpreter-free C runs on (qemu-system-arm -M mps2-an386), and espeak-ng,
-# which speaks the wake words the streaming tests listen for.
+# the emulator the interpreter-free C runs on (qemu-system-arm -M mps2-an386), espeak-ng,
+# which speaks the wake words the streaming tests listen for, and alsa-utils, whose arecord
+# is how `run --input mic` records (the tests drive it through ALSA's null and file devices).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
 .PHONY: setup toolchain registry-models demo test test-fast bench clean
@@ -34,6 +35,7 @@ toolchain:
 	command -v arm-none-eabi-g++ >/dev/null 2>&1 || missing="$$missing $(ARM_PACKAGES)"; \
 	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
 	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
+	command -v arecord >/dev/null 2>&1 || missing="$$missing alsa-utils"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \

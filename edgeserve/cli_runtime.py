@@ -68,21 +68,25 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
 @click.option("--cutoff", type=float, help="Wake words: detection threshold on the averaged probability "
                                           "(default: the model's microWakeWord JSON, else 0.9).")
 @click.option("--window", type=click.IntRange(min=1), help="Wake words: strides averaged (default: the JSON, else 5).")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True),
+              help="Wake words from --input mic or -: stop after this many seconds of audio (default: until the "
+                   "source ends or Ctrl-C).")
 @session_options
 @thermal_budget_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 @click.pass_context
 def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: Sequence[str], top_k: int, max_frames: int | None, show_outputs: bool,
         decoder: str | None, decoder_options: Path | None, save_path: Path | None, cutoff: float | None,
-        window: int | None,
+        window: int | None, duration: float | None,
         profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
         labels: Path | None, public_key: Path | None, preprocess_file: Path | None, thermal_budget: float | None,
         governor_policy: str,
         sysfs_root: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Run ARTIFACT (manifest.json, .tflite, .onnx, .mlpackage) on each --input and print the top classes.
 
-    A streaming wake-word model given audio (--input speech.wav, or - for raw 16 kHz 16-bit PCM on
-    stdin) prints its detections instead."""
+    A streaming wake-word model given audio (--input speech.wav; - for raw 16 kHz 16-bit PCM on
+    stdin; mic or mic:ALSA_DEVICE for a microphone, through arecord) prints its detections instead,
+    as they happen for a live source."""
     from edgeserve.cli_wakeword import is_audio, run_audio
     from edgeserve.runtime.inputs import is_video_or_camera, iter_inputs, split_stack
     from edgeserve.runtime.outputs import top_k as best
@@ -93,10 +97,11 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         raise click.UsageError("give at least one input: --input PATH [PATH]...")
     quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
     if is_audio(inputs):
-        run_audio(artifact, inputs, cutoff, window, backend, threads, json_out, quiet)
+        run_audio(artifact, inputs, cutoff, window, backend, threads, json_out, quiet, duration)
         return
-    if cutoff is not None or window is not None:
-        raise click.UsageError("--cutoff and --window are for wake-word models given audio (--input speech.wav)")
+    if cutoff is not None or window is not None or duration is not None:
+        raise click.UsageError("--cutoff, --window and --duration are for wake-word models given audio "
+                               "(--input speech.wav, mic or -)")
     detector = None
     if decoder is not None:
         from edgeserve.runtime.decoders import make_decoder

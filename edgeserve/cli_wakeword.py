@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,14 +18,22 @@ STDIN = "-"
 
 
 def is_audio(inputs: Sequence[str]) -> bool:
-    """All inputs are audio: WAV files, raw PCM on stdin ("-"), or "mic"."""
-    return bool(inputs) and all(i in (STDIN, "mic") or Path(i).suffix.lower() in AUDIO_SUFFIXES for i in inputs)
+    """All inputs are audio: WAV files, raw PCM on stdin ("-"), or a microphone ("mic", "mic:DEVICE")."""
+    return bool(inputs) and all(i == STDIN or _mic_device(i) is not None or Path(i).suffix.lower() in AUDIO_SUFFIXES
+                                for i in inputs)
+
+
+def _mic_device(name: str) -> str | None:
+    """The ALSA device of a "mic" or "mic:DEVICE" input, else None."""
+    if name == "mic":
+        return "default"
+    return name[4:] or "default" if name.startswith("mic:") else None
 
 
 def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, window: int | None, backend: str,
-              threads: int | None, json_out: bool, quiet: bool) -> None:
+              threads: int | None, json_out: bool, quiet: bool, duration: float | None = None) -> None:
     from edgeserve.runtime import Session
-    from edgeserve.runtime.audio import from_pcm, read_wav
+    from edgeserve.runtime.audio import read_wav
     from edgeserve.runtime.wakeword import WakeWordStream, detector_settings
 
     if artifact.suffix != ".tflite":
@@ -32,31 +41,38 @@ def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, windo
     cutoff, window, settings = detector_settings(artifact, cutoff, window)
     if not 0 < cutoff < 1 or window < 1:
         raise InputError(f"--cutoff must be in (0, 1) and --window at least 1; got {cutoff} and {window}")
+    if duration is not None and not any(i == STDIN or _mic_device(i) for i in inputs):
+        raise InputError("--duration limits a live source (--input mic or -); a WAV file is read whole")
     # Wake-word models are a few hundred thousand MACs: XNNPACK gains nothing there, and
     # LiteRT's builtin kernels give the probabilities microWakeWord's own detector gives
     # (measured: XNNPACK differs by up to 12/256 on a few strides).
     chosen = "litert:cpu" if backend == "auto" else backend
     results = []
     for name in inputs:
-        if name == "mic":
-            raise InputError("--input mic needs a microphone and the sounddevice package; none is available here. "
-                             "Record a 16 kHz WAV, or pipe raw 16-bit PCM to --input -")
-        audio = from_pcm(sys.stdin.buffer.read()) if name == STDIN else read_wav(name)
         with Session(artifact, backend=chosen, threads=threads or 1) as session:
-            stream = WakeWordStream(session, cutoff, window).run(audio)
+            stream = WakeWordStream(session, cutoff, window)
+            if name == STDIN or _mic_device(name):
+                label = "stdin" if name == STDIN else name
+                seconds = _listen(stream, name, label, duration, echo=not json_out)
+                notes: tuple[str, ...] = ()
+            else:
+                label = name
+                audio = read_wav(name)
+                stream.run(audio)
+                seconds, notes = audio.seconds, audio.notes
             backend_used = session.backend
         entry: dict[str, Any] = {
-            "input": "stdin" if name == STDIN else name, "seconds": round(audio.seconds, 3),
-            "notes": list(audio.notes), "strides": len(stream.probabilities),
+            "input": label, "seconds": round(seconds, 3),
+            "notes": list(notes), "strides": len(stream.probabilities),
             "detections": [d.to_dict() for d in stream.detections],
             "max_average": round(max(stream.averages, default=0.0), 4),
         }
         results.append(entry)
         if not json_out:
-            for note in audio.notes:
-                click.echo(f"note: {entry['input']}: {note}", err=True)
+            for note in notes:
+                click.echo(f"note: {label}: {note}", err=True)
             found = ", ".join(f"{d['time_s']:.2f} s (p={d['probability']:.3f})" for d in entry["detections"])
-            click.echo(f"{entry['input']}: {len(entry['detections'])} detection(s)" + (f" at {found}" if found else "")
+            click.echo(f"{label}: {len(entry['detections'])} detection(s)" + (f" at {found}" if found else "")
                        + f"; highest average {entry['max_average']:.3f} over {entry['strides']} strides")
     summary = {"backend": backend_used, "cutoff": cutoff, "window": window, "settings_from": settings,
                "audio": stream.spec.to_dict(), "results": results,
@@ -66,3 +82,40 @@ def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, windo
         emit_json(summary)
     elif not quiet:
         click.echo(f"backend: {backend_used}; cutoff {cutoff}, window {window} ({settings})", err=True)
+
+
+def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bool) -> float:
+    """Feed a live source to ``stream`` as it arrives, printing each detection when it happens;
+    Ctrl-C ends the source and keeps what was heard. Returns the seconds of audio heard."""
+    from edgeserve.runtime.audio import SAMPLE_RATE
+    from edgeserve.runtime.microphone import Microphone, pcm_chunks
+
+    total = 0
+    limit = None if duration is None else int(duration * SAMPLE_RATE) * 2
+    seen = 0
+    device = _mic_device(name)
+    with contextlib.ExitStack() as stack:
+        if device is not None:
+            mic = stack.enter_context(Microphone(device, duration))
+            chunks = mic.chunks()
+            if echo:
+                click.echo(f"listening on ALSA device '{device}'" + ("" if duration else "; Ctrl-C to stop"), err=True)
+        else:
+            chunks = pcm_chunks(sys.stdin.buffer)
+        try:
+            for data in chunks:
+                if limit is not None:
+                    data = data[:limit - total]
+                total += len(data)
+                stream.push(data)
+                for d in stream.detections[seen:]:
+                    if echo:
+                        click.echo(f"{label}: detection at {d.time_s:.2f} s (p={d.probability:.3f})")
+                seen = len(stream.detections)
+                if limit is not None and total >= limit:
+                    break
+        except KeyboardInterrupt:
+            click.echo("stopped", err=True)
+    if total % 2:
+        raise InputError(f"raw PCM on {label} must be 16-bit samples; got {total} bytes, an odd count")
+    return total / 2 / SAMPLE_RATE

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def output_buffer(self, i: int) -> np.ndarray:
         """Output ``i``'s raw values after :meth:`invoke` (a view; valid until the next invoke)."""
+
+    def lend_views(self) -> tuple[list[np.ndarray], list[np.ndarray], Callable[[], None]] | None:
+        """Views of every input and output that stay valid across invokes, and the invoke to
+        call while they are held (for :class:`~edgeserve.runtime.stream_step.StreamStep`);
+        None when the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""
+        return None
 
     def reset_state(self) -> None:
         """Return state kept between invocations (resource variables of a streaming model) to

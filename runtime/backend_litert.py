@@ -64,9 +64,7 @@ class LiteRTBackend(Backend):
         self._kwargs, self._module = kwargs, mod
         self.inputs = tuple(_detail(d) for d in self._interp.get_input_details())
         self.outputs = tuple(_detail(d) for d in self._interp.get_output_details())
-        # Held for the interpreter's lifetime; calling one returns a fresh view of the tensor.
-        self._input_fns = [self._interp.tensor(d.index) for d in self.inputs]
-        self._output_fns = [self._interp.tensor(d.index) for d in self.outputs]
+        self._bind_tensors()
         self.placement = litert_placement(self._interp._get_ops_details(), _TAKEN_BY.get(name.split(":")[1], "delegate"))
         if delegate_library is not None and not self.placement.accelerated:
             raise BackendUnavailable(
@@ -83,7 +81,27 @@ class LiteRTBackend(Backend):
         self._interp.set_tensor(self.inputs[i].index, x)
 
     def invoke(self) -> None:
-        self._interp.invoke()
+        raw = self._raw_invoke
+        if raw is not None:
+            raw()  # views are lent (see lend_views): LiteRT's own guard would refuse them
+        else:
+            self._interp.invoke()
+            self._ran = True
+
+    def lend_views(self) -> tuple[list[np.ndarray], list[np.ndarray], Any] | None:
+        # LiteRT's Interpreter.invoke() refuses to run while a view of its memory is alive,
+        # because an invoke may reallocate a dynamic tensor under it. The views lent here are
+        # of the inputs and outputs only, and only when every one of their shapes is fixed and
+        # their buffers have not moved since allocation although the model has run since:
+        # then the engine's own Invoke is called directly, by the Session as well.
+        if self._signature_dynamic or not self._ran:
+            return None
+        ins = [f() for f in self._input_fns]
+        outs = [f() for f in self._output_fns]
+        if [a.ctypes.data for a in ins + outs] != self._addresses:
+            return None
+        self._raw_invoke = self._interp._interpreter.Invoke
+        return ins, outs, self._raw_invoke
 
     def output_buffer(self, i: int) -> np.ndarray:
         return self._output_fns[i]()
@@ -100,12 +118,25 @@ class LiteRTBackend(Backend):
         # again at the next invoke. interpreter.reset_all_variables() does not give the initial
         # state back: on microWakeWord's alexa its first output after a reset is 0 where a fresh
         # interpreter gives 3/256 (measured).
+        self._raw_invoke = None  # views of the old interpreter must not be taken for the new one's
         self._interp = self._module.Interpreter(**self._kwargs)
         self._interp.allocate_tensors()
-        self._input_fns = [self._interp.tensor(d.index) for d in self.inputs]
-        self._output_fns = [self._interp.tensor(d.index) for d in self.outputs]
+        self._bind_tensors()
+
+    def _bind_tensors(self) -> None:
+        interp = self._interp
+        self._raw_invoke: Any = None
+        self._ran = False
+        # Held for the interpreter's lifetime; calling one returns a fresh view of the tensor.
+        self._input_fns = [interp.tensor(d.index) for d in self.inputs]
+        self._output_fns = [interp.tensor(d.index) for d in self.outputs]
+        # Where the input and output buffers sit before any invoke (see lend_views).
+        self._addresses = [f().ctypes.data for f in self._input_fns + self._output_fns]
+        self._signature_dynamic = any(-1 in d["shape_signature"] for d in
+                                      interp.get_input_details() + interp.get_output_details())
 
     def close(self) -> None:
+        self._raw_invoke = None
         self._input_fns = self._output_fns = []
         self._interp = None  # type: ignore[assignment]
         self._delegates = []

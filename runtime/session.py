@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,8 @@ class Session:
         self._lock = threading.RLock()
         self._owner = threading.get_ident()  # calls from another thread get copies of the outputs
         self._shared = False
+        self._steps: weakref.WeakSet[Any] = weakref.WeakSet()  # open StreamSteps, re-bound when memory moves
+        self._took_reference = False  # the active backend was the parity reference (see _run_locked)
         self._open_next()
         self.open_ms = (time.perf_counter() - t0) * 1e3
 
@@ -243,7 +246,12 @@ class Session:
                 continue  # preprocess again into the next backend's buffer
             t2 = time.perf_counter_ns()
             if self._parity_left and not self._check_parity(active):
-                continue
+                if self._active is None or not self._took_reference:
+                    continue  # preprocess again into the next backend's buffer
+                # The backend taking over is the CPU reference, which has just run this very
+                # input: its outputs are this call's. Running it again would feed a streaming
+                # model's state the same frames twice.
+                active = self._active
             try:
                 read = getattr(active, "read_output", None) if self._small_outputs else None
                 if read is not None:
@@ -284,6 +292,20 @@ class Session:
         from edgeserve.runtime.pipeline import stream
 
         return stream(self, source, live=live, depth=depth, stats=stats)
+
+    def stream_step(self) -> Any:
+        """A :class:`~edgeserve.runtime.stream_step.StreamStep` for per-stride inference on a
+        streaming model: ``step.value(frames)`` or ``step(frames)``, state carried as by
+        :meth:`run`, with far less Python around each invoke. For one thread (no lock)."""
+        from edgeserve.runtime.stream_step import StreamStep
+
+        step = StreamStep(self)
+        self._steps.add(step)
+        return step
+
+    def _rebind_steps(self) -> None:
+        for step in list(self._steps):
+            step.bind()
 
     def classify(self, frame: np.ndarray, k: int = 5) -> list[Prediction]:
         """The k best classes of the first output, with labels when known."""
@@ -344,6 +366,7 @@ class Session:
             for b in (self._active, self._reference):
                 if b is not None:
                     b.reset_state()
+            self._rebind_steps()  # a reset may give the engine new memory
 
     def close(self) -> None:
         with self._lock:
@@ -351,6 +374,7 @@ class Session:
                 if b is not None:
                     b.close()
             self._active = self._reference = None
+            self._rebind_steps()  # they drop their views and say the Session is closed
 
     def __enter__(self) -> "Session":
         return self
@@ -409,7 +433,8 @@ class Session:
                 have = ", ".join(sorted({a.path.suffix for a in self._served.artifacts}))
                 self.attempts.append(Attempt(name, "select", False, f"no {info.engine} artifact to run (have {have})"))
                 continue
-            if self._reference is not None and self._reference.name == name:
+            self._took_reference = self._reference is not None and self._reference.name == name
+            if self._took_reference:
                 backend, self._reference = self._reference, None  # the parity reference is already open
             else:
                 data = self._validated_bytes(artifact)
@@ -459,6 +484,7 @@ class Session:
         self._preprocessor = self._make_preprocessor(backend)
         self._parity_left = self._parity_frames if backend.kind != "cpu" else 0
         self._parity_max = []
+        self._rebind_steps()  # their views were of the previous backend's memory
 
     def _make_preprocessor(self, backend: Backend) -> Any:
         spec = self._served.preprocess

@@ -82,13 +82,18 @@ class WakeWordStream:
             raise InputError(f"a wake-word model takes [1, stride, {CHANNELS}] feature frames; this one takes "
                              f"{list(detail.shape)}")
         self.session = session
+        self._step = session.stream_step()  # per-stride inference with the least Python around the invoke
         self.spec = AudioSpec(stride_frames=int(detail.shape[1]))
         self.cutoff, self.window = cutoff, window
         self._scale, self._zero = float(detail.scale), int(detail.zero_point)
         self._dtype = np.dtype(detail.dtype)
         self._frontend = MicroFrontend()
         self._pending = b""
-        self._frames: list[list[float]] = []
+        # One stride of feature frames, filled as the frontend gives them and quantized in place.
+        self._features = np.zeros((self.spec.stride_frames, CHANNELS), np.float32)
+        self._count = 0
+        info = np.iinfo(self._dtype)
+        self._range = (float(info.min), float(info.max))
         self._recent: collections.deque[float] = collections.deque(maxlen=window)
         self._samples = 0
         self.probabilities: list[float] = []  # per stride, the model's own output
@@ -97,29 +102,38 @@ class WakeWordStream:
         self._above = False
 
     def push(self, pcm: bytes) -> None:
-        self._pending += pcm
+        pending = self._pending + pcm if self._pending else pcm
         chunk = STEP_MS * SAMPLE_RATE // 1000 * 2
-        while len(self._pending) >= chunk:
-            result = self._frontend.process_samples(self._pending[:chunk])
+        while len(pending) >= chunk:
+            result = self._frontend.process_samples(pending[:chunk])
             used = result.samples_read * 2
-            self._pending = self._pending[used:]
+            pending = pending[used:]
             self._samples += result.samples_read
             if result.features:
-                self._frames.append(result.features)
-                if len(self._frames) == self.spec.stride_frames:
+                self._features[self._count] = result.features
+                self._count += 1
+                if self._count == self.spec.stride_frames:
                     self._invoke()
             if used == 0:
                 break
+        self._pending = pending
 
     def _invoke(self) -> None:
-        features = np.asarray(self._frames, np.float32)[None]
-        self._frames.clear()
-        info = np.iinfo(self._dtype)
-        quantized = np.clip(np.round(features / self._scale + self._zero), info.min, info.max).astype(self._dtype)
-        probability = float(np.asarray(self.session.run(quantized)[0]).reshape(-1)[0])
+        self._count = 0
+        f = self._features
+        # microWakeWord's quantization (round(x / scale + zero point)) in float32, in place, then
+        # written straight into the model's input memory: no array is made per stride.
+        np.divide(f, self._scale, out=f)
+        np.add(f, self._zero, out=f)
+        np.rint(f, out=f)
+        np.clip(f, *self._range, out=f)
+        self._step.input[...] = f  # exact: whole numbers within the dtype's range
+        probability = self._step.value()
         self.probabilities.append(probability)
-        self._recent.append(probability)
-        average = float(np.mean(self._recent)) if len(self._recent) == self.window else 0.0
+        recent = self._recent
+        recent.append(probability)
+        # Summed left to right, as numpy's mean sums fewer than eight values.
+        average = sum(recent) / len(recent) if len(recent) == self.window else 0.0
         self.averages.append(average)
         above = average > self.cutoff
         if above and not self._above:

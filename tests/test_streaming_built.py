@@ -59,6 +59,23 @@ def test_session_streams_like_a_plain_litert_loop_and_resets(stream_model):
     assert len(np.unique(np.stack(expected))) > 5  # the state changes the output: this can fail
 
 
+def test_stream_step_gives_every_output_like_run(stream_model):
+    """StreamStep on a model with a three-value output: step() equals Session.run stride for
+    stride, state carried; value() says it needs a one-value output."""
+    from edgeserve.runtime import Session
+
+    frames = _frames()
+    with Session(stream_model, backend="litert:xnnpack", threads=1) as session:
+        want = [session.run(x)[0].copy() for x in frames]
+        session.reset()
+        step = session.stream_step()
+        got = [step(x)[0].copy() for x in frames]
+        assert step.fast
+        np.testing.assert_array_equal(np.stack(got), np.stack(want))
+        with pytest.raises(ValueError, match=r"one output of one value; this model gives \[1, 3\]"):
+            step.value(frames[0][0].astype(np.float32))  # and floats without the batch dim take the checked path
+
+
 def test_mcu_streams_through_tflm_and_plans_the_smallest_arena(stream_model, tmp_path):
     from edgeserve.converters.mcu.arena import plan_head
     from edgeserve.converters.mcu.child import call_in_child

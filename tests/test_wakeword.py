@@ -178,7 +178,7 @@ def test_wake_word_flags_are_refused_for_image_inputs(tmp_path):
     from edgeserve.cli import cli
 
     result = CliRunner().invoke(cli, ["run", str(MODELS_DIR / "alexa.tflite"), "--input", "x.jpg", "--cutoff", "0.5"])
-    assert result.exit_code != 0 and "--cutoff and --window are for wake-word models" in result.output
+    assert result.exit_code != 0 and "--cutoff, --window and --duration are for wake-word models" in result.output
 
 
 def test_bench_and_profile_report_time_and_energy_per_second_of_audio():
@@ -202,3 +202,91 @@ def test_bench_and_profile_report_time_and_energy_per_second_of_audio():
     per_inference = data["energy_mj_per_inference"]["total"]
     assert data["stream"]["energy_mj_per_audio_second"] == pytest.approx(per_inference / 0.03, rel=1e-3)
     assert stream_figures((1, 224, 224, 3), 0.01) is None  # not an audio model
+
+
+# ----- live sources: a microphone through ALSA's arecord, and PCM piped to stdin -------------
+def _need_arecord() -> None:
+    if shutil.which("arecord") is None:
+        message = "arecord is not installed (make setup installs alsa-utils)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_mic_records_through_arecord_from_an_alsa_device(speech, tmp_path, monkeypatch):
+    """A real arecord, reading ALSA devices this machine has without a sound card: ALSA's
+    ``null`` device (capture gives zeros) and a ``file`` device that plays the espeak speech
+    as if spoken into a microphone. The speech gives the detection the WAV gives."""
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    _need_arecord()
+    model = str(MODELS_DIR / "alexa.tflite")
+    result = CliRunner().invoke(cli, ["run", model, "--input", "mic:null", "--duration", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout)["results"][0]
+    assert entry["input"] == "mic:null" and entry["seconds"] == 1.0
+    # The frontend gives its first frame after 30 ms, then one every 10 ms: 98 frames, 32 strides of 3.
+    assert entry["strides"] == 32 and entry["detections"] == []
+
+    audio = read_wav(speech)
+    raw = tmp_path / "speech.raw"
+    raw.write_bytes(audio.samples.tobytes())
+    # ALSA reads ~/.asoundrc: a capture device whose samples come from the file.
+    (tmp_path / ".asoundrc").write_text(
+        f'pcm.speech {{ type file; slave.pcm "null"; file "/dev/null"; infile "{raw}"; format "raw" }}\n')
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["run", model, "--input", "mic:speech", "--duration", str(audio.seconds),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    from_mic = json.loads(result.stdout)["results"][0]
+    from_file = json.loads(CliRunner().invoke(cli, ["run", model, "--input", str(speech), "--json"]).stdout)["results"][0]
+    assert from_mic["detections"] == from_file["detections"] and len(from_mic["detections"]) == 1
+    assert from_mic["strides"] == from_file["strides"]
+
+
+def test_mic_errors_name_the_device_or_the_missing_tool(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    _need_arecord()
+    model = str(MODELS_DIR / "alexa.tflite")
+    result = CliRunner().invoke(cli, ["run", model, "--input", "mic:nosuchdevice"])
+    assert result.exit_code == 1
+    assert ("error: --input mic: arecord could not record from ALSA device 'nosuchdevice': audio open error: "
+            "No such file or directory") in result.output
+    assert "ALSA lib" not in result.output  # the library's chatter stays out of the one error line
+    monkeypatch.setenv("PATH", str(tmp_path))  # no arecord on it
+    result = CliRunner().invoke(cli, ["run", model, "--input", "mic"])
+    assert result.exit_code == 1 and "apt install alsa-utils" in result.output
+    result = CliRunner().invoke(cli, ["run", model, "--input", str(tmp_path / "a.wav"), "--duration", "1"])
+    assert result.exit_code == 1 and "--duration limits a live source" in result.output
+
+
+def test_stdin_is_processed_as_it_arrives(speech):
+    """A detection is printed while stdin is still open: the pipe is read as it arrives, not
+    at its end (what `arecord | edgeserve run ... --input -` needs)."""
+    import select
+    import sys
+
+    pcm = read_wav(speech).samples.tobytes()
+    first_second = pcm[: 2 * 16_000 * 3 // 2]  # 1.5 s: "Alexa" is detected at 0.77 s
+    proc = subprocess.Popen([sys.executable, "-m", "edgeserve", "run", str(MODELS_DIR / "alexa.tflite"),
+                             "--input", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(first_second)
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no detection printed while stdin stayed open"
+        line = proc.stdout.readline().decode()
+        assert line.startswith("stdin: detection at 0.") and "(p=0.9" in line, line
+        proc.stdin.write(pcm[len(first_second):])
+        proc.stdin.close()
+        rest = proc.stdout.read().decode()
+        assert proc.wait(timeout=60) == 0
+        assert rest.startswith("stdin: 1 detection(s) at 0."), rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()

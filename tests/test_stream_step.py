@@ -1,0 +1,196 @@
+"""StreamStep: per-stride inference with views of LiteRT's memory, checked against a plain LiteRT loop.
+
+The model is microWakeWord's alexa (pymicro-wakeword's wheel), whose state (six int8 ring
+buffers) makes every stride depend on the ones before it: a step that lost, repeated or
+skipped a stride, or read a stale buffer, gives a different sequence. The frames are
+espeak-ng saying "Alexa" twice, through the TFLM audio frontend, so the probability rises
+and falls over dozens of distinct values and the comparisons below can fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from registry_models import ALEXA, registry_model
+from runtime_fakes import fake_backends
+
+pytest.importorskip("ai_edge_litert")
+
+BACKENDS = ("litert:cpu", "litert:xnnpack")
+
+
+@pytest.fixture(scope="module")
+def alexa(tmp_path_factory):
+    return registry_model(ALEXA, tmp_path_factory.mktemp("alexa"))
+
+
+@pytest.fixture(scope="module")
+def speech_frames(alexa, tmp_path_factory) -> np.ndarray:
+    """Feature frames of espeak-ng saying "Alexa" twice, through the TFLM audio frontend,
+    quantized for the model: [n, 1, 3, 40] int8, its output rising and falling."""
+    import os
+    import shutil
+    import subprocess
+
+    from edgeserve.runtime.audio import read_wav
+
+    if shutil.which("espeak-ng") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("espeak-ng is not installed (make setup installs it)")
+        pytest.skip("espeak-ng is not installed (make setup installs it)")
+    from pymicro_features import MicroFrontend
+
+    wav = tmp_path_factory.mktemp("speech") / "alexa.wav"
+    subprocess.run(["espeak-ng", "-w", str(wav), "-s", "140", "Alexa. Alexa."], check=True, capture_output=True)
+    pcm = read_wav(wav).samples.tobytes()
+    frontend, features = MicroFrontend(), []
+    for start in range(0, len(pcm) - 319, 320):
+        result = frontend.process_samples(pcm[start:start + 320])
+        if result.features:
+            features.append(result.features)
+    features = np.asarray(features[: len(features) // 3 * 3], np.float32).reshape(-1, 1, 3, 40)
+    scale, zero = 0.10196078568696976, -128  # alexa's input quantization (checked below)
+    return np.clip(np.round(features / scale + zero), -128, 127).astype(np.int8)
+
+
+def _plain_loop(model, frames, builtin: bool) -> list[float]:
+    """What a user writes with LiteRT alone: set_tensor, invoke, get_tensor, dequantize."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kwargs = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
+    interpreter = Interpreter(model_path=str(model), num_threads=1, **kwargs)
+    interpreter.allocate_tensors()
+    i, o = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    scale, zero = o["quantization"]
+    out = []
+    for f in frames:
+        interpreter.set_tensor(i["index"], f)
+        interpreter.invoke()
+        out.append((int(interpreter.get_tensor(o["index"]).ravel()[0]) - zero) * float(np.float32(scale)))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_values_equal_a_plain_litert_loop_across_resets_and_mixed_calls(alexa, speech_frames, backend):
+    from edgeserve.runtime import Session
+
+    frames = speech_frames
+    expected = _plain_loop(alexa, frames, builtin=backend == "litert:cpu")
+    assert len(set(expected)) > 10 and max(expected) > 0.5  # 19 distinct values over 66 strides (measured)
+    with Session(alexa, backend=backend, threads=1) as session:
+        assert (session.inputs[0].scale, session.inputs[0].zero_point) == (pytest.approx(0.10196078568696976), -128)
+        step = session.stream_step()
+        assert not step.fast  # nothing has run yet: the first call goes through Session.run's checks
+        assert [step.value(f) for f in frames] == expected
+        assert step.fast  # after the first invoke: views of LiteRT's memory
+
+        session.reset()
+        assert not step.fast  # the reset interpreter has not run: its buffers are not yet known to stay put
+        assert [step.value(f) for f in frames] == expected
+
+        session.reset()  # Session.run and the step share one state: every other stride each way
+        mixed = [step.value(f) if k % 2 else float(session.run(f)[0].ravel()[0]) for k, f in enumerate(frames)]
+        assert mixed == expected
+
+        session.reset()
+        outputs = [float(step(f)[0].ravel()[0]) for f in frames]  # the array form: float32, as run gives
+        assert outputs == pytest.approx(expected, abs=1e-7)
+
+
+def test_frames_the_views_cannot_take_go_through_run(alexa, speech_frames):
+    """Float frames (quantized by the Session) and frames without the batch dimension are
+    not copied into the views: they take Session.run's path, and the stream stays whole."""
+    from edgeserve.runtime import Session
+
+    frames = speech_frames
+    expected = _plain_loop(alexa, frames, builtin=True)
+    with Session(alexa, backend="litert:cpu", threads=1) as session:
+        step = session.stream_step()
+        detail = session.inputs[0]
+        as_floats = [(f.astype(np.float32) - detail.zero_point) * detail.scale for f in frames]
+        got = []
+        for k, f in enumerate(frames):
+            if k % 3 == 0:
+                got.append(step.value(as_floats[k]))  # floats: quantized by Session.run, exactly back to f
+            elif k % 3 == 1:
+                got.append(step.value(f[0]))  # [3, 40]: no batch dimension
+            else:
+                got.append(step.value(f))
+        assert got == expected
+
+
+def test_close_and_engines_that_lend_no_views(alexa, speech_frames):
+    from edgeserve.errors import BackendError
+    from edgeserve.runtime import Session
+
+    frames = speech_frames
+    session = Session(alexa, backend="litert:cpu", threads=1)
+    step = session.stream_step()
+    step.value(frames[0])
+    session.close()
+    assert not step.fast
+    with pytest.raises(BackendError, match="the Session is closed"):
+        step.value(frames[1])
+
+    # An accelerator that computes wrong numbers: the step's first calls go through the parity
+    # check, the fake is dropped for XNNPACK (which ran the same frames as the reference), and
+    # the stream is the plain loop's all the same. The fake lends no views: no fast path on it.
+    expected = _plain_loop(alexa, frames, builtin=False)
+    with fake_backends() as opened, _chain_session(alexa, ["fake:npu-wrong", "litert:xnnpack"]) as session:
+        step = session.stream_step()
+        assert session.backend == "fake:npu-wrong" and not step.fast
+        got = [step.value(f) for f in frames]
+        assert opened["fake:npu-wrong"] and session.backend == "litert:xnnpack" and step.fast
+        assert [(a.backend, a.stage, a.ok) for a in session.attempts][-2:] == [
+            ("fake:npu-wrong", "parity", False), ("litert:xnnpack", "open", True)]
+        assert got == expected
+
+
+def _chain_session(model, chain):
+    import dataclasses
+
+    from edgeserve.profiles import load_profile
+    from edgeserve.runtime import Session
+
+    host = load_profile("host")
+    profile = dataclasses.replace(host, runtime=dataclasses.replace(host.runtime, backends=tuple(chain), threads=1))
+    return Session(model, profile, parity_frames=3)
+
+
+def test_zero_copy_input_follows_the_engine_memory(alexa, speech_frames):
+    """Frames written into ``step.input`` (read afresh each stride) give the same stream as
+    frames passed in, before the views are lent, on them, and after a reset moves them."""
+    from edgeserve.runtime import Session
+
+    frames = speech_frames
+    expected = _plain_loop(alexa, frames, builtin=False)
+    with Session(alexa, backend="litert:xnnpack", threads=1) as session:
+        step = session.stream_step()
+        for _ in range(2):
+            got = []
+            for f in frames:
+                step.input[...] = f
+                got.append(step.value())
+            assert got == expected and step.fast
+            session.reset()
+        step.input[...] = frames[0]
+        arrays = step()  # the array form, no frames either
+        assert float(arrays[0].ravel()[0]) == pytest.approx(expected[0], abs=1e-7)
+
+
+def test_the_scalar_decoder_equals_the_dequantizer_on_every_value():
+    """value() reads a one-value 8-bit output through a 256-entry table (an int8 -1 is entry
+    255): equal to the Session's float32 dequantization on all 256 raw values, to float32."""
+    from edgeserve.runtime.litert import TensorDetail
+    from edgeserve.runtime.outputs import Dequantizer
+    from edgeserve.runtime.stream_step import _decoder
+
+    for dtype, zero in ((np.int8, -128), (np.int8, 5), (np.uint8, 0), (np.uint8, 131)):
+        detail = TensorDetail("p", 0, (1, 1), np.dtype(dtype), 0.0123, zero)
+        decode, dequantize = _decoder(detail), Dequantizer(detail)
+        info = np.iinfo(dtype)
+        for q in range(info.min, info.max + 1):
+            want = float(dequantize(np.full((1, 1), q, dtype))[0, 0])
+            assert np.float32(decode(q)) == np.float32(want), (dtype, zero, q)
+    assert _decoder(TensorDetail("p", 0, (1, 1), np.dtype(np.float32), 0.0, 0)) is None
