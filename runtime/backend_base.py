@@ -77,10 +77,10 @@ class Backend(abc.ABC):
     def output_buffer(self, i: int) -> np.ndarray:
         """Output ``i``'s raw values after :meth:`invoke` (a view; valid until the next invoke)."""
 
-    def lend_views(self) -> tuple[list[np.ndarray], list[np.ndarray], Callable[[], None]] | None:
-        """Views of every input and output that stay valid across invokes, and the invoke to
-        call while they are held (for :class:`~edgeserve.runtime.stream_step.StreamStep`);
-        None when the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""
+    def lend_views(self) -> "LentViews | None":
+        """Views of every input and output that stay valid across invokes, and the calls to use
+        while they are held (for :class:`~edgeserve.runtime.stream_step.StreamStep`); None when
+        the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""
         return None
 
     def reset_state(self) -> None:
@@ -89,6 +89,18 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Release the engine's resources (the Session calls it when it drops a backend)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LentViews:
+    """What :meth:`Backend.lend_views` lends."""
+
+    inputs: list[np.ndarray]  # the engine's input memory
+    outputs: list[np.ndarray]  # the engine's output memory, current after each invoke
+    invoke: Callable[[], None]  # the invoke to call while the views are alive
+    # Per input, the engine's own copy of an array into it, which must raise ValueError for an
+    # array of another dtype or shape (numpy's assignment would broadcast and cast instead).
+    copy_inputs: list[Callable[[np.ndarray], None]]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ held for the interpreter's lifetime (the arrays they return must not outlive an 
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, LentViews, Placement
 from edgeserve.errors import first_line
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class LiteRTBackend(Backend):
             self._interp.invoke()
             self._ran = True
 
-    def lend_views(self) -> tuple[list[np.ndarray], list[np.ndarray], Any] | None:
+    def lend_views(self) -> LentViews | None:
         # LiteRT's Interpreter.invoke() refuses to run while a view of its memory is alive,
         # because an invoke may reallocate a dynamic tensor under it. The views lent here are
         # of the inputs and outputs only, and only when every one of their shapes is fixed and
@@ -100,8 +101,12 @@ class LiteRTBackend(Backend):
         outs = [f() for f in self._output_fns]
         if [a.ctypes.data for a in ins + outs] != self._addresses:
             return None
-        self._raw_invoke = self._interp._interpreter.Invoke
-        return ins, outs, self._raw_invoke
+        engine = self._interp._interpreter
+        self._raw_invoke = engine.Invoke
+        # SetTensor checks dtype and shape in C++ and raises ValueError, and copies into the
+        # same buffer the views see (it never reallocates a fixed-shape tensor).
+        copies = [functools.partial(engine.SetTensor, d.index) for d in self.inputs]
+        return LentViews(ins, outs, self._raw_invoke, copies)
 
     def output_buffer(self, i: int) -> np.ndarray:
         return self._output_fns[i]()

@@ -45,10 +45,9 @@ class StreamStep:
         self.fast = False
         self._input: np.ndarray | None = None
         self._invoke: Callable[[], None] | None = None
+        self._copy: Callable[[np.ndarray], None] | None = None
         self._outputs: list[np.ndarray] = []
         self._dequantizers: list[Dequantizer] = []
-        self._shape: tuple[int, ...] = ()
-        self._dtype: np.dtype | None = None
         self._closed = False
         detail = session.inputs[0]
         # Frames written through `input` before the views are lent go here, then through Session.run.
@@ -60,7 +59,7 @@ class StreamStep:
 
         The Session calls this whenever the memory may have moved: a reset, a new backend, close."""
         self.fast = False
-        self._input = self._invoke = None
+        self._input = self._invoke = self._copy = None
         self.__dict__.pop("value", None)  # back to the checked value()
         self._outputs, self._dequantizers = [], []
         session = self._session
@@ -76,27 +75,26 @@ class StreamStep:
         lent = lend()
         if lent is None:
             return
-        inputs, outputs, invoke = lent
-        detail = active.inputs[0]
-        self._input, self._invoke, self._outputs = inputs[0], invoke, outputs
-        self._shape, self._dtype = tuple(detail.shape), np.dtype(detail.dtype)
+        invoke, outputs = lent.invoke, lent.outputs
+        self._input, self._invoke, self._outputs = lent.inputs[0], invoke, outputs
         self._dequantizers = [Dequantizer(d) for d in active.outputs]
+        self._copy = lent.copy_inputs[0]
         if len(outputs) == 1 and outputs[0].size == 1:
-            self.value = _fast_value(self._input, invoke, outputs[0].reshape(-1), _decoder(active.outputs[0]),
-                                     self._dtype, self._shape, StreamStep.value.__get__(self))
+            self.value = _fast_value(self._copy, invoke, outputs[0].reshape(-1), _decoder(active.outputs[0]),
+                                     StreamStep.value.__get__(self))
         self.fast = True
 
     def __call__(self, frames: np.ndarray | None = None) -> list[np.ndarray]:
         """One stride: every output dequantized to float32, as :meth:`Session.run` gives them
         (arrays reused by the next call). Without ``frames``, on what :attr:`input` holds."""
-        x = self._input
-        if x is not None:
-            if frames is None or (type(frames) is np.ndarray and frames.dtype == self._dtype
-                                  and frames.shape == self._shape):
-                if frames is not None:
-                    x[...] = frames
-                self._invoke()  # type: ignore[misc]
-                return [dq(o) for dq, o in zip(self._dequantizers, self._outputs)]
+        if self._input is not None:
+            if frames is not None:
+                try:
+                    self._copy(frames)  # type: ignore[misc]
+                except ValueError:  # another dtype or shape: the checked path
+                    return self._checked(frames)
+            self._invoke()  # type: ignore[misc]
+            return [dq(o) for dq, o in zip(self._dequantizers, self._outputs)]
         return self._checked(self._staging if frames is None else frames)
 
     @property
@@ -129,35 +127,31 @@ class StreamStep:
         return outputs
 
 
-def _fast_value(x: np.ndarray, invoke: Callable[[], None], flat: np.ndarray, decode: Callable[[int], float] | None,
-                dtype: np.dtype, shape: tuple[int, ...], checked: Callable[[Any], float]) -> Callable[..., float]:
+def _fast_value(copy: Callable[[np.ndarray], None], invoke: Callable[[], None], flat: np.ndarray,
+                decode: Callable[[Any], float], checked: Callable[[Any], float]) -> Callable[..., float]:
     """StreamStep.value on lent views, as a closure set on the instance: its names are cells, not
-    attribute lookups, and no bound method is made per call. Every check here costs a few percent
-    of a 2 µs invoke: an array of another dtype object, or anything else, takes the checked path."""
+    attribute lookups, and no bound method is made per call. The engine's own copy checks the
+    frames' dtype and shape (in C++, for LiteRT); frames it refuses take the checked path."""
 
     def value(frames: Any = None) -> float:
         if frames is not None:
             try:
-                fits = frames.shape == shape and frames.dtype is dtype
-            except AttributeError:  # not an array
-                fits = False
-            if not fits:
+                copy(frames)
+            except ValueError:  # another dtype or shape: Session.run quantizes or reshapes it, or says why not
                 return checked(frames)
-            x[...] = frames
         invoke()
-        q = flat.item(0)
-        return decode(q) if decode is not None else q
+        return decode(flat.item(0))
 
     value.__doc__ = StreamStep.value.__doc__
     return value
 
 
-def _decoder(detail: Any) -> Callable[[int], float] | None:
+def _decoder(detail: Any) -> Callable[[Any], float]:
     """The raw output value -> its real value: a 256-entry table for 8-bit quantized outputs
     (indexed by the raw value; an int8 -1 is entry 255, as Python's negative index), exact
-    arithmetic for other quantized ones, None for float outputs (the raw value is the value)."""
+    arithmetic for other quantized ones, ``float`` for float outputs."""
     if not detail.quantized:
-        return None
+        return float
     scale, zero = float(np.float32(detail.scale)), int(detail.zero_point)
     if detail.dtype.itemsize == 1:
         signed = detail.dtype.kind == "i"

@@ -193,4 +193,4 @@ def test_the_scalar_decoder_equals_the_dequantizer_on_every_value():
         for q in range(info.min, info.max + 1):
             want = float(dequantize(np.full((1, 1), q, dtype))[0, 0])
             assert np.float32(decode(q)) == np.float32(want), (dtype, zero, q)
-    assert _decoder(TensorDetail("p", 0, (1, 1), np.dtype(np.float32), 0.0, 0)) is None
+    assert _decoder(TensorDetail("p", 0, (1, 1), np.dtype(np.float32), 0.0, 0)) is float
