@@ -47,7 +47,13 @@ class _Group(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             if ctx.meta.get("edgeserve.json"):
-                emit_json({"error": exc.for_cli(), "kind": type(exc).__name__})
+                payload: dict[str, Any] = {"error": exc.for_cli(), "kind": type(exc).__name__}
+                # A conversion over its accuracy bound still wrote its artifacts and manifest:
+                # one JSON document carries both, not the manifest and then the error.
+                manifest = getattr(getattr(exc, "result", None), "manifest", None)
+                if manifest is not None:
+                    payload["manifest"] = manifest
+                emit_json(payload)
             click.echo(f"error: {exc.for_cli()}", err=True)
             ctx.exit(1)
         except click.UsageError as exc:
@@ -174,7 +180,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
             )
     except AccuracyError as exc:
-        if exc.result is not None:
+        if exc.result is not None and not json_out:  # with --json, the error object carries the manifest
             _show_manifest(exc.result.manifest, json_out)  # type: ignore[attr-defined]
         raise
     _show_manifest(result.manifest, json_out)

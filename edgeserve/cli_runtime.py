@@ -50,6 +50,14 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
     return session
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @click.command()
 @click.argument("artifact", type=click.Path(path_type=Path))
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
@@ -92,6 +100,10 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     from edgeserve.runtime.outputs import top_k as best
 
     # Paths after the first --input's value arrive as extra arguments: they are inputs too.
+    stray = [v for v in more_inputs if _is_number(v) and not Path(v).exists()]
+    if stray:  # `--mean 0.485 0.456 0.406`: click gives --mean the first value and the rest land here
+        raise click.UsageError(f"got {', '.join(stray)} where input paths go: --mean and --std take one "
+                               "comma-separated value (--mean 0.485,0.456,0.406)")
     inputs = (*inputs, *more_inputs)
     if not inputs:
         raise click.UsageError("give at least one input: --input PATH [PATH]...")
@@ -141,12 +153,17 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                 kept[name] = frame
             return name, frame
 
+        stream_stats: Any = None  # set when the input is pipelined (video, camera)
+        live = False
         items = (remember(n, f) for name, array in iter_inputs(inputs, max_frames)
                  for n, f in split_stack(name, array, model_shape, takes_images))
         if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
             # Pipelined: the next frame decodes and preprocesses while this one runs.
+            from edgeserve.runtime.pipeline import StreamStats
+
             live = not Path(inputs[0]).is_file()
             names: dict[int, str] = {}
+            stream_stats = StreamStats()
 
             def frames_of(source: Any) -> Any:
                 for i, (n, f) in enumerate(source):
@@ -154,7 +171,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                     yield f
 
             def streamed() -> Any:
-                for index, outputs in session.stream(frames_of(items), live=live):
+                for index, outputs in session.stream(frames_of(items), live=live, stats=stream_stats):
                     for dropped in [i for i in names if i < index]:  # a live camera's dropped frames
                         del names[dropped]
                     yield names.pop(index), outputs
@@ -199,6 +216,12 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                 click.echo(f"saved {saver.frames} frame(s) to {save_path}", err=True)
         summary = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
                    "placement": session.placement.to_dict(), "results": results}
+        if stream_stats is not None:
+            summary["stream"] = {"live": live, "frames_in": stream_stats.frames_in,
+                                 "frames_out": stream_stats.frames_out, "dropped": stream_stats.dropped}
+            if live and not json_out and not quiet:  # the camera outran the model: say by how much
+                click.echo(f"camera: {stream_stats.frames_in} frame(s) captured, {stream_stats.frames_out} served, "
+                           f"{stream_stats.dropped} dropped (the newest frame wins)", err=True)
         if governor is not None:
             summary["governor"] = {"stats": governor.stats(), "decisions": [_as_dict(d) for d in governor.decisions]}
             governor.close()

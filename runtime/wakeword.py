@@ -159,7 +159,7 @@ def stream_figures(input_shape: tuple[int, ...], seconds_per_inference: float | 
     figures: dict[str, Any] = {"stride_frames": int(input_shape[1]), "audio_ms_per_stride": audio_s * 1000}
     if seconds_per_inference is not None:
         figures["ms_per_stride"] = round(seconds_per_inference * 1000, 6)
-        figures["real_time_factor"] = round(seconds_per_inference / audio_s, 6)
+        figures["real_time_factor"] = float(f"{seconds_per_inference / audio_s:.4g}")  # 4 significant digits
     if energy_mj_per_inference is not None:
         figures["energy_mj_per_audio_second"] = round(energy_mj_per_inference / audio_s, 6)
     return figures

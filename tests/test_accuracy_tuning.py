@@ -68,6 +68,15 @@ def test_failing_bound_exits_1_with_the_table_and_marks_the_manifest(sine: Path,
     assert [a["remedy"] for a in skipped] == ["int16x8"]
     verify = CliRunner().invoke(cli, ["verify", str(tmp_path)])
     assert verify.exit_code == 1 and "marks this artifact 'failed'" in verify.stdout
+    # --json: one document, the error with the manifest in it (json.loads fails on two).
+    result = CliRunner().invoke(cli, [
+        "convert", str(sine / "sine.keras"), "-t", "tflite-int8", "--calib", str(sine / "calib.npz"),
+        "--eval", str(sine / "eval.npz"), "--metric", "mae", "--max-drop", "0", "-p", "coral-dev-board",
+        "-o", str(tmp_path / "json"), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["kind"] == "AccuracyError" and "exceeds --max-drop 0.0" in data["error"]
+    assert data["manifest"]["artifacts"][0]["status"] == "failed"
 
 
 def test_int16_activations_are_kept_when_they_meet_the_bound(sine: Path, all_attempts: dict[str, dict],

@@ -86,6 +86,16 @@ def test_bench_rejects_bad_synthetic_sizes(digits_conversion: Path) -> None:
     assert result.exit_code == 2 and "expected WIDTHxHEIGHT" in result.output
 
 
+def test_space_separated_mean_is_a_usage_error_not_inputs(digits_conversion: Path, digit_files: tuple) -> None:
+    """`--mean 0.485 0.456 0.406`: click hands --mean the first value and the others arrive as
+    input paths; they are refused before anything runs, with the form that works."""
+    args = ["run", str(digits_conversion / "manifest.json"), "--input", str(digit_files[0]), "--mean", "0.5", "0.4",
+            "0.3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "got 0.4, 0.3 where input paths go: --mean and --std take one comma-separated value" in result.output
+
+
 def test_inputs_folder_video_and_bad_files(tmp_path: Path) -> None:
     import cv2
 

@@ -104,8 +104,11 @@ def test_run_pipelines_a_video_file_written_by_opencv(testdata, tmp_path):
                                       "--input", str(path), "--mean", "0.485,0.456,0.406", "--std",
                                       "0.229,0.224,0.225", "--json"])
     assert result.exit_code == 0, result.output
-    names = [r["input"] for r in json.loads(result.stdout)["results"]]
+    data = json.loads(result.stdout)
+    names = [r["input"] for r in data["results"]]
     assert names == [f"{path}#{i}" for i in range(8)]
+    # A file is not live: every frame is served, none dropped (a camera would count its drops here).
+    assert data["stream"] == {"live": False, "frames_in": 8, "frames_out": 8, "dropped": 0}
 
 
 def test_bench_pipeline_reports_both_rates_from_one_run(testdata):
