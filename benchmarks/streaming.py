@@ -34,7 +34,6 @@ import argparse
 import functools
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,31 +67,15 @@ def measure_blocks(steps: dict[str, Callable[[], Any]], blocks: int) -> dict[str
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
-def speech(tmp: Path) -> Any:
-    """espeak-ng saying "Alexa. Hey Jarvis. Okay Nabu. Hey Mycroft." as 16 kHz Audio; None without espeak-ng."""
+def spoken(tmp: Path) -> Any:
+    """espeak-ng saying the four wake words as 16 kHz Audio; None without espeak-ng."""
     if shutil.which("espeak-ng") is None:
         return None
+    from speech import speak
+
     from edgeserve.runtime.audio import read_wav
 
-    wav = tmp / "speech.wav"
-    subprocess.run(["espeak-ng", "-w", str(wav), "-s", "140", "Alexa. Hey Jarvis. Okay Nabu. Hey Mycroft."],
-                   check=True, capture_output=True)
-    return read_wav(wav)
-
-
-def speech_features(audio: Any) -> np.ndarray | None:
-    """Feature frames of the speech through the TFLM frontend, float [n, 40]; None without speech."""
-    if audio is None:
-        return None
-    from pymicro_features import MicroFrontend
-
-    pcm = audio.samples.tobytes()
-    frontend, frames = MicroFrontend(), []
-    for start in range(0, len(pcm) - 319, 320):
-        result = frontend.process_samples(pcm[start:start + 320])
-        if result.features:
-            frames.append(result.features)
-    return np.asarray(frames, np.float32)
+    return read_wav(speak("Alexa. Hey Jarvis. Okay Nabu. Hey Mycroft.", tmp / "speech.wav"))
 
 
 def pipeline_per_stride(model: Path, backend: str, audio: Any, repeats: int = 5) -> float:
@@ -113,6 +96,7 @@ def pipeline_per_stride(model: Path, backend: str, audio: Any, repeats: int = 5)
 
 def run(blocks: int) -> dict[str, Any]:
     import registry_models
+    import speech
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from edgeserve.runtime import Session
@@ -123,8 +107,8 @@ def run(blocks: int) -> dict[str, Any]:
         sys.exit(f"error: pip could not download {registry_models.MICROWAKEWORD}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
-        audio = speech(Path(tmp))
-        features = speech_features(audio)
+        audio = spoken(Path(tmp))
+        frames_of_speech = None if audio is None else speech.features(audio.samples.tobytes())
         for backend in BACKENDS:
             steps: dict[str, Callable[[], Any]] = {}
             keep: list[Any] = []
@@ -136,10 +120,8 @@ def run(blocks: int) -> dict[str, Any]:
                 session = Session(model, backend=backend, threads=1)
                 detail = session.inputs[0]
                 stride = detail.shape[1]
-                if features is not None:  # speech: a realistic stride, not silence
-                    usable = features[: len(features) // stride * stride]
-                    q = np.clip(np.round(usable / detail.scale + detail.zero_point), -128, 127)
-                    frames = q.astype(np.int8).reshape(-1, *detail.shape)
+                if frames_of_speech is not None:  # speech: a realistic stride, not silence
+                    frames = speech.quantized_strides(frames_of_speech, detail.scale, detail.zero_point, stride)
                 else:
                     frames = np.random.default_rng(0).integers(-128, -60, (16, *detail.shape)).astype(np.int8)
                 step = session.stream_step()
@@ -175,7 +157,7 @@ def run(blocks: int) -> dict[str, Any]:
             for name in MODELS:
                 t = {k: times[f"{name} {k}"] * 1e6 for k in ("step", "inplace", "run", "plain", "invoke", "Invoke")}
                 rows.append({"model": name, "backend": backend, **info[name],
-                             "frames": "speech" if features is not None else "quiet",
+                             "frames": "speech" if frames_of_speech is not None else "quiet",
                              **{f"{k.lower() if k != 'Invoke' else 'engine_invoke'}_us": round(v, 2)
                                 for k, v in t.items()},
                              "step_overhead": round(t["step"] / t["invoke"], 3),

@@ -77,7 +77,7 @@ class Backend(abc.ABC):
     def output_buffer(self, i: int) -> np.ndarray:
         """Output ``i``'s raw values after :meth:`invoke` (a view; valid until the next invoke)."""
 
-    def lend_views(self) -> "LentViews | None":
+    def lend_views(self) -> LentViews | None:
         """Views of every input and output that stay valid across invokes, and the calls to use
         while they are held (for :class:`~edgeserve.runtime.stream_step.StreamStep`); None when
         the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""

@@ -42,7 +42,7 @@ class Microphone:
         self.device, self.seconds = device, seconds
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> "Microphone":
+    def __enter__(self) -> Microphone:
         arecord = shutil.which("arecord")
         if arecord is None:
             raise InputError("--input mic records through ALSA's arecord, which is not installed "

@@ -11,9 +11,6 @@ LiteRT, whose outputs vary on speech (so the comparison can fail).
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import numpy as np
 import pytest
 
 import registry_models
+from speech import features, quantized_strides, speak
 from edgeserve.converters.mcu.arena import plan_head
 from edgeserve.converters.mcu.child import call_in_child
 from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
@@ -83,27 +81,13 @@ def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path
 
 def _speech_frames(data: bytes, tmp_path: Path) -> list[list[np.ndarray]]:
     """int8 input frames from espeak-ng saying the wake words, via the TFLM audio frontend."""
-    from pymicro_features import MicroFrontend
-
     from edgeserve.runtime.audio import read_wav
 
-    if shutil.which("espeak-ng") is None:
-        message = "espeak-ng is not installed (make setup installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    wav = tmp_path / "speech.wav"
-    subprocess.run(["espeak-ng", "-w", str(wav), "-s", "140", "Alexa. Okay Nabu. Hey Jarvis."], check=True)
-    pcm = read_wav(wav).samples.tobytes()
-    frontend, features = MicroFrontend(), []
-    for start in range(0, len(pcm) - 319, 320):
-        result = frontend.process_samples(pcm[start:start + 320])
-        if result.features:
-            features.append(result.features)
+    wav = speak("Alexa. Okay Nabu. Hey Jarvis.", tmp_path / "speech.wav")
+    frames = features(read_wav(wav).samples.tobytes())
     graph = TfliteModel.from_bytes(data).subgraphs[0]
     q = graph.tensors[graph.inputs[0]].quantization
-    x = np.clip(np.round(np.asarray(features) / q.scale[0] + q.zero_point[0]), -128, 127).astype(np.int8)
-    return [[x[i:i + 3][None]] for i in range(0, len(x) - 2, 3)]
+    return [[x] for x in quantized_strides(frames, q.scale[0], q.zero_point[0])]
 
 
 @pytest.mark.parametrize("name", ["alexa", "okay_nabu"])

@@ -14,6 +14,7 @@ import pytest
 
 from registry_models import ALEXA, registry_model
 from runtime_fakes import fake_backends
+from speech import features, quantized_strides, speak
 
 pytest.importorskip("ai_edge_litert")
 
@@ -29,29 +30,11 @@ def alexa(tmp_path_factory):
 def speech_frames(alexa, tmp_path_factory) -> np.ndarray:
     """Feature frames of espeak-ng saying "Alexa" twice, through the TFLM audio frontend,
     quantized for the model: [n, 1, 3, 40] int8, its output rising and falling."""
-    import os
-    import shutil
-    import subprocess
-
     from edgeserve.runtime.audio import read_wav
 
-    if shutil.which("espeak-ng") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("espeak-ng is not installed (make setup installs it)")
-        pytest.skip("espeak-ng is not installed (make setup installs it)")
-    from pymicro_features import MicroFrontend
-
-    wav = tmp_path_factory.mktemp("speech") / "alexa.wav"
-    subprocess.run(["espeak-ng", "-w", str(wav), "-s", "140", "Alexa. Alexa."], check=True, capture_output=True)
-    pcm = read_wav(wav).samples.tobytes()
-    frontend, features = MicroFrontend(), []
-    for start in range(0, len(pcm) - 319, 320):
-        result = frontend.process_samples(pcm[start:start + 320])
-        if result.features:
-            features.append(result.features)
-    features = np.asarray(features[: len(features) // 3 * 3], np.float32).reshape(-1, 1, 3, 40)
+    wav = speak("Alexa. Alexa.", tmp_path_factory.mktemp("speech") / "alexa.wav")
     scale, zero = 0.10196078568696976, -128  # alexa's input quantization (checked below)
-    return np.clip(np.round(features / scale + zero), -128, 127).astype(np.int8)
+    return quantized_strides(features(read_wav(wav).samples.tobytes()), scale, zero)
 
 
 def _plain_loop(model, frames, builtin: bool) -> list[float]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from speech import speak
 
 from edgeserve.errors import InputError
 from edgeserve.runtime.audio import Audio, from_pcm, read_wav
@@ -39,14 +40,7 @@ def _write_wav(path: Path, samples: np.ndarray, rate: int = 16_000, channels: in
 
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> Path:
-    if shutil.which("espeak-ng") is None:
-        message = "espeak-ng is not installed (make setup installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    path = tmp_path_factory.mktemp("speech") / "speech.wav"
-    subprocess.run(["espeak-ng", "-w", str(path), "-s", "140", SENTENCE], check=True, capture_output=True)
-    return path
+    return speak(SENTENCE, tmp_path_factory.mktemp("speech") / "speech.wav")
 
 
 def _clips(speech: Path) -> dict[str, Audio]:
