@@ -28,6 +28,8 @@ invokes, and reads the outputs, with the model's state carried exactly as
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -80,8 +82,10 @@ class StreamStep:
         self._dequantizers = [Dequantizer(d) for d in active.outputs]
         self._copy = lent.copy_inputs[0]
         if len(outputs) == 1 and outputs[0].size == 1:
-            self.value = _fast_value(self._copy, invoke, outputs[0].reshape(-1), _decoder(active.outputs[0]),
-                                     StreamStep.value.__get__(self))
+            # The checked path through a weak proxy: a bound method here would be a reference
+            # cycle (instance -> closure -> instance), freed only by the cyclic collector.
+            checked = functools.partial(StreamStep.value, weakref.proxy(self))
+            self.value = _fast_value(self._copy, invoke, outputs[0].reshape(-1), _decoder(active.outputs[0]), checked)
         self.fast = True
 
     def __call__(self, frames: np.ndarray | None = None) -> list[np.ndarray]:

@@ -103,6 +103,27 @@ def test_frames_the_views_cannot_take_go_through_run(alexa, speech_frames):
         assert got == expected
 
 
+def test_a_dropped_step_is_freed_at_once_and_forgotten_by_the_session(alexa, speech_frames):
+    import gc
+    import weakref
+
+    from edgeserve.runtime import Session
+
+    with Session(alexa, backend="litert:cpu", threads=1) as session:
+        step = session.stream_step()
+        step.value(speech_frames[0])
+        step.value(speech_frames[0].astype(np.float32))  # the checked path, from the fast closure
+        assert step.fast
+        gc.disable()  # freed by reference counting alone: no cycle keeps it
+        try:
+            ref = weakref.ref(step)
+            del step
+            assert ref() is None and len(session._steps) == 0
+        finally:
+            gc.enable()
+        session.reset()  # nothing left to re-bind
+
+
 def test_close_and_engines_that_lend_no_views(alexa, speech_frames):
     from edgeserve.errors import BackendError
     from edgeserve.runtime import Session
