@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from edgeserve.errors import InputError
 from edgeserve.runtime.audio import SAMPLE_RATE
@@ -41,6 +42,7 @@ class Microphone:
     def __init__(self, device: str = "default", seconds: float | None = None) -> None:
         self.device, self.seconds = device, seconds
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None  # arecord's stderr
 
     def __enter__(self) -> Microphone:
         arecord = shutil.which("arecord")
@@ -52,8 +54,10 @@ class Microphone:
         if self.seconds is not None:
             # arecord counts whole seconds; the reader below stops at the exact sample count.
             command += ["-d", str(max(1, int(-(-self.seconds // 1))))]
-        self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
+        # arecord's messages (overruns on a long run, ALSA's errors) go to a file, not a pipe
+        # nobody reads while recording: a full pipe would stop arecord mid-stream.
+        self._log = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log)
         return self
 
     def chunks(self) -> Iterator[bytes]:
@@ -71,7 +75,7 @@ class Microphone:
         code = proc.wait()
         if code != 0:
             raise InputError(f"--input mic: arecord could not record from ALSA device '{self.device}': "
-                             f"{_reason(proc)} (arecord -L lists the devices; choose one with --input mic:DEVICE)")
+                             f"{self._reason(code)} (arecord -L lists the devices; choose one with --input mic:DEVICE)")
 
     def __exit__(self, *exc: object) -> None:
         proc, self._proc = self._proc, None
@@ -84,15 +88,14 @@ class Microphone:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self._log.close()
 
-
-def _reason(proc: subprocess.Popen[bytes]) -> str:
-    """arecord's own last line ("arecord: main:831: audio open error: No such file or directory"),
-    without ALSA's library chatter before it."""
-    text = proc.stderr.read().decode(errors="replace") if proc.stderr is not None else ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    last = lines[-1] if lines else f"exit status {proc.returncode}"
-    return last.split(": ", 2)[-1] if last.startswith("arecord: ") else last
+    def _reason(self, code: int) -> str:
+        """arecord's own last line ("arecord: main:831: audio open error: No such file or directory"),
+        without ALSA's library chatter before it."""
+        self._log.seek(0)
+        lines = [ln.strip() for ln in self._log.read().decode(errors="replace").splitlines() if ln.strip()]
+        last = lines[-1] if lines else f"exit status {code}"
+        return last.split(": ", 2)[-1] if last.startswith("arecord: ") else last
