@@ -34,7 +34,9 @@ PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
 PALM = (MEDIAPIPE, "mediapipe/modules/palm_detection/palm_detection_lite.tflite")
 OCR_CLS = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
-ALEXA = (MICROWAKEWORD, "pymicro_wakeword/models/alexa.tflite")
+WAKE_WORDS = {name: (MICROWAKEWORD, f"pymicro_wakeword/models/{name}.tflite")
+              for name in ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")}
+ALEXA = WAKE_WORDS["alexa"]
 SKIP_PREFIX = "needs a registry download:"
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import registry_models
-from speech import features, quantized_strides, speak
+from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
 from edgeserve.converters.mcu.arena import plan_head
 from edgeserve.converters.mcu.child import call_in_child
 from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
@@ -56,11 +56,12 @@ def test_planned_arena_is_tflms_own(wheel, name):
     assert len(variable_names(model)) == 6
 
 
-def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path):
+@pytest.mark.parametrize("name", MODELS)
+def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path, name):
     from edgeserve.pipeline import convert
 
-    source = tmp_path / "alexa.tflite"
-    source.write_bytes(_model(wheel, "alexa"))
+    source = tmp_path / f"{name}.tflite"
+    source.write_bytes(_model(wheel, name))
     result = convert(source, ["mcu"], tmp_path / "out")
     entry = next(a for a in result.manifest["artifacts"] if a["target"] == "mcu")
     stream = entry["verification"]["stream"]
@@ -68,10 +69,12 @@ def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path
     main = (tmp_path / "out" / "mcu" / "main.cc").read_text()
     assert "tflite::MicroResourceVariables::Create(allocator, 6);" in main
     assert "MicroInterpreter interpreter(model, resolver, allocator, variables);" in main
-    ops = (tmp_path / "out" / "mcu" / "alexa_model_ops.h").read_text()
+    ops = (tmp_path / "out" / "mcu" / f"{name}_model_ops.h").read_text()
     for register in ("AddCallOnce", "AddVarHandle", "AddReadVariable", "AddAssignVariable", "AddStridedSlice"):
         assert register in ops
-    assert entry["arena_bytes_host"] == 20_720 and entry["arena_head_bytes"] == 3_648
+    assert entry["arena_head_bytes"] == TFLM_REPORTED[name][0]  # the head TFLM itself reports
+    if name == "alexa":
+        assert entry["arena_bytes_host"] == 20_720  # the smallest arena TFLM runs it in (measured)
     # The audio side of the preprocessing is in the manifest (no JSON beside it here: defaults).
     audio = entry["audio"]
     assert (audio["sample_rate"], audio["step_ms"], audio["window_ms"], audio["channels"], audio["stride_frames"]) \
@@ -83,14 +86,14 @@ def _speech_frames(data: bytes, tmp_path: Path) -> list[list[np.ndarray]]:
     """int8 input frames from espeak-ng saying the wake words, via the TFLM audio frontend."""
     from edgeserve.runtime.audio import read_wav
 
-    wav = speak("Alexa. Okay Nabu. Hey Jarvis.", tmp_path / "speech.wav")
+    wav = speak(FOUR_WAKE_WORDS, tmp_path / "speech.wav", VOICE)
     frames = features(read_wav(wav).samples.tobytes())
     graph = TfliteModel.from_bytes(data).subgraphs[0]
     q = graph.tensors[graph.inputs[0]].quantization
     return [[x] for x in quantized_strides(frames, q.scale[0], q.zero_point[0])]
 
 
-@pytest.mark.parametrize("name", ["alexa", "okay_nabu"])
+@pytest.mark.parametrize("name", MODELS)
 def test_speech_streams_through_tflm_bit_exact_and_repeats_after_reset(wheel, tmp_path, name):
     data = _model(wheel, name)
     model = TfliteModel.from_bytes(data)
@@ -100,5 +103,15 @@ def test_speech_streams_through_tflm_bit_exact_and_repeats_after_reset(wheel, tm
                            recording=True).total_bytes
     result = call_in_child("edgeserve.converters.mcu.check:check_stream_with_tflm", data, arena, frames,
                            what="streaming speech through TFLM")
-    assert result.max_abs_diff == 0 and result.reset_repeats
-    assert result.distinct_outputs > 5  # the detector reacts to its word: this check can fail
+    assert result.distinct_outputs > 10  # every detector reacts to the speech (16-26 values): this can fail
+    assert result.reset_repeats
+    if name == "hey_jarvis":
+        # The two reference implementations disagree on one stride of 235 (stride 76): the last
+        # FULLY_CONNECTED gives the logit 31 in LiteRT and 32 in TFLM (scale 0.179; LiteRT
+        # requantizes in double precision, TFLM with a fixed-point multiplier, as on ad01),
+        # and at that point of the sigmoid one logit step is 12/256 of probability
+        # (sigmoid(0.179 * (31 - 30)) = 139/256, of 32: 151/256). Measured; a different count
+        # or size is a change in one of them.
+        assert (result.differing_frames, result.max_abs_diff) == (1, 12)
+    else:
+        assert result.max_abs_diff == 0 and result.differing_frames == 0

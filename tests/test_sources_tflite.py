@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
-from registry_models import ALEXA, BLAZEFACE, PALM, registry_model
+from registry_models import ALEXA, BLAZEFACE, PALM, WAKE_WORDS, registry_model
 
 pytest.importorskip("ai_edge_quantizer")
 tf = pytest.importorskip("tensorflow")
@@ -300,3 +300,18 @@ def test_a_streaming_model_with_resource_variables_counts_as_integer(tmp_path: P
     # (tests/test_mcu_stream.py and tests/test_mcu_c_stream.py convert it).
     routes = {r["target"]: r for r in info["routes"]}
     assert routes["mcu"]["exists"] and routes["mcu-c"]["exists"]
+
+
+
+@pytest.mark.parametrize("name, state_bytes", [("hey_jarvis", 2_840), ("hey_mycroft", 3_664), ("okay_nabu", 3_408)])
+def test_the_other_wake_word_models_read_as_integer_streaming_models(tmp_path: Path, name: str,
+                                                                      state_bytes: int) -> None:
+    """The other three microWakeWord detectors read the same way: integer-only, two subgraphs,
+    six int8 ring buffers set up by CALL_ONCE, state bytes as their buffers add up."""
+    model = registry_model(WAKE_WORDS[name], tmp_path)
+    info = json.loads(CliRunner().invoke(cli, ["inspect", str(model), "--json"]).stdout)
+    assert info["integer_only"] is True and info["float_ops"] == [] and info["subgraphs"] == 2
+    assert info["ops"]["CALL_ONCE"] == 1 and info["subgraph_ops"][1]["ops"] == {"VAR_HANDLE": 6, "ASSIGN_VARIABLE": 6}
+    variables = info["resource_variables"]
+    assert len(variables) == 6 and {v["dtype"] for v in variables} == {"int8"}
+    assert info["state_bytes"] == sum(int(np.prod(v["shape"])) for v in variables) == state_bytes

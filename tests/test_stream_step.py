@@ -1,10 +1,10 @@
 """StreamStep: per-stride inference with views of LiteRT's memory, checked against a plain LiteRT loop.
 
-The model is microWakeWord's alexa (pymicro-wakeword's wheel), whose state (six int8 ring
-buffers) makes every stride depend on the ones before it: a step that lost, repeated or
-skipped a stride, or read a stale buffer, gives a different sequence. The frames are
-espeak-ng saying "Alexa" twice, through the TFLM audio frontend, so the probability rises
-and falls over dozens of distinct values and the comparisons below can fail.
+The models are microWakeWord's four detectors (pymicro-wakeword's wheel), whose state (six
+int8 ring buffers) makes every stride depend on the ones before it: a step that lost,
+repeated or skipped a stride, or read a stale buffer, gives a different sequence. The frames
+are espeak-ng saying all four wake words, through the TFLM audio frontend, so each model's
+probability rises and falls over 16 to 26 distinct values and the comparisons can fail.
 """
 
 from __future__ import annotations
@@ -12,29 +12,35 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from registry_models import ALEXA, registry_model
+from registry_models import WAKE_WORDS, registry_model
 from runtime_fakes import fake_backends
-from speech import features, quantized_strides, speak
+from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
 
 pytest.importorskip("ai_edge_litert")
 
 BACKENDS = ("litert:cpu", "litert:xnnpack")
+INPUT_QUANTIZATION = (0.10196078568696976, -128)  # all four detectors' (checked below)
 
 
 @pytest.fixture(scope="module")
-def alexa(tmp_path_factory):
-    return registry_model(ALEXA, tmp_path_factory.mktemp("alexa"))
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wake_words")
+    return {name: registry_model(model, folder) for name, model in WAKE_WORDS.items()}
 
 
 @pytest.fixture(scope="module")
-def speech_frames(alexa, tmp_path_factory) -> np.ndarray:
-    """Feature frames of espeak-ng saying "Alexa" twice, through the TFLM audio frontend,
-    quantized for the model: [n, 1, 3, 40] int8, its output rising and falling."""
+def alexa(models):
+    return models["alexa"]
+
+
+@pytest.fixture(scope="module")
+def speech_frames(tmp_path_factory) -> np.ndarray:
+    """Feature frames of the four wake words, through the TFLM audio frontend, quantized for
+    the models: [235, 1, 3, 40] int8."""
     from edgeserve.runtime.audio import read_wav
 
-    wav = speak("Alexa. Alexa.", tmp_path_factory.mktemp("speech") / "alexa.wav")
-    scale, zero = 0.10196078568696976, -128  # alexa's input quantization (checked below)
-    return quantized_strides(features(read_wav(wav).samples.tobytes()), scale, zero)
+    wav = speak(FOUR_WAKE_WORDS, tmp_path_factory.mktemp("speech") / "four.wav", VOICE)
+    return quantized_strides(features(read_wav(wav).samples.tobytes()), *INPUT_QUANTIZATION)
 
 
 def _plain_loop(model, frames, builtin: bool) -> list[float]:
@@ -55,14 +61,16 @@ def _plain_loop(model, frames, builtin: bool) -> list[float]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_values_equal_a_plain_litert_loop_across_resets_and_mixed_calls(alexa, speech_frames, backend):
+@pytest.mark.parametrize("name", sorted(WAKE_WORDS))
+def test_values_equal_a_plain_litert_loop_across_resets_and_mixed_calls(models, speech_frames, name, backend):
     from edgeserve.runtime import Session
 
     frames = speech_frames
-    expected = _plain_loop(alexa, frames, builtin=backend == "litert:cpu")
-    assert len(set(expected)) > 10 and max(expected) > 0.5  # 19 distinct values over 66 strides (measured)
-    with Session(alexa, backend=backend, threads=1) as session:
-        assert (session.inputs[0].scale, session.inputs[0].zero_point) == (pytest.approx(0.10196078568696976), -128)
+    expected = _plain_loop(models[name], frames, builtin=backend == "litert:cpu")
+    assert len(set(expected)) > 10  # 16 to 26 distinct values over 235 strides (measured): this can fail
+    with Session(models[name], backend=backend, threads=1) as session:
+        assert (session.inputs[0].scale, session.inputs[0].zero_point) == (pytest.approx(INPUT_QUANTIZATION[0]),
+                                                                           INPUT_QUANTIZATION[1])
         step = session.stream_step()
         assert not step.fast  # nothing has run yet: the first call goes through Session.run's checks
         assert [step.value(f) for f in frames] == expected

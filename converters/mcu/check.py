@@ -84,6 +84,7 @@ class StreamCheck:
     max_abs_diff: float  # both TFLM passes against one LiteRT pass, raw outputs
     reset_repeats: bool  # the pass after interpreter.reset() equals the first
     distinct_outputs: int  # how many different output values LiteRT gave: 1 means it could not fail
+    differing_frames: int = 0  # frames on which TFLM's first pass differs from LiteRT
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,5 +112,6 @@ def check_stream_with_tflm(model_bytes: bytes, host_arena_bytes: int,
         runner = TfliteRunner(model_bytes, reference_kernels=True)
     reference = np.stack([runner.run_raw(list(inputs))[0] for inputs in frames]).reshape(passes[0].shape)
     worst = max(float(np.max(np.abs(p.astype(np.float64) - reference.astype(np.float64)))) for p in passes)
+    differing = int(np.count_nonzero((passes[0] != reference).reshape(len(frames), -1).any(axis=1)))
     return StreamCheck(len(frames), worst, bool(np.array_equal(passes[0], passes[1])),
-                       int(len(np.unique(reference))))
+                       int(len(np.unique(reference))), differing)
