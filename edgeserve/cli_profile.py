@@ -76,9 +76,20 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
     session = _open_session(artifact, prof, threads)
     inputs = getattr(session, "inputs", None) or ()
     input_shape = tuple(inputs[0].shape) if inputs else ()
+    from edgeserve.runtime.wakeword import stream_figures
+
+    # A streaming model runs per stride as the wake-word detector runs it, not through
+    # Session.run's general path (2.5x a wake word's invoke on XNNPACK).
+    streaming = stream_figures(input_shape, None) is not None and hasattr(session, "stream_step")
     try:
+        if streaming:
+            from edgeserve.runtime.bench import StrideRunner
+
+            runner: Any = StrideRunner(session)
+        else:
+            runner = session
         summary = profile_run(
-            session, prof, report=report, duration_s=duration, idle_s=idle_s, sample_rate_hz=rate_hz,
+            runner, prof, report=report, duration_s=duration, idle_s=idle_s, sample_rate_hz=rate_hz,
             power_source=power_source, sysfs_root=sysfs_root, rail=rail, vcgencmd=vcgencmd, meter_log=meter_log,
             meter_offset_s=meter_offset, thermal_budget_c=thermal_budget, power_budget_w=power_budget,
             at_rate_hz=at_rate,
@@ -90,7 +101,7 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
     summary = {"artifact": str(artifact), **summary}
     stream = _stream_figures(input_shape, summary)
     if stream is not None:
-        summary["stream"] = stream
+        summary["stream"] = {**stream, "timed": "StreamStep.value, frames copied in" if streaming else "Session.run"}
     if json_out:
         from edgeserve.cli_common import emit_json
 

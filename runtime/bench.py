@@ -46,19 +46,39 @@ def benchmark(session: Session, frame: np.ndarray, *, frames: int = 500, warmup:
     }
 
 
-def stride_seconds(session: Session, frames: np.ndarray, strides: int = 500, block: int = 50) -> float:
-    """Median seconds per stride of a streaming model through :meth:`Session.stream_step`
-    (frames copied in, the probability out, as the wake-word detector runs it). Timed in
-    blocks: one clock read per ``block`` strides, so the clock's cost is not counted in a
-    call of a few microseconds."""
+class StrideRunner:
+    """A streaming model's Session as the wake-word detector drives it: ``run(frames)`` is one
+    stride through :meth:`Session.stream_step` (frames copied in, state carried), for code that
+    times or profiles ``run`` (``edgeserve profile``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.backend, self.threads = session.backend, session.threads
+        self._session = session
+        step = session.stream_step()
+        one_value = len(session.outputs) == 1 and int(np.prod(session.outputs[0].shape)) == 1
+        self.run = step.value if one_value else step
+
+    def example_input(self) -> np.ndarray:
+        return stride_input(self._session, self._session.example_input())
+
+
+def stride_input(session: Session, frames: np.ndarray) -> np.ndarray:
+    """``frames`` as the step takes them: the batch dimension added, floats quantized (the
+    detector quantizes features before the step, so that is not what a stride's time is)."""
     d = session.inputs[0]
     if frames.shape == tuple(d.shape[1:]):
         frames = frames[None]
     if frames.dtype != d.dtype and d.quantized:
-        frames = d.quantize(frames)  # the detector quantizes features before the step: not timed here
-    step = session.stream_step()
-    one_value = len(session.outputs) == 1 and int(np.prod(session.outputs[0].shape)) == 1
-    call = step.value if one_value else step
+        frames = d.quantize(frames)
+    return frames
+
+
+def stride_seconds(session: Session, frames: np.ndarray, strides: int = 500, block: int = 50) -> float:
+    """Median seconds per stride of a streaming model through :class:`StrideRunner`. Timed in
+    blocks: one clock read per ``block`` strides, so the clock's cost is not counted in a call
+    of a few microseconds."""
+    call = StrideRunner(session).run
+    frames = stride_input(session, frames)
     for _ in range(block):
         call(frames)
     clock = time.perf_counter_ns

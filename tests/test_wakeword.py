@@ -196,6 +196,7 @@ def test_bench_and_profile_report_time_and_energy_per_second_of_audio():
     # 1/30 ms strides per second of audio, each costing the run's energy per inference.
     per_inference = data["energy_mj_per_inference"]["total"]
     assert data["stream"]["energy_mj_per_audio_second"] == pytest.approx(per_inference / 0.03, rel=1e-3)
+    assert data["stream"]["timed"].startswith("StreamStep.value")  # strides, as the detector runs them
     assert stream_figures((1, 224, 224, 3), 0.01) is None  # not an audio model
 
 
