@@ -27,7 +27,7 @@ def _mic_device(name: str) -> str | None:
     """The ALSA device of a "mic" or "mic:DEVICE" input, else None."""
     if name == "mic":
         return "default"
-    return name[4:] or "default" if name.startswith("mic:") else None
+    return (name[4:] or "default") if name.startswith("mic:") else None
 
 
 def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, window: int | None, backend: str,
@@ -91,9 +91,10 @@ def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bo
     from edgeserve.runtime.microphone import Microphone, pcm_chunks
 
     total = 0
-    limit = None if duration is None else int(duration * SAMPLE_RATE) * 2
-    seen = 0
     device = _mic_device(name)
+    # A microphone stops itself after `duration` (Microphone); a pipe is cut here.
+    limit = None if duration is None or device is not None else int(duration * SAMPLE_RATE) * 2
+    seen = 0
     with contextlib.ExitStack() as stack:
         if device is not None:
             mic = stack.enter_context(Microphone(device, duration))

@@ -3,7 +3,8 @@
 Every source yields ``(name, array)``: a uint8 RGB H x W x C image for pictures, video
 and cameras, or an ``.npy``/``.npz`` file's array as it is (the Session treats a
 model-shaped array as the model's input tensor, quantizing floats for integer models);
-:func:`split_stack` turns an array of N inputs into N.
+:func:`split_stack` turns an array of N inputs into N; :func:`write_tensor` writes a
+model-shaped array into an input buffer, quantizing floats for integer models.
 
 Camera specs: ``camera`` or ``camera:N`` (OpenCV device N), ``/dev/videoN``, and
 ``picamera2`` (Raspberry Pi camera, when the picamera2 package is installed).
@@ -182,3 +183,38 @@ def _picamera(max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
             n += 1
     finally:
         cam.stop()
+
+
+def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
+    """Write one model-shaped array into an input buffer, quantizing floats for integer models."""
+    x = np.asarray(x)
+    shape = tuple(d.shape)
+    if x.shape == shape[1:] and len(shape) > 1:
+        x = x[None]
+    if x.shape != shape:
+        problem = f"input '{d.name}' expects shape {shape} {d.dtype.name}, got {x.shape} {x.dtype.name}"
+        if has_spec:
+            raise InputError(problem)
+        raise InputError(f"{problem} (images need a PreprocessSpec: pass preprocess=PreprocessSpec(...))",
+                         cli=f"{problem} (images need preprocessing: record it at conversion with --size/--mean/--std, "
+                             "or give those flags or --preprocess spec.toml to this command)")
+    if x.dtype.kind == "f":
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"input '{d.name}' contains NaN or infinity")
+        if d.quantized:
+            np.copyto(out, d.quantize(x))
+        elif d.dtype.kind == "f":
+            np.copyto(out, x, casting="same_kind")
+        else:
+            raise InputError(f"input '{d.name}' expects {d.dtype.name}, got {x.dtype.name}")
+    elif x.dtype == d.dtype:
+        np.copyto(out, x)
+    elif x.dtype.kind in "iub" and d.dtype.kind == "f":
+        np.copyto(out, x, casting="unsafe")
+    else:
+        raise InputError(f"input '{d.name}' expects {d.dtype.name} (or float to quantize), got {x.dtype.name}")
+
+
+def is_image(frame: Any) -> bool:
+    """A camera frame (uint8 H x W, or H x W x C) rather than a model-shaped tensor."""
+    return isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim in (2, 3)

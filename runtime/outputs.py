@@ -1,9 +1,10 @@
-"""Raw engine outputs to float32 in buffers allocated once, and top-k."""
+"""Raw engine outputs to float32 in buffers allocated once (or one value to a Python float), and top-k."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,3 +69,19 @@ def top_k(scores: np.ndarray, k: int, labels: Sequence[str] | None = None) -> li
         Prediction(int(i), float(flat[i]), labels[i] if labels is not None and i < len(labels) else None)
         for i in best
     ]
+
+
+def scalar_decoder(detail: TensorDetail) -> Callable[[Any], float]:
+    """One raw output value -> its real value, as :class:`Dequantizer` computes it but for a
+    single Python number (StreamStep.value): a 256-entry table for 8-bit quantized outputs
+    (indexed by the raw value; an int8 -1 is entry 255, as Python's negative index), exact
+    arithmetic for other quantized ones, ``float`` for float outputs. The table's entries
+    equal the Dequantizer's float32 results once rounded to float32 (tested on every value)."""
+    if not detail.quantized:
+        return float
+    scale, zero = float(np.float32(detail.scale)), int(detail.zero_point)
+    if detail.dtype.itemsize == 1:
+        signed = detail.dtype.kind == "i"
+        table = [((i - 256 if signed and i > 127 else i) - zero) * scale for i in range(256)]
+        return table.__getitem__
+    return lambda q: (q - zero) * scale

@@ -45,6 +45,7 @@ from edgeserve.runtime.backend import (
     backend_info,
     known_backends,
 )
+from edgeserve.runtime.inputs import is_image, write_tensor
 from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,7 @@ class Session:
         preprocessor and not the engine, so :meth:`stream`'s producer thread runs it while the
         engine runs the previous frame; two threads must not preprocess at once."""
         active = self._current()
-        if self._preprocessor is not None and _is_image(frame):
+        if self._preprocessor is not None and is_image(frame):
             return self._preprocessor(frame, out)
         write_tensor(active.inputs[0], frame, out, has_spec=self._preprocessor is not None)
         return out
@@ -541,10 +542,10 @@ class Session:
         direct = getattr(backend, "write_input", None)
         if (direct is not None and type(frame) is np.ndarray and len(backend.inputs) == 1
                 and frame.dtype == backend.inputs[0].dtype and frame.shape == backend.inputs[0].shape
-                and (self._preprocessor is None or not _is_image(frame))):
+                and (self._preprocessor is None or not is_image(frame))):
             direct(0, frame)
             return
-        if self._preprocessor is not None and _is_image(frame):
+        if self._preprocessor is not None and is_image(frame):
             buf = backend.input_buffer(0)
             self._preprocessor(frame, buf)
             del buf  # LiteRT refuses to invoke while a view of its memory is alive
@@ -598,40 +599,6 @@ class Session:
             ref.close()
             self._reference = None
         return True
-
-
-def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
-    """Write one model-shaped array into an input buffer, quantizing floats for integer models."""
-    x = np.asarray(x)
-    shape = tuple(d.shape)
-    if x.shape == shape[1:] and len(shape) > 1:
-        x = x[None]
-    if x.shape != shape:
-        problem = f"input '{d.name}' expects shape {shape} {d.dtype.name}, got {x.shape} {x.dtype.name}"
-        if has_spec:
-            raise InputError(problem)
-        raise InputError(f"{problem} (images need a PreprocessSpec: pass preprocess=PreprocessSpec(...))",
-                         cli=f"{problem} (images need preprocessing: record it at conversion with --size/--mean/--std, "
-                             "or give those flags or --preprocess spec.toml to this command)")
-    if x.dtype.kind == "f":
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"input '{d.name}' contains NaN or infinity")
-        if d.quantized:
-            np.copyto(out, d.quantize(x))
-        elif d.dtype.kind == "f":
-            np.copyto(out, x, casting="same_kind")
-        else:
-            raise InputError(f"input '{d.name}' expects {d.dtype.name}, got {x.dtype.name}")
-    elif x.dtype == d.dtype:
-        np.copyto(out, x)
-    elif x.dtype.kind in "iub" and d.dtype.kind == "f":
-        np.copyto(out, x, casting="unsafe")
-    else:
-        raise InputError(f"input '{d.name}' expects {d.dtype.name} (or float to quantize), got {x.dtype.name}")
-
-
-def _is_image(frame: Any) -> bool:
-    return isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim in (2, 3)
 
 
 def _load_profile(profile: Any) -> Any:

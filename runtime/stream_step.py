@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import BackendError
-from edgeserve.runtime.outputs import Dequantizer
+from edgeserve.runtime.backend_base import Backend
+from edgeserve.runtime.outputs import Dequantizer, scalar_decoder
 
 
 class StreamStep:
@@ -51,6 +52,7 @@ class StreamStep:
         self._outputs: list[np.ndarray] = []
         self._dequantizers: list[Dequantizer] = []
         self._closed = False
+        self._retry = True
         detail = session.inputs[0]
         # Frames written through `input` before the views are lent go here, then through Session.run.
         self._staging = np.zeros(detail.shape, detail.dtype)
@@ -61,6 +63,7 @@ class StreamStep:
 
         The Session calls this whenever the memory may have moved: a reset, a new backend, close."""
         self.fast = False
+        self._retry = True  # the checked path tries bind() again after its next call
         self._input = self._invoke = self._copy = None
         self.__dict__.pop("value", None)  # back to the checked value()
         self._outputs, self._dequantizers = [], []
@@ -69,13 +72,17 @@ class StreamStep:
         if active is None:
             self._closed = True
             return
-        lend = getattr(active, "lend_views", None)
+        if type(active).lend_views is Backend.lend_views or len(active.inputs) != 1:
+            # An engine that never lends views, or a model the step cannot feed: asking again
+            # after every call would only cost time (the Session calls bind() on a new backend).
+            self._retry = False
+            return
         # Until the first invoke succeeded and the parity frames are done, every call needs
         # Session.run's checks and its fallback to the next backend.
-        if lend is None or not session._invoked or session._parity_left or len(active.inputs) != 1:
+        if not session._invoked or session._parity_left:
             return
-        lent = lend()
-        if lent is None:
+        lent = active.lend_views()
+        if lent is None:  # not yet (LiteRT lends only after the interpreter has run), or not this model
             return
         invoke, outputs = lent.invoke, lent.outputs
         self._input, self._invoke, self._outputs = lent.inputs[0], invoke, outputs
@@ -85,7 +92,7 @@ class StreamStep:
             # The checked path through a weak proxy: a bound method here would be a reference
             # cycle (instance -> closure -> instance), freed only by the cyclic collector.
             checked = functools.partial(StreamStep.value, weakref.proxy(self))
-            self.value = _fast_value(self._copy, invoke, outputs[0].reshape(-1), _decoder(active.outputs[0]), checked)
+            self.value = _fast_value(self._copy, invoke, outputs[0].reshape(-1), scalar_decoder(active.outputs[0]), checked)
         self.fast = True
 
     def __call__(self, frames: np.ndarray | None = None) -> list[np.ndarray]:
@@ -126,7 +133,7 @@ class StreamStep:
         if self._closed:
             raise BackendError("the Session is closed: open a new one", self._session.attempts)
         outputs = self._session.run(frames)
-        if not self.fast:
+        if not self.fast and self._retry:
             self.bind()  # after the first invoke (and any parity frames): the views, if the engine lends them
         return outputs
 
@@ -148,17 +155,3 @@ def _fast_value(copy: Callable[[np.ndarray], None], invoke: Callable[[], None], 
 
     value.__doc__ = StreamStep.value.__doc__
     return value
-
-
-def _decoder(detail: Any) -> Callable[[Any], float]:
-    """The raw output value -> its real value: a 256-entry table for 8-bit quantized outputs
-    (indexed by the raw value; an int8 -1 is entry 255, as Python's negative index), exact
-    arithmetic for other quantized ones, ``float`` for float outputs."""
-    if not detail.quantized:
-        return float
-    scale, zero = float(np.float32(detail.scale)), int(detail.zero_point)
-    if detail.dtype.itemsize == 1:
-        signed = detail.dtype.kind == "i"
-        table = [((i - 256 if signed and i > 127 else i) - zero) * scale for i in range(256)]
-        return table.__getitem__
-    return lambda q: (q - zero) * scale

@@ -195,14 +195,13 @@ def test_the_scalar_decoder_equals_the_dequantizer_on_every_value():
     """value() reads a one-value 8-bit output through a 256-entry table (an int8 -1 is entry
     255): equal to the Session's float32 dequantization on all 256 raw values, to float32."""
     from edgeserve.runtime.litert import TensorDetail
-    from edgeserve.runtime.outputs import Dequantizer
-    from edgeserve.runtime.stream_step import _decoder
-
+    from edgeserve.runtime.outputs import Dequantizer, scalar_decoder
+    
     for dtype, zero in ((np.int8, -128), (np.int8, 5), (np.uint8, 0), (np.uint8, 131)):
         detail = TensorDetail("p", 0, (1, 1), np.dtype(dtype), 0.0123, zero)
-        decode, dequantize = _decoder(detail), Dequantizer(detail)
+        decode, dequantize = scalar_decoder(detail), Dequantizer(detail)
         info = np.iinfo(dtype)
         for q in range(info.min, info.max + 1):
             want = float(dequantize(np.full((1, 1), q, dtype))[0, 0])
             assert np.float32(decode(q)) == np.float32(want), (dtype, zero, q)
-    assert _decoder(TensorDetail("p", 0, (1, 1), np.dtype(np.float32), 0.0, 0)) is float
+    assert scalar_decoder(TensorDetail("p", 0, (1, 1), np.dtype(np.float32), 0.0, 0)) is float

@@ -140,6 +140,11 @@ def test_raw_pcm_on_stdin(speech, tmp_path):
     result = CliRunner().invoke(cli, ["run", str(MODELS_DIR / "alexa.tflite"), "--input", "-", "--json"], input=pcm)
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.output)["detections"]) == 1
+    # --duration cuts the pipe: half a second ends before "Alexa" is recognised (at 0.77 s).
+    result = CliRunner().invoke(cli, ["run", str(MODELS_DIR / "alexa.tflite"), "--input", "-", "--duration", "0.5",
+                                      "--json"], input=pcm)
+    entry = json.loads(result.stdout)["results"][0]
+    assert entry["seconds"] == 0.5 and entry["detections"] == []
 
 
 def test_audio_input_errors_and_conversions(tmp_path):
