@@ -66,6 +66,20 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(scope="session")
+def tflm() -> Any:
+    """Real TFLM (reference kernels) built for this host from ../shared/tflm, once and cached
+    outside the repository (tests/tflm_build.py). Missing sources fail in CI, skip elsewhere."""
+    from tflm_build import TflmUnavailable, host_build
+
+    try:
+        return host_build()
+    except TflmUnavailable as reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI runs every real-TFLM test")
+        pytest.skip(str(reason))
+
+
+@pytest.fixture(scope="session")
 def digits_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled example, trained once per session: digits_cnn.keras, calib/eval/frames .npz."""
     out = tmp_path_factory.mktemp("digits_example")

@@ -3,8 +3,9 @@
 Operators are read a second time with the flatbuffers-generated schema that LiteRT ships, so
 resolve_ops is checked against an independent reader. Unsupported and too-new operators are
 made by editing real models through that schema (object API, packed again), not by hand.
-The generated header is compiled with the host g++ against a stand-in for TFLM's resolver
-header (see ``_shim_header``) and run.
+The generated header is compiled with the host g++ against real TFLM's resolver header and
+library (``../shared/tflm``, built once for the tests, see tests/tflm_build.py) and run, so
+every resolver method the table names is shown to exist in TFLM.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from edgeserve.converters.mcu.ops import (
     resolve_ops,
 )
 from edgeserve.converters.mcu.ops_header import render_ops_header
+from edgeserve.converters.mcu.toolchain import find_compiler
 from edgeserve.tflite_model import TfliteModel
 
 from mcu_models import INT8_MODELS  # noqa: E402  (tests/ is on sys.path)
+from tflm_build import STRICT_CXX, TflmBuild  # noqa: E402
 
 
 # --- an independent reader -------------------------------------------------------------------
@@ -186,58 +189,17 @@ def test_custom_ops_with_a_tflm_kernel_name_the_method_that_registers_them(testd
 
 
 # --- the generated header --------------------------------------------------------------------
-def _shim_header() -> str:
-    """A stand-in for TFLM's micro_mutable_op_resolver.h, made from the SUPPORTED table.
-
-    What compiling against it proves: the generated header is valid C++17, warning-free
-    under -Wall -Wextra, its kOpCount holds every operator it registers, and RegisterOps
-    reports a too-small resolver. What it cannot prove: that the method names exist in the
-    real TFLM header (they come from the same table), or anything about the kernels.
-    Like the real resolver, a registration fails when the resolver is full or already
-    holds the operator.
-    """
-    methods = "\n".join(
-        f"  TfLiteStatus {op.resolver_method}() {{ return Register({i}); }}"
-        for i, op in enumerate(SUPPORTED.values()))
-    return f"""// Test stand-in for tensorflow/lite/micro/micro_mutable_op_resolver.h
-#ifndef TEST_SHIM_MICRO_MUTABLE_OP_RESOLVER_H_
-#define TEST_SHIM_MICRO_MUTABLE_OP_RESOLVER_H_
-typedef enum {{ kTfLiteOk = 0, kTfLiteError = 1 }} TfLiteStatus;
-namespace tflite {{
-template <unsigned int tOpCount>
-class MicroMutableOpResolver {{
- public:
-{methods}
-  unsigned int registered() const {{ return count_; }}
-
- private:
-  TfLiteStatus Register(int op) {{
-    for (unsigned int i = 0; i < count_; ++i) {{
-      if (ops_[i] == op) return kTfLiteError;
-    }}
-    if (count_ >= tOpCount) return kTfLiteError;
-    ops_[count_++] = op;
-    return kTfLiteOk;
-  }}
-  int ops_[tOpCount > 0 ? tOpCount : 1] = {{}};
-  unsigned int count_ = 0;
-}};
-}}  // namespace tflite
-#endif
-"""
-
-
 _PROGRAM = """#include "{name}_model_ops.h"
 #include "{name}_model_ops.h"  // the include guard must make this harmless
 
 int main() {{
   {name}_model::OpResolver resolver;
   if ({name}_model::RegisterOps(resolver) != kTfLiteOk) return 10;
-  if (resolver.registered() != {name}_model::kOpCount) return 11;
+  if (resolver.GetRegistrationLength() != {name}_model::kOpCount) return 11;
   if ({name}_model::RegisterOps(resolver) != kTfLiteError) return 12;  // all already there
   tflite::MicroMutableOpResolver<{name}_model::kOpCount - 1> too_small;
   if ({name}_model::RegisterOps(too_small) != kTfLiteError) return 13;
-  if (too_small.registered() != {name}_model::kOpCount - 1) return 14;
+  if (too_small.GetRegistrationLength() != {name}_model::kOpCount - 1) return 14;
   tflite::MicroMutableOpResolver<{name}_model::kOpCount + 3> roomy;  // room for custom ops
   if ({name}_model::RegisterOps(roomy) != kTfLiteOk) return 15;
   return 0;
@@ -245,40 +207,35 @@ int main() {{
 """
 
 
-def _compile_and_run(tmp_path: Path, name: str, ops: list[OpUse]) -> None:
-    compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("g++ is not installed (Debian: apt-get install g++)")
-    shim = tmp_path / "shim" / "tensorflow" / "lite" / "micro" / "micro_mutable_op_resolver.h"
-    shim.parent.mkdir(parents=True)
-    shim.write_text(_shim_header())
+def _compile_and_run(tmp_path: Path, name: str, ops: list[OpUse], tflm: TflmBuild) -> None:
+    """Build the header into a program against real TFLM and run its checks (see _PROGRAM)."""
     (tmp_path / f"{name}_model_ops.h").write_text(render_ops_header(name, ops))
     (tmp_path / "main.cc").write_text(_PROGRAM.format(name=name))
     exe = tmp_path / "main"
     build = subprocess.run(
-        [compiler, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path / 'shim'}",
-         f"-I{tmp_path}", str(tmp_path / "main.cc"), "-o", str(exe)],
+        [str(find_compiler("host-c++")), *STRICT_CXX, f"-I{tmp_path}", *tflm.include_flags,
+         str(tmp_path / "main.cc"), str(tflm.library), "-o", str(exe)],
         capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    assert build.returncode == 0, build.stderr[-4000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert run.returncode == 0, f"check {run.returncode} failed in main.cc"
+    assert run.returncode == 0, f"check {run.returncode} failed in main.cc: {run.stdout}{run.stderr}"
 
 
 @pytest.mark.parametrize("relpath", ["mlperf-tiny/kws_ref_model.tflite",
                                      "tflm/trained_lstm_int8.tflite",
                                      "tflm/hello_world_int8.tflite"])
-def test_generated_header_compiles_and_registers_exactly_n_ops(testdata, tmp_path, relpath):
+def test_generated_header_compiles_and_registers_exactly_n_ops(testdata, tmp_path, relpath, tflm):
     ops = resolve_ops(TfliteModel.from_file(testdata / relpath))
     text = render_ops_header("demo", ops)
     assert f"constexpr unsigned int kOpCount = {len(ops)};" in text
     assert text.count("status = resolver.Add") == len(ops)
-    _compile_and_run(tmp_path, "demo", ops)
+    _compile_and_run(tmp_path, "demo", ops, tflm)
 
 
-def test_header_with_every_supported_op_compiles(tmp_path):
+def test_header_with_every_supported_op_compiles(tmp_path, tflm):
     ops = [OpUse(op.builtin, op.max_version, 1, op.resolver_method, op.code_bytes)
            for op in SUPPORTED.values()]
-    _compile_and_run(tmp_path, "everything", ops)
+    _compile_and_run(tmp_path, "everything", ops, tflm)
 
 
 def test_header_text_names_versions_layers_and_guards(testdata):

@@ -16,23 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tflm_build import TflmBuild, TflmUnavailable, host_build
+from tflm_build import STRICT_CXX, TflmBuild
 
-STRICT_CXX = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-DTF_LITE_STATIC_MEMORY"]
 MODELS = {  # name -> file under the shared test data
     "hello_world": "tflm/hello_world_int8.tflite",
     "kws": "mlperf-tiny/kws_ref_model.tflite",
     "micro_speech": "tflm/micro_speech_quantized.tflite",
     "resnet8": "mlperf-tiny/pretrainedResnet_quant.tflite",
 }
-
-
-@pytest.fixture(scope="module")
-def tflm() -> TflmBuild:
-    try:
-        return host_build()
-    except TflmUnavailable as reason:
-        pytest.skip(str(reason))
 
 
 def _convert(testdata: Path, model: str, out: Path) -> tuple[Path, int]:
@@ -98,5 +89,14 @@ def test_generated_build_runs_in_real_tflm(testdata: Path, tmp_path: Path, tflm:
     _set_arena(build, host_arena // 2)
     _compile(build, tflm, exe)
     small = subprocess.run([exe], capture_output=True, text=True, timeout=120, check=False)
-    assert small.returncode == 1, small.stdout + small.stderr
-    assert f"AllocateTensors failed in a {host_arena // 2}-byte arena" in small.stdout + small.stderr
+    # Half of a model as small as hello_world's arena does not even hold TFLM's persistent
+    # data (the tail), which TFLM itself does not survive (a kernel's Init gets no memory
+    # and its Prepare aborts): main.cc checks the planned tail first. The larger models
+    # fail later, in AllocateTensors, which TFLM reports.
+    log = small.stdout + small.stderr
+    assert small.returncode == 1, log
+    assert (f"AllocateTensors failed in a {host_arena // 2}-byte arena" in log
+            or f"AllocateTensors not tried: a {host_arena // 2}-byte arena cannot hold the" in log), log
+    if model == "hello_world":
+        assert "AllocateTensors not tried" in log, log
+    assert "Raise " in log and "_MODEL_TENSOR_ARENA_SIZE" in log, log

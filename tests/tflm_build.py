@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_PREFIX = "needs TFLM sources:"
+# How the tests compile generated code against TFLM: as strict as a user's build can be.
+# TF_LITE_STATIC_MEMORY is how the library was built (build.sh's cxxflags carry it).
+STRICT_CXX = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-DTF_LITE_STATIC_MEMORY"]
 # What build.sh expects to find already downloaded (the makefile would fetch each from the
 # network, which CI does not have): relative to tensorflow/lite/micro/tools/make/downloads.
 THIRD_PARTY = ("flatbuffers/include/flatbuffers/base.h", "gemmlowp/fixedpoint/fixedpoint.h",

@@ -191,7 +191,7 @@ class McuConverter(Converter):
         arena_h = render_arena_header(
             name, arena_bytes=target.total_bytes, head_bytes=head.head_bytes, tail_bytes=target.tail_bytes,
             temp_peak_bytes=target.temp_peak_bytes, host_arena_bytes=host.total_bytes, terms=target.terms,
-            kernels="reference",
+            kernels="reference", host_tail_bytes=host.tail_bytes,
         )
         generated = {
             f"{name}_model_data.h": data_h,

@@ -271,6 +271,9 @@ _MAIN = Template("""\
 #include <cstddef>
 #include <cstdint>
 
+#include "tensorflow/lite/micro/arena_allocator/single_arena_buffer_allocator.h"
+#include "tensorflow/lite/micro/memory_planner/greedy_memory_planner.h"
+#include "tensorflow/lite/micro/micro_allocator.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tensorflow/lite/micro/micro_log.h"
 $state_includes#include "tensorflow/lite/micro/system_setup.h"
@@ -286,7 +289,15 @@ alignas(16) static uint8_t tensor_arena[$ns::kTensorArenaSize];
 
 namespace {
 
-$body
+$body$probe
+void PrintArenaAdvice() {
+  MicroPrintf("If TFLM says above that memory is missing: the size was planned for one "
+              "TFLM build and word size and yours needs more (a 64-bit host, or kernels "
+              "with larger scratch buffers). Raise ${name_upper}_MODEL_TENSOR_ARENA_SIZE "
+              "in $arena_header by at least the missing bytes and run again (a later "
+              "step may need more).");
+}
+
 int RunOnce() {
   tflite::InitializeTarget();
 
@@ -304,16 +315,24 @@ int RunOnce() {
     return 1;
   }
 
+  if (sizeof(tensor_arena) < ${name_upper}_MODEL_ARENA_TAIL_SIZE || !ArenaHoldsTflmSetup()) {
+    MicroPrintf("AllocateTensors not tried: a %u-byte arena cannot hold the %u bytes of persistent "
+                "data TFLM keeps for this model at the arena's end (TFLM aborts, instead of "
+                "reporting, when a kernel finds no room there): %u bytes are missing.",
+                static_cast<unsigned>(sizeof(tensor_arena)),
+                static_cast<unsigned>(${name_upper}_MODEL_ARENA_TAIL_SIZE),
+                static_cast<unsigned>(sizeof(tensor_arena) < ${name_upper}_MODEL_ARENA_TAIL_SIZE
+                                          ? ${name_upper}_MODEL_ARENA_TAIL_SIZE - sizeof(tensor_arena)
+                                          : 0u));
+    PrintArenaAdvice();
+    return 1;
+  }
 $interpreter_main
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     MicroPrintf("AllocateTensors failed in a %u-byte arena (%u bytes taken when it failed).",
                 static_cast<unsigned>(sizeof(tensor_arena)),
                 static_cast<unsigned>(interpreter.arena_used_bytes()));
-    MicroPrintf("If TFLM says above that memory is missing: the size was planned for one "
-                "TFLM build and word size and yours needs more (a 64-bit host, or kernels "
-                "with larger scratch buffers). Raise ${name_upper}_MODEL_TENSOR_ARENA_SIZE "
-                "in $arena_header by at least the missing bytes and run again (a later "
-                "step may need more).");
+    PrintArenaAdvice();
     return 1;
   }
   // arena_used_bytes() leaves out the temporary memory AllocateTensors() needed on the
@@ -386,6 +405,9 @@ _SKETCH = Template("""\
 
 #include <Chirale_TensorFlowLite.h>
 
+#include "tensorflow/lite/micro/arena_allocator/single_arena_buffer_allocator.h"
+#include "tensorflow/lite/micro/memory_planner/greedy_memory_planner.h"
+#include "tensorflow/lite/micro/micro_allocator.h"
 #include "tensorflow/lite/micro/micro_interpreter.h"
 $state_includes#include "tensorflow/lite/micro/system_setup.h"
 #include "tensorflow/lite/schema/schema_generated.h"
@@ -399,7 +421,7 @@ alignas(16) static uint8_t tensor_arena[$ns::kTensorArenaSize];
 
 namespace {
 
-$body
+$body$probe
 tflite::MicroInterpreter* interpreter = nullptr;
 
 void Halt(const char* why) {
@@ -425,6 +447,9 @@ void setup() {
   static $ns::OpResolver resolver;
   if ($ns::RegisterOps(resolver) != kTfLiteOk) {
     Halt("RegisterOps failed: the resolver could not take every operator.");
+  }
+  if (sizeof(tensor_arena) < ${name_upper}_MODEL_ARENA_TAIL_SIZE || !ArenaHoldsTflmSetup()) {
+    Halt("The arena cannot hold TFLM's persistent data: raise ${name_upper}_MODEL_TENSOR_ARENA_SIZE in $arena_header.");
   }
 $interpreter_sketch
   interpreter = &static_interpreter;
@@ -531,10 +556,42 @@ endif()
 """)
 
 
+_PROBE = Template("""
+// TFLM keeps its persistent data at the end of the arena (the "tail": its allocator and
+// planner, per-tensor and per-node structs, each kernel's Init data), and running out of
+// room there is not an error status: the allocator objects, or a kernel's Init data, come
+// back null and the next step dereferences them, so the program aborts instead of
+// printing advice. The planned tail size (the arena header) covers the kernels; the same
+// allocations TFLM makes for its own objects, tried first on a throwaway allocator over
+// the arena, cover a TFLM build whose structs are larger than planned.
+bool ArenaHoldsTflmSetup() {
+  tflite::SingleArenaBufferAllocator probe(tensor_arena, sizeof(tensor_arena));
+  return probe.AllocatePersistentBuffer(sizeof(tflite::SingleArenaBufferAllocator),
+                                        alignof(tflite::SingleArenaBufferAllocator)) != nullptr &&
+         probe.AllocatePersistentBuffer(sizeof(tflite::GreedyMemoryPlanner),
+                                        alignof(tflite::GreedyMemoryPlanner)) != nullptr &&
+         probe.AllocatePersistentBuffer(sizeof(tflite::MicroAllocator),
+                                        alignof(tflite::MicroAllocator)) != nullptr$state_probe;
+}
+""")
+
+# MicroResourceVariables::Create allocates the object and one MicroResourceVariable per
+# variable (a private struct: two names, a buffer pointer, a size_t and flags, 40 bytes on
+# a 64-bit host and 20 on a 32-bit MCU, as converters/mcu/persistent.py plans them), each
+# aligned to MicroArenaBufferAlignment(); a failure there is a null dereference too.
+_STATE_PROBE = Template(""" &&
+         probe.AllocatePersistentBuffer(sizeof(tflite::MicroResourceVariables),
+                                        tflite::MicroArenaBufferAlignment()) != nullptr &&
+         probe.AllocatePersistentBuffer((sizeof(void*) == 8 ? 40u : 20u) * $count,
+                                        tflite::MicroArenaBufferAlignment()) != nullptr""")
+
+
 def _interpreter_setup(resource_variables: int) -> dict[str, str]:
     """How main.cc and the sketch construct the interpreter, with or without state."""
+    state_probe = _STATE_PROBE.substitute(count=resource_variables) if resource_variables else ""
+    probe = {"probe": _PROBE.substitute(state_probe=state_probe)}
     if not resource_variables:
-        return {
+        return {**probe,
             "interpreter_main": "  static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena,\n"
                                 "                                              sizeof(tensor_arena));",
             "interpreter_sketch": "  static tflite::MicroInterpreter static_interpreter(model, resolver, tensor_arena,\n"
@@ -549,9 +606,8 @@ def _interpreter_setup(resource_variables: int) -> dict[str, str]:
         "      tflite::MicroAllocator::Create(tensor_arena, sizeof(tensor_arena));\n"
         "  static tflite::MicroResourceVariables* variables =\n"
         f"      tflite::MicroResourceVariables::Create(allocator, {resource_variables});\n")
-    return {
+    return {**probe,
         "interpreter_main": setup + "  static tflite::MicroInterpreter interpreter(model, resolver, allocator, variables);",
         "interpreter_sketch": setup + "  static tflite::MicroInterpreter static_interpreter(model, resolver, allocator, variables);",
-        "state_includes": '#include "tensorflow/lite/micro/micro_allocator.h"\n'
-                          '#include "tensorflow/lite/micro/micro_resource_variable.h"\n',
+        "state_includes": '#include "tensorflow/lite/micro/micro_resource_variable.h"\n',
     }

@@ -85,6 +85,10 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     "TfLiteSplitVParams": row((4, 4), (4, 4)),  # int num_splits
     "TfLiteVarHandleParams": row((16, 8), (8, 4)),  # container and shared_name pointers
     "TfLiteCallOnceParams": row((4, 4), (4, 4)),  # int init_subgraph_index
+    # Read from builtin_op_data.h (Nov 2026), not probed: two bools; one float.
+    "TfLiteResizeBilinearParams": row((2, 1), (2, 1)),  # align_corners, half_pixel_centers
+    "TfLiteResizeNearestNeighborParams": row((2, 1), (2, 1)),  # likewise
+    "TfLiteLeakyReluParams": row((4, 4), (4, 4)),  # float alpha
     "TfLiteUnidirectionalSequenceLSTMParams": row((16, 4), (16, 4)),  # enum, 2 floats, bools
 }
 
@@ -105,6 +109,8 @@ OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "OpDataConv": row((72, 8), (56, 4), (80, 8), (64, 4)),
     "OpDataFullyConnected": row((64, 8), (48, 4), (72, 8), (56, 4)),
     "OpDataLogistic": row((16, 4), (16, 4)),  # logistic.h
+    "LeakyReluOpData": row((24, 4), (24, 4)),  # leaky_relu.h: six int32
+    "PreluParams": row((28, 4), (28, 4)),  # kernels/internal/types.h: seven int32/int
     "OpDataLSTM": row((688, 8), (688, 8)),  # lstm_eval.h: no pointers, int64-aligned
     "OpDataMul": row((36, 4), (36, 4)),  # mul.h
     "OpDataPad": row((56, 4), (56, 4)),  # pad.h (OpData)
@@ -263,7 +269,18 @@ KERNELS: dict[str, KernelData] = {
                                   source="fully_connected.cc, fully_connected_common.cc"),
     # HardSwishInit allocates the params; HardSwishPrepare fetches input and output.
     "HARD_SWISH": KernelData(None, "HardSwishParams", _fixed("i0 o0"), source="hard_swish.cc, hard_swish_common.cc"),
+    "LEAKY_RELU": KernelData("TfLiteLeakyReluParams", "LeakyReluOpData", _fixed("i0 o0"),
+                             source="leaky_relu.cc, leaky_relu_common.cc"),
     "LOGISTIC": KernelData(None, "OpDataLogistic", _fixed("i0 o0"), source="logistic_common.cc"),
+    # No Init and no Prepare: the two compare raw values with one shared scale.
+    "MAXIMUM": KernelData(None, None, _fixed(""), source="maximum_minimum.cc"),
+    "MINIMUM": KernelData(None, None, _fixed(""), source="maximum_minimum.cc"),
+    "PRELU": KernelData(None, "PreluParams", _fixed("i0 i1 o0"), source="prelu.cc, prelu_common.cc"),
+    # No Init; Prepare fetches input, size, output.
+    "RESIZE_BILINEAR": KernelData("TfLiteResizeBilinearParams", None, _fixed("i0 i1 o0"),
+                                  source="resize_bilinear.cc"),
+    "RESIZE_NEAREST_NEIGHBOR": KernelData("TfLiteResizeNearestNeighborParams", None, _fixed("i0 i1 o0"),
+                                          source="resize_nearest_neighbor.cc"),
     "MAX_POOL_2D": KernelData("TfLitePoolParams", "OpDataPooling", _fixed("i0 o0"),
                               source="pooling_common.cc"),
     "MEAN": KernelData("TfLiteReducerParams", "OpDataReduce", _mean_temps, source="reduce_common.cc"),
