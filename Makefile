@@ -14,7 +14,7 @@ DEMO_OUT := build/digits
 # is how `run --input mic` records (the tests drive it through ALSA's null and file devices).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
-.PHONY: setup toolchain registry-models demo test test-fast bench clean
+.PHONY: setup toolchain registry-models tflm-host demo test test-fast bench clean
 
 setup: $(VENV)/.installed toolchain
 
@@ -65,10 +65,15 @@ demo: setup
 registry-models: setup
 	$(PY) tests/registry_models.py
 
-test: setup registry-models
+# Real TFLM (reference kernels) from ../shared/tflm, built once into ~/.cache/edgeserve/tflm
+# (8 to 12 minutes on 2 cores): the tests compile the generated programs against it.
+tflm-host: setup
+	$(PY) tests/tflm_build.py
+
+test: setup registry-models tflm-host
 	$(PY) -m pytest
 
-test-fast: setup registry-models
+test-fast: setup registry-models tflm-host
 	$(PY) -m pytest -m "not slow"
 
 bench: setup

@@ -1,24 +1,31 @@
 """Interpreter-free C (mcu-c) against TFLM, model by model, for the README table.
 
-    python benchmarks/mcu_c.py [--json]
+    python benchmarks/mcu_c.py [--json] [--no-tflm]
 
 For each full-INT8 model of ../shared/testdata that mcu-c has kernels for, in one run:
 RAM: mcu-c's static arena (temporaries included; the input is read from the caller's buffer)
 next to TFLM's arena head (activation memory; edgeserve's model of TFLM's planner, equal to
 what the tflite-micro interpreter reports, see tests/test_mcu_target.py) and their ratio.
 Cortex-M4 (qemu-system-arm -M mps2-an386 -icount shift=0, arm-none-eabi-gcc -O2): instructions
-per inference (40 x SysTick ticks) and code flash (image text minus weights and the embedded
-test input; newlib's printf and the startup code included), and the time to generate the C.
+per inference (40 x SysTick ticks), code flash (image text minus weights and the embedded test
+input; newlib's printf and the startup code included), the stack's high-water mark (painted
+before the run), and the time to generate the C.
 
-TFLM itself cannot be built here (../shared/tflm lacks the third-party downloads its makefile
-needs, and the machine reaches only package registries), so its Cortex-M4 figures are the ones
-measured with a plain TFLM harness and quoted in ../shared/tflm/README.md (KWS only).
+TFLM itself runs beside it on the same emulated board (unless --no-tflm): what `-t mcu`
+generates (model data, exact op resolver, planned arena) is built with
+firmware/boards/mps2_an386/tflm_main.cc against `../shared/tflm/build.sh cortex-m4-ref`
+(reference kernels) and `cortex-m4` (CMSIS-NN), both cached in ~/.cache/edgeserve/tflm (about
+8 minutes each on 2 cores the first time). Same input, same SysTick count, same stack
+painting; every build's output must equal mcu-c's (all are bit-exact with TFLM's reference
+kernels). The planned arena is computed for the reference kernels: when it is too small for
+CMSIS-NN's scratch buffers, the run is repeated in a larger arena and the row says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,20 +39,66 @@ TESTDATA = ROOT.parent / "shared" / "testdata"
 MODELS = ("mlperf-tiny/kws_ref_model", "mlperf-tiny/vww_96_int8", "mlperf-tiny/pretrainedResnet_quant",
           "mlperf-tiny/ad01_int8", "mlperf-tiny/str_ww_ref_model", "tflm/person_detect",
           "tflm/micro_speech_quantized", "tflm/hello_world_int8", "tflm/mobilenet_v2_quantized_1x3x224x224")
-# ../shared/tflm/README.md: a plain 16-operator TFLM harness on KWS, Cortex-M4 under QEMU.
-TFLM_KWS = {"instructions_reference": 199_000_000, "instructions_cmsis_nn": 7_600_000,
-            "code_bytes_reference": 117_000, "code_bytes_cmsis_nn": 163_000}
+# Columns of TFLM's own builds: build.sh flavour per column.
+FLAVOURS = {"tflm_ref": "cortex-m4-ref", "tflm_cmsis_nn": "cortex-m4"}
 
 
-def run() -> list[dict[str, Any]]:
+def tflm_builds() -> dict[str, Path]:
+    """The cached TFLM Cortex-M4 build folders, built first when missing (tests/tflm_build.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tflm_build import build
+
+    return {column: build(flavour).library.parents[1] for column, flavour in FLAVOURS.items()}
+
+
+def mcu_files(model_path: Path, out: Path) -> int:
+    """`edgeserve convert -t mcu` into ``out`` (once); the planned arena in bytes."""
+    if not (out / "manifest.json").is_file():
+        subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(model_path), "-t", "mcu", "--name", "model",
+                        "-o", str(out), "--no-fit-check"], check=True, capture_output=True, text=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    return next(a for a in manifest["artifacts"] if a["target"] == "mcu")["arena_bytes"]
+
+
+def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[str, Any]:
+    """The model through `-t mcu`'s files and TFLM on the emulated Cortex-M4."""
+    from edgeserve.converters.mcu.cortex_m4 import build_image, weights_symbol
+    from edgeserve.converters.mcu_c import check
+    from edgeserve.tflite_model import TfliteModel
+
+    planned = mcu_files(model_path, work / "conv")
+    graph = TfliteModel.from_file(model_path).subgraphs[0]
+    output_bytes = graph.tensors[graph.outputs[0]].nbytes
+    arena, note = None, None
+    for attempt in range(4):
+        image = build_image(work / "conv" / "mcu", "model", tflm, x, work / f"{tflm.name}-{attempt}",
+                            arena_bytes=arena)
+        try:
+            target = check.run_cortex_m4(image, "model", output_bytes, weights=weights_symbol("model"))
+            break
+        except RuntimeError as exc:
+            if "error AllocateTensors" not in str(exc):
+                raise
+            arena = (arena or planned) * 2
+            note = f"the planned {planned:,} B arena is too small for these kernels; ran in {arena:,} B"
+    else:
+        raise RuntimeError(f"TFLM did not allocate {model_path.name} in {arena:,} B")
+    return {"instructions": target.instructions[0], "code_bytes": target.code_bytes,
+            "stack_bytes": target.stack_bytes, "arena_used_bytes": target.arena_used_bytes,
+            "planned_arena_bytes": planned, "arena_note": note, "outputs": target.outputs[0].tolist()}
+
+
+def run(with_tflm: bool) -> list[dict[str, Any]]:
     from edgeserve.converters.mcu.arena import plan_head
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
     from edgeserve.tflite_model import TfliteModel
 
     missing = check.qemu_available()
+    builds = tflm_builds() if with_tflm and not missing else {}
     rows = []
     for rel in MODELS:
+        print(f"... {rel}", file=sys.stderr, flush=True)
         model = TfliteModel.from_file(TESTDATA / f"{rel}.tflite")
         start = time.perf_counter()
         generated = generate(model, "model", rel)
@@ -66,7 +119,13 @@ def run() -> list[dict[str, Any]]:
                 x = np.random.default_rng(0).integers(-128, 128, size=(1, *shape), dtype=np.int8)
                 image = check.build_cortex_m4(out, "model", x, out / "m4")
                 target = check.run_cortex_m4(image, "model", graph.tensors[graph.outputs[0]].nbytes)
-                row.update(instructions=target.instructions[0], code_bytes=target.code_bytes)
+                row.update(instructions=target.instructions[0], code_bytes=target.code_bytes,
+                           stack_bytes=target.stack_bytes)
+                for column, tflm in builds.items():
+                    theirs = run_tflm(TESTDATA / f"{rel}.tflite", tflm, x, out / "tflm")
+                    if theirs.pop("outputs") != target.outputs[0].tolist():
+                        raise RuntimeError(f"{rel}: TFLM ({column}) and mcu-c differ on the same input")
+                    row[column] = theirs
         rows.append(row)
     return rows
 
@@ -74,20 +133,28 @@ def run() -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-tflm", action="store_true", help="skip TFLM's own Cortex-M4 builds")
     args = parser.parse_args()
-    rows = run()
+    rows = run(with_tflm=not args.no_tflm)
     if args.json:
-        print(json.dumps({"models": rows, "tflm_kws_published": TFLM_KWS}, indent=2))
+        print(json.dumps({"models": rows}, indent=2))
         return
-    print(f"{'model':26} {'TFLM head':>10} {'mcu-c arena':>12} {'ratio':>6} {'M4 instr.':>12} {'code B':>8} "
-          f"{'weights B':>10} {'gen s':>6}  planner")
+    print(f"{'model':26} {'TFLM head':>10} {'mcu-c arena':>12} {'ratio':>6} {'M4 instr.':>13} {'code B':>8} "
+          f"{'stack B':>8} {'weights B':>10} {'gen s':>6}  planner")
     for r in rows:
         print(f"{r['model']:26} {r['tflm_head_bytes']:>10,} {r['arena_bytes']:>12,} {r['ratio']:>6.2f} "
-              f"{r.get('instructions', 0):>12,} {r.get('code_bytes', 0):>8,} {r['weight_bytes']:>10,} "
-              f"{r['generate_s']:>6.2f}  {r['planner']}{' (optimal)' if r['optimal'] else ''}")
-    print(f"TFLM on KWS (../shared/tflm/README.md): {TFLM_KWS['instructions_reference']:,} instructions with reference "
-          f"kernels, {TFLM_KWS['instructions_cmsis_nn']:,} with CMSIS-NN; code {TFLM_KWS['code_bytes_reference']:,} "
-          f"/ {TFLM_KWS['code_bytes_cmsis_nn']:,} B")
+              f"{r.get('instructions', 0):>13,} {r.get('code_bytes', 0):>8,} {r.get('stack_bytes') or 0:>8,} "
+              f"{r['weight_bytes']:>10,} {r['generate_s']:>6.2f}  {r['planner']}{' (optimal)' if r['optimal'] else ''}")
+    if any(column in r for r in rows for column in FLAVOURS):
+        print(f"\n{'model':26} {'TFLM kernels':14} {'M4 instr.':>13} {'mcu-c/TFLM':>10} {'code B':>8} "
+              f"{'arena B':>9} {'stack B':>8}  note")
+        for r in rows:
+            for column in FLAVOURS:
+                t = r.get(column)
+                if t:
+                    print(f"{r['model']:26} {column:14} {t['instructions']:>13,} "
+                          f"{r['instructions'] / t['instructions']:>10.2f} {t['code_bytes']:>8,} "
+                          f"{t['arena_used_bytes'] or 0:>9,} {t['stack_bytes'] or 0:>8,}  {t['arena_note'] or ''}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -27,6 +28,9 @@ def print_conversion(manifest: dict[str, Any]) -> None:
                       + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
     for entry in manifest["artifacts"]:
         _print_artifact(console, entry)
+    for skipped in manifest.get("not_built") or []:
+        console.print(f"\n[bold]{escape(skipped['target'])}[/]  [bold red]NOT BUILT[/]: {escape(skipped['reason'])}",
+                      soft_wrap=True)
 
 
 def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
@@ -53,6 +57,7 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
             f"  {label}: float {m['float']:.4f}  quantized {m['quantized']:.4f}  drop {m['drop_points']:.2f}{unit}"
             f" (max {m['max_drop']}) on {m['samples']} samples"
         )
+    _print_quality(console, entry)
     agree = entry.get("agreement") or {}
     if agree:
         parts = [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items()]
@@ -83,6 +88,22 @@ def _print_unverified(console: Console, entry: dict[str, Any]) -> None:
     reason = (entry.get("verification") or {}).get("degenerate")
     if reason:
         console.print(f"  [bold yellow]NOT VERIFIED[/]: {reason}")
+
+
+def _print_quality(console: Console, entry: dict[str, Any]) -> None:
+    """One line for the gate on every output: what judged it and the figure."""
+    quality = entry.get("quality")
+    if not quality:
+        return
+    parts = []
+    for o in quality["outputs"]:
+        mark = "ok" if o["ok"] else "[bold red]FAILED[/]"
+        if o["judged_by"] == "metric":
+            parts.append(f"{escape(o['name'])} by the task metric {mark}")
+            continue
+        sqnr = "exact" if o["sqnr_db"] is None and o["ok"] else f"{o['sqnr_db']} dB"
+        parts.append(f"{escape(o['name'])} SQNR {sqnr} {mark}")
+    console.print(f"  outputs vs float (min SQNR {quality['min_sqnr_db']:g} dB): " + ", ".join(parts), soft_wrap=True)
 
 
 def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
@@ -145,7 +166,12 @@ def _print_mcu_c(console: Console, entry: dict[str, Any]) -> None:
     m4 = check.get("cortex_m4") or {}
     if "instructions" in m4:
         console.print(f"  Cortex-M4 ({m4['board']}): same outputs as the host; {m4['instructions']:,} instructions "
-                      f"per inference; code {m4['code_bytes']:,} B + weights {m4['weight_bytes']:,} B")
+                      f"per inference; code {m4['code_bytes']:,} B + weights {m4['weight_bytes']:,} B"
+                      + (f"; stack {m4['stack_bytes']:,} B at its deepest" if m4.get("stack_bytes") else ""))
+        clock = m4.get("at_profile_clock")
+        if clock:
+            console.print(f"  {clock['profile']} at {clock['freq_mhz']} MHz: at least {clock['min_ms']:g} ms per "
+                          "inference (one instruction per cycle: a lower bound, not a measurement)")
     elif m4:
         console.print(f"  Cortex-M4 run skipped: {m4.get('skipped')}")
 
@@ -179,6 +205,7 @@ def _print_coreml(console: Console, entry: dict[str, Any]) -> None:
         unit = " points" if m["metric"] == "top1" else " %"
         console.print(f"  {label}: source {m['float']:.4f}  coreml {m['quantized']:.4f}  "
                       f"drop {m['drop_points']:.2f}{unit} (max {m['max_drop']}) on {m['samples']} samples")
+    _print_quality(console, entry)
     v = entry["verification"]
     top1 = f", top-1 agreement {v['top1_agreement']:.2%}" if v.get("top1_agreement") is not None else ""
     console.print(f"  verified by {v['method']}: max |diff| {v['max_abs_diff']:.3g}{top1} on {v['samples']} samples")
@@ -243,6 +270,10 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
     unit = " points" if m["metric"] == "top1" else " %"
     console.print(f"  {label}: source {m['float']:.4f}  {entry['target']} {m['quantized']:.4f}  drop "
                   f"{m['drop_points']:.2f}{unit} (max {m['max_drop']}) on {m['samples']} samples, ONNX Runtime CPU")
+    _print_quality(console, entry)
+    note = (entry.get("host_kernels") or {}).get("note")
+    if note:
+        console.print(f"  [yellow]note[/]: {note}", soft_wrap=True)
     agree = entry.get("agreement") or {}
     if agree:
         console.print("  agreement: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"

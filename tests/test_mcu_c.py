@@ -101,7 +101,7 @@ def test_generated_c_is_bit_exact_with_the_reference_kernels(testdata, tmp_path,
     graph = model.subgraphs[0]
     ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape))
     which, reference = _reference(model, inputs)
-    assert which.startswith("tflm-reference" if "person_detect" in rel else "litert-reference")
+    assert which == "tflm-reference"  # what the user would otherwise flash (and CMSIS-NN equals)
     # The comparison can fail only if the reference outputs vary with the input.
     assert len(np.unique(reference.reshape(samples, -1), axis=0)) > 1
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
@@ -243,7 +243,7 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
     graph = model.subgraphs[0]
     ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape))
     which, reference = _reference(model, inputs)
-    assert which == "litert-reference"
+    assert which == "tflm-reference"
     assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
 
@@ -285,10 +285,14 @@ def test_cli_convert_verify_and_tamper(testdata, tmp_path, cli):
     _require("host-c")
     out = tmp_path / "kws"
     result = cli("convert", str(testdata / "mlperf-tiny/kws_ref_model.tflite"), "-t", "mcu-c", "--name", "kws",
-                 "-o", str(out), "--json")
+                 "-p", "stm32f746-discovery", "-o", str(out), "--json")
     assert result.exit_code == 0, result.output
     entry = next(a for a in json.loads(result.output)["artifacts"] if a["target"] == "mcu-c")
     assert entry["arena_bytes"] == 8_128 and entry["tflm_arena_head_bytes"] == 16_000
+    m4 = entry["verification"].get("cortex_m4") or {}
+    if "instructions" in m4:  # the time the instructions mean at the profile's 216 MHz, at best
+        clock = m4["at_profile_clock"]
+        assert clock["freq_mhz"] == 216 and clock["min_ms"] == round(m4["instructions"] / 216e3, 3)
     assert entry["verification"]["bit_exact"] is True and entry["verification"]["samples"] == 50
     header = (out / "mcu-c" / "kws.h").read_text()
     assert "#define KWS_ARENA_BYTES 8128" in header and "int kws_invoke(const int8_t *input, int8_t *output);" in header
@@ -327,6 +331,9 @@ def test_firmware_runs_on_an_emulated_cortex_m4(testdata, tmp_path):
     assert 1_000_000 < run.instructions[-1] < 199_000_000
     assert run.weight_bytes == generated.weight_bytes
     assert 0 < run.code_bytes < 117_000 // 2  # TFLM reference kernels' image: 117 KB with newlib
+    # The painted stack: the kernels and newlib's printf used some of it, and far less than
+    # the board's RAM (a paint that never happened would read as 0 or as the whole stack).
+    assert run.stack_bytes is not None and 256 < run.stack_bytes < 64 * 1024
 
 
 def test_fit_check_places_the_arena_in_the_fastest_ram_that_holds_it(testdata):
@@ -357,3 +364,33 @@ def test_a_model_that_does_not_fit_is_refused_before_anything_is_written(testdat
                  "-p", "ambiq-apollo3", "-o", str(out))
     assert result.exit_code != 0 and "does not fit ambiq-apollo3" in result.output
     assert not out.exists() or not any(out.rglob("*.c"))
+
+
+@pytest.mark.parametrize("rel", ["tflm/hello_world_int8.tflite", "mlperf-tiny/ad01_int8.tflite"])
+def test_no_double_precision_arithmetic_reaches_the_cortex_m4(testdata, tmp_path, rel):
+    """A Cortex-M4 has a single-precision FPU only: any double arithmetic in a kernel or the
+    generated model would be software floating point (__aeabi_dmul and friends). Every
+    object of the build (the model's .c and each kernel it uses) is compiled as the firmware
+    is and its undefined symbols read with nm; FULLY_CONNECTED, which once requantized in
+    double to follow LiteRT's desktop kernel, is in both models."""
+    import shutil
+    import subprocess
+
+    _require("arm-c")
+    nm = shutil.which("arm-none-eabi-nm")
+    if nm is None:
+        pytest.skip("arm-none-eabi-nm is not installed")
+    model, generated = _generate(testdata, rel)
+    assert "FULLY_CONNECTED" in model.op_counts()
+    directory = _write(generated, tmp_path / "out")
+    sources = [directory / "model.c", *sorted((directory / "kernels").glob("*.c"))]
+    from edgeserve.converters.mcu.toolchain import find_compiler
+
+    found = {}
+    for source in sources:
+        obj = tmp_path / f"{source.stem}.o"
+        subprocess.run([str(find_compiler("arm-c")), *check.CORTEX_M4_C_FLAGS, f"-I{directory}",
+                        f"-I{directory / 'kernels'}", "-c", str(source), "-o", str(obj)], check=True)
+        undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True).stdout
+        found[source.name] = [line.split()[-1] for line in undefined.splitlines() if "__aeabi_d" in line]
+    assert "es_fully_connected.c" in found and not any(found.values()), found

@@ -82,7 +82,13 @@ def from_env(directory: Path) -> TflmBuild:
 
 def host_build() -> TflmBuild:
     """The cached host build, building it first if needed. Raises RuntimeError with the reason."""
-    env_dir = os.environ.get("EDGESERVE_TFLM_DIR")
+    return build("host")
+
+
+def build(flavour: str) -> TflmBuild:
+    """The cached ``build.sh FLAVOUR`` output (host, cortex-m4 with CMSIS-NN, cortex-m4-ref),
+    building it first if needed. Raises RuntimeError with the reason."""
+    env_dir = os.environ.get("EDGESERVE_TFLM_DIR") if flavour == "host" else None
     if env_dir:
         build = from_env(Path(env_dir))
         if not build.library.is_file():
@@ -97,7 +103,7 @@ def host_build() -> TflmBuild:
     if missing:
         raise TflmUnavailable(f"{SKIP_PREFIX} {downloads} lacks {', '.join(missing)}; TFLM's makefile would "
                               "download them, and this machine reaches only package registries")
-    out = cache_root() / f"host-{_source_key(src, script)}"
+    out = cache_root() / f"{flavour}-{_source_key(src, script)}"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -108,13 +114,19 @@ def host_build() -> TflmBuild:
         # environment's interpreter has it.
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         start = time.monotonic()
-        done = subprocess.run(["bash", str(script), "host", str(out)], env=env, capture_output=True,
+        done = subprocess.run(["bash", str(script), flavour, str(out)], env=env, capture_output=True,
                               text=True, timeout=3600, check=False)
         if done.returncode != 0 or not library.is_file():
-            raise RuntimeError(f"TFLM host build failed ({done.returncode}): {done.stderr[-2000:]}")
+            raise RuntimeError(f"TFLM {flavour} build failed ({done.returncode}): {done.stderr[-2000:]}")
         return TflmBuild(library, _system((out / "includes").read_text()), time.monotonic() - start)
 
 
-if __name__ == "__main__":  # build ahead of the tests: python tests/tflm_build.py
-    result = host_build()
-    print(result.library, f"built in {result.built_seconds:.0f} s" if result.built_seconds else "(cached)")
+if __name__ == "__main__":  # `make test` builds it ahead of pytest: python tests/tflm_build.py [FLAVOUR]
+    flavour = sys.argv[1] if len(sys.argv) > 1 else "host"
+    try:
+        result = build(flavour)
+    except TflmUnavailable as reason:  # the tests then skip (and fail in CI) with the same reason
+        print(f"warning: {reason}", file=sys.stderr)
+        sys.exit(1 if os.environ.get("CI") == "true" else 0)
+    print(f"TFLM {flavour} build:", result.library, f"built in {result.built_seconds:.0f} s" if result.built_seconds
+          else "(cached)")

@@ -84,6 +84,8 @@ class TargetRun:
     bss_bytes: int
     weight_bytes: int  # const arrays of the model (in .text: flash)
     test_input_bytes: int  # the inputs embedded for the run (in .text, not part of a product)
+    stack_bytes: int | None = None  # high-water mark of the stack (painted before the run)
+    arena_used_bytes: int | None = None  # TFLM's harness only: the interpreter's arena_used_bytes()
 
     @property
     def code_bytes(self) -> int:
@@ -120,7 +122,9 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
     return image
 
 
-def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
+def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None = None) -> TargetRun:
+    """Run an image built by build_cortex_m4 (or the TFLM harness: ``weights`` then names the
+    symbol pattern of its model data) under QEMU and read what it printed."""
     done = subprocess.run([QEMU, "-M", "mps2-an386", "-nographic", "-semihosting", "-icount", "shift=0",
                            "-kernel", str(image)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                           check=False)
@@ -129,6 +133,8 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
                            f"{done.stderr[-2000:]}")
     outputs = [[int(v) for v in line.split()[1:]] for line in done.stdout.splitlines() if line.startswith("out")]
     ticks = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("ticks")]
+    stack = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("stack")]
+    arena = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("arena_used")]
     if any(len(o) != output_bytes for o in outputs) or len(outputs) != len(ticks):
         raise RuntimeError(f"unexpected firmware output: {done.stdout[-2000:]}")
     size = subprocess.run([shutil.which(TOOLS["arm-size"].program) or "arm-none-eabi-size", "-A", str(image)],
@@ -138,7 +144,9 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int) -> TargetRun:
                                                         ".init_array", ".fini_array"))
     return TargetRun(np.array(outputs, np.int64), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
                      sections.get(".data", 0), sections.get(".bss", 0),
-                     _symbol_bytes(image, rf"{re.escape(name)}_([wbmsrkt]\d+(_\d+)?|init_\d+)"), _symbol_bytes(image, "es_inputs"))
+                     _symbol_bytes(image, weights or rf"{re.escape(name)}_([wbmsrkt]\d+(_\d+)?|init_\d+)"),
+                     _symbol_bytes(image, "es_inputs"),
+                     stack[-1] if stack else None, arena[-1] if arena else None)
 
 
 def _symbol_bytes(image: Path, symbol_pattern: str) -> int:

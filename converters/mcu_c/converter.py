@@ -5,7 +5,7 @@ lower     every operator to a portable kernel call (UnsupportedOperatorError, no
 plan      tensors into one static arena: in-place kernels, then offsets over lifetimes
 fit       flash (weights + code) and RAM (arena + stack) against the profile
 emit      OUT/mcu-c/: NAME.h, NAME.c, kernels/ (only those the model uses), the model
-verify    gcc builds it with -Wall -Wextra -Werror; its outputs equal the reference kernels'
+verify    gcc builds it with -Wall -Wextra -Werror; its outputs equal TFLM's reference kernels'
           bit for bit on random inputs; a sanitizer build proves every kernel stays inside
           its own tensors; on an emulated Cortex-M4 (when arm-none-eabi-gcc and
           qemu-system-arm are installed) the firmware prints the host's outputs, and its
@@ -197,6 +197,12 @@ class McuCConverter(Converter):
         result: dict[str, Any] = {"method": "host-vs-reference", "reference": reference_name.split(" ")[0],
                                   "reference_note": reference_name, "samples": host_samples, "bit_exact": True,
                                   "distinct_reference_outputs": int(len(np.unique(reference)))}
+        if reference_name.startswith("tflm"):
+            # LiteRT's desktop kernels beside it, for the report only (see reference.py).
+            litert = call_in_child("edgeserve.converters.mcu_c.reference:litert_outputs", model_bytes, inputs,
+                                   what="running LiteRT's reference kernels")
+            result["litert_reference_max_steps"] = None if litert is None else int(np.max(np.abs(
+                ours.astype(np.int32) - litert.reshape(ours.shape).astype(np.int32))))
         if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
             result.update(self._compare_before_the_head(ctx, model_bytes, model, generated, inputs, reference_name))
         try:
@@ -228,7 +234,18 @@ class McuCConverter(Converter):
                                "instructions": run.instructions[-1], "code_bytes": run.code_bytes,
                                "weight_bytes": run.weight_bytes, "text_bytes": run.text_bytes,
                                "bss_bytes": run.bss_bytes, "data_bytes": run.data_bytes,
+                               # The whole firmware's deepest stack (the harness and newlib's
+                               # printf included), beside the fit check's estimate.
+                               "stack_bytes": run.stack_bytes, "stack_estimate_bytes": STACK_ESTIMATE_BYTES,
                                "flags": " ".join(check.CORTEX_M4_C_FLAGS)}
+        profile = ctx.profile
+        if profile is not None and getattr(profile.cpu, "freq_mhz", 0):
+            # QEMU counts instructions, not cycles: at one instruction per cycle (no flash wait
+            # states, no stalls) this is the least time the profile's core can take.
+            mhz = profile.cpu.freq_mhz
+            result["cortex_m4"]["at_profile_clock"] = {
+                "profile": profile.name, "freq_mhz": mhz,
+                "min_ms": round(run.instructions[-1] / (mhz * 1e3), 3)}
         return result
 
     def _compare_before_the_head(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel,
@@ -247,7 +264,7 @@ class McuCConverter(Converter):
                                                                       "TANH"):
             tensor = producers[tensor].inputs[0]
         degenerate = {"degenerate": "every random input gave the same output: the comparison could not fail"}
-        if tensor == graph.outputs[0] or not reference_name.startswith("litert") or \
+        if tensor == graph.outputs[0] or not reference_name.startswith("tflm") or \
                 graph.tensors[tensor].dtype_name != "int8":
             return degenerate
         probe = generate(model, generated.name, "probe", output_tensor=tensor)

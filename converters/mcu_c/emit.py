@@ -131,7 +131,7 @@ def render_source(name: str, model_label: str, steps: Sequence[Step], plan: Plan
             parts.append(f"static const {array.ctype} {name}_{array.name}[{len(array.items)}] = {{\n{items}\n}};")
         fields = [f"  .{k} = {_field(v, name)}," for k, v in step.params.items()]
         for array in step.arrays:
-            role = {"w": "filter", "b": "bias", "m": "multiplier", "s": "shift", "r": "scale", "k": None, "t": None}[array.name[0]]
+            role = {"w": "filter", "b": "bias", "m": "multiplier", "s": "shift", "k": None, "t": None}[array.name[0]]
             if role:  # "k": a constant operand, passed as an argument; "t": referenced by params
                 fields.append(f"  .{role} = {name}_{array.name},")
         parts.append(f"static const {step.params_type} {name}_p{position} = {{  /* {step.op} {step.index} */\n"

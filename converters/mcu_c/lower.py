@@ -377,14 +377,27 @@ class Lowering:
         if per_channel and any(z != 0 for z in q.zero_point):
             raise _refuse(op, "with per-channel weights and non-zero zero points")
         act_min, act_max = quant.activation_range(op.options.get("fused_activation_function", 0), sy, zy)
+        filter_offset = -(q.zero_point[0] if q.zero_point else 0)
+        weights = self.const(op.inputs[1], "int8")
+        bias = self.const(op.inputs[2], "int32") if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+        in_offset = -zx
+        if filter_offset == 0 and in_offset != 0:
+            # sum((w) * (x + in_offset)) = sum(w * x) + in_offset * sum(w): the second term is
+            # a constant per output, folded into the bias here (exact integer arithmetic), so
+            # the inner loop is one multiply-accumulate, as CMSIS-NN does with its kernel sums.
+            folded = (bias.astype(np.int64) if bias is not None else np.zeros(out_depth, np.int64)) + \
+                in_offset * weights.astype(np.int64).sum(axis=1)
+            if np.all(np.abs(folded) < 2**31):
+                bias, in_offset = folded.astype(np.int32), 0
         params = {"batches": count // in_depth, "in_depth": in_depth, "out_depth": out_depth,
-                  "in_offset": -zx, "filter_offset": -(q.zero_point[0] if q.zero_point else 0), "out_offset": zy,
+                  "in_offset": in_offset, "filter_offset": filter_offset, "out_offset": zy,
                   "act_min": act_min, "act_max": act_max, "per_channel": int(per_channel)}
-        arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
-        if len(op.inputs) > 2 and op.inputs[2] >= 0:
-            arrays.append(ConstArray(f"b{op.index}", "int32_t", self.const(op.inputs[2], "int32")))
-        arrays.append(ConstArray(f"r{op.index}", "double",
-                                 np.array(quant.fully_connected_scales(sx, q.scale, sy), np.float64)))
+        arrays = [ConstArray(f"w{op.index}", "int8_t", weights)]
+        if bias is not None:
+            arrays.append(ConstArray(f"b{op.index}", "int32_t", bias))
+        multipliers, shifts = quant.per_channel_multipliers(sx, q.scale, sy, out_depth if per_channel else 1)
+        arrays.append(ConstArray(f"m{op.index}", "int32_t", np.array(multipliers, np.int32)))
+        arrays.append(ConstArray(f"s{op.index}", "int8_t", np.array(shifts, np.int8)))
         return Step(op.index, op.op_name, "es_fully_connected", "es_fc_params", params, arrays,
                     (op.inputs[0],), op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 

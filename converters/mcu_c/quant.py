@@ -60,18 +60,6 @@ def per_channel_multipliers(input_scale: float, filter_scales: tuple[float, ...]
     return [m for m, _ in pairs], [s for _, s in pairs]
 
 
-def fully_connected_scales(input_scale: float, filter_scales: tuple[float, ...], output_scale: float) -> list[float]:
-    """The double-precision requantization scale per output of LiteRT's int8 FULLY_CONNECTED.
-
-    Measured on ad01 and hello_world: LiteRT 2.3's reference kernel matches
-    round(acc * double(in) * double(filter) / double(out)) on every output, while the
-    fixed-point multiplier TFLM derives (GetQuantizedConvolutionMultipler) is off by
-    1-3 steps on some.
-    """
-    return [float(np.float32(input_scale)) * float(np.float32(s)) / float(np.float32(output_scale))
-            for s in filter_scales]
-
-
 def add_multipliers(scale1: float, scale2: float, output_scale: float, left_shift: int = 20) -> dict[str, int]:
     """Add's Prepare for int8: both inputs rescaled to twice the larger scale, 20 bits up."""
     twice_max = 2.0 * float(max(np.float32(scale1), np.float32(scale2)))

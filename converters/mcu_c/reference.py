@@ -1,5 +1,10 @@
-"""What the generated C must reproduce: LiteRT's reference kernels, or TFLM where LiteRT
-refuses the model (it rejects person_detect's quantized_dimension 3, which TFLM runs).
+"""What the generated C must reproduce: TFLM's reference kernels (the tflite-micro Python
+interpreter), which is what a user would otherwise flash, and what CMSIS-NN is bit-exact
+with by design. LiteRT's reference kernels stand in only where TFLM cannot run the model.
+
+LiteRT's desktop kernels are run beside TFLM for the report: they requantize
+FULLY_CONNECTED in double precision, and on some models (hello_world, ad01, one stride of
+hey_jarvis) that differs from TFLM's fixed-point multiplier by a step or two.
 
 Called in a child process (:func:`edgeserve.converters.mcu.child.call_in_child`): both
 interpreters are native code that can abort on a model static checks let through.
@@ -16,36 +21,50 @@ TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
 def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.ndarray]:
     """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] of a one-input model."""
     try:
-        from edgeserve.console import capture_native_stderr
-        from edgeserve.runtime.litert import TfliteRunner
-
-        with capture_native_stderr():
-            runner = TfliteRunner(model_bytes, reference_kernels=True)
-    except Exception as exc:  # noqa: BLE001 - any refusal means: ask TFLM instead
         from edgeserve.converters.mcu import tflm
 
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         outputs = tflm.run(model_bytes, TFLM_REFERENCE_ARENA, [[x] for x in inputs])
-        return (f"tflm-reference (LiteRT refused the model: {reason[:160]})",
-                np.stack([np.asarray(o[0]) for o in outputs]))
-    return "litert-reference", np.stack([runner.run_raw([x])[0] for x in inputs])
+        return "tflm-reference", np.stack([np.asarray(o[0]) for o in outputs])
+    except Exception as exc:  # noqa: BLE001 - any refusal means: ask LiteRT instead
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    from edgeserve.console import capture_native_stderr
+    from edgeserve.runtime.litert import TfliteRunner
+
+    with capture_native_stderr():
+        runner = TfliteRunner(model_bytes, reference_kernels=True)
+    return (f"litert-reference (TFLM refused the model: {reason[:160]})",
+            np.stack([runner.run_raw([x])[0] for x in inputs]))
+
+
+def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
+    """LiteRT's reference kernels' raw outputs on the same inputs, one stream; None when
+    LiteRT refuses the model (it rejects person_detect's quantized_dimension 3)."""
+    from edgeserve.console import capture_native_stderr
+    from edgeserve.runtime.litert import TfliteRunner
+
+    try:
+        with capture_native_stderr():
+            runner = TfliteRunner(model_bytes, reference_kernels=True)
+    except Exception:  # noqa: BLE001 - a refusal is an answer here
+        return None
+    return np.stack([runner.run_raw([x])[0] for x in inputs])
 
 
 def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.ndarray:
     """One intermediate tensor's raw values [N, ...] after each input, run as one stream
-    (LiteRT's reference kernels, every tensor preserved)."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    (TFLM's reference kernels with every tensor preserved)."""
+    from tflite_micro.python.tflite_micro import runtime
 
     from edgeserve.console import capture_native_stderr
 
     with capture_native_stderr():
-        interpreter = Interpreter(model_content=model_bytes, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-                                  experimental_preserve_all_tensors=True)
-        interpreter.allocate_tensors()
-    index = interpreter.get_input_details()[0]["index"]
+        interpreter = runtime.Interpreter.from_bytes(
+            model_bytes, arena_size=TFLM_REFERENCE_ARENA,
+            intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
     values = []
     for x in inputs:
-        interpreter.set_tensor(index, x)
+        interpreter.set_input(np.ascontiguousarray(x), 0)
         interpreter.invoke()
-        values.append(interpreter.get_tensor(tensor).copy())
+        found = interpreter.GetTensor(tensor, 0)  # {"dtype", "shape", "tensor_data"}
+        values.append(np.array(found["tensor_data"]).reshape(tuple(int(d) for d in found["shape"])))
     return np.stack(values)

@@ -43,13 +43,15 @@ typedef struct {
   int32_t batches, in_depth, out_depth;
   int32_t in_offset, filter_offset, out_offset;
   int32_t act_min, act_max;
-  int32_t per_channel;           /* 0: scale[0] for every output */
+  int32_t per_channel;           /* 0: multiplier[0] and shift[0] for every output */
   const int8_t *filter;          /* [out_depth][in_depth] */
   const int32_t *bias;           /* [out_depth], or NULL */
-  /* input scale x filter scale / output scale, in double: LiteRT's reference kernel
-   * requantizes FULLY_CONNECTED in double precision (TFLM uses a fixed-point multiplier,
-   * and the two differ by up to a few steps); edgeserve matches LiteRT. */
-  const double *scale;
+  /* input scale x filter scale / output scale as TFLM's fixed-point multiplier and shift:
+   * what TFLM's reference kernel and CMSIS-NN compute on the device. LiteRT's desktop
+   * reference kernel requantizes in double precision instead and can differ by a step or
+   * two; a Cortex-M4 has no double-precision FPU, so that is not paid for here. */
+  const int32_t *multiplier;     /* [out_depth], or [1] */
+  const int8_t *shift;           /* [out_depth], or [1] */
 } es_fc_params;
 
 void es_fully_connected(const es_fc_params *p, const int8_t *in, int8_t *out);

@@ -9,6 +9,7 @@
 
 #include ES_HEADER
 #include "es_inputs.h"
+#include "es_stack.h"
 
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010)
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014)
@@ -28,6 +29,7 @@ static uint64_t ticks(void) {
 int main(void) {
   static ES_OUTPUT_TYPE output[ES_OUTPUT_BYTES];
   int i, j;
+  es_paint_stack();
   SYST_RVR = 0xFFFFFFu;
   SYST_CVR = 0;
   SYST_CSR = 7; /* processor clock, interrupt on wrap, enabled */
@@ -45,5 +47,6 @@ int main(void) {
     for (j = 0; j < ES_OUTPUT_BYTES; ++j) printf(" %d", (int)output[j]);
     printf("\nticks %lu\n", (unsigned long)(stop - start));
   }
+  printf("stack %lu\n", (unsigned long)es_stack_used());
   return 0;
 }
