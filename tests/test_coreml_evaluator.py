@@ -88,6 +88,36 @@ def test_convolutions_match_torch(tmp_path: Path) -> None:
     np.testing.assert_allclose(out["depthwise"], expect_dw.numpy(), atol=1e-5)
 
 
+def test_transposed_convolutions_match_torch(tmp_path: Path) -> None:
+    """conv_transpose (PaddleOCR's text detector upsamples with it): valid, custom padding
+    with groups and dilation, and an output_shape one larger than the padding leaves
+    (PyTorch's output_padding)."""
+    from coremltools.converters.mil import Builder as mb
+
+    w = RNG.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    w_group = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    bias = RNG.standard_normal(3).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=X.shape)], opset_version=ct.target.iOS17)
+    def prog(x):  # type: ignore[no-untyped-def]
+        up = mb.conv_transpose(x=x, weight=w, bias=bias, strides=[2, 2], pad_type="valid", name="up")
+        grouped = mb.conv_transpose(x=x, weight=w_group, strides=[2, 1], dilations=[1, 2], groups=2,
+                                    pad_type="custom", pad=[1, 2, 0, 1], name="grouped")
+        shaped = mb.conv_transpose(x=x, weight=w_group, strides=[2, 2], groups=2, pad_type="custom",
+                                   pad=[1, 1, 1, 1], output_shape=[1, 4, 18, 18], name="shaped")
+        return up, grouped, shaped
+
+    program, out = run(build(tmp_path, prog, "deconv"), x=X)
+    assert program.op_counts() == {"conv_transpose": 3}
+    expect_up = F.conv_transpose2d(t(X), t(w), t(bias), stride=2)
+    full = F.conv_transpose2d(t(X), t(w_group), stride=(2, 1), dilation=(1, 2), groups=2)
+    expect_grouped = full[:, :, 1: full.shape[2] - 2, 0: full.shape[3] - 1]
+    expect_shaped = F.conv_transpose2d(t(X), t(w_group), stride=2, padding=1, output_padding=1, groups=2)
+    np.testing.assert_allclose(out["up"], expect_up.numpy(), atol=1e-5)
+    np.testing.assert_allclose(out["grouped"], expect_grouped.numpy(), atol=1e-5)
+    np.testing.assert_allclose(out["shaped"], expect_shaped.numpy(), atol=1e-5)
+
+
 def test_pooling_matches_torch(tmp_path: Path) -> None:
     from coremltools.converters.mil import Builder as mb
 

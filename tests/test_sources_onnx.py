@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
-from registry_models import OCR_CLS, registry_model
+from registry_models import OCR_CLS, OCR_DET, registry_model
 from torch_digits import SPEC, TorchExample, build
 
 torch = pytest.importorskip("torch")
@@ -110,26 +110,107 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path) -> None:
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
-         helper.make_node("Resize", ["r", "", "scales"], ["y"], name="upsample_1", mode="nearest")],
+         helper.make_node("Round", ["r"], ["y"], name="round_1")],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])],
     )
-    source = tmp_path / "resize.onnx"
+    source = tmp_path / "round.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(source))
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).standard_normal((8, 3, 8, 8)).astype(np.float32))
     result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-q", "--calib",
                                       str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: ONNX operator Resize (node 'upsample_1') has no translation")
+    assert line.startswith("error: ONNX operator Round (node 'round_1') has no translation")
     assert "Route tried: ONNX -> edgeserve's ONNX reader" in line and "What to do:" in line
     assert not (tmp_path / "out").exists()
     from edgeserve.pipeline import convert
 
     with pytest.raises(UnsupportedOpError) as err:
         convert(source, ["tflite-int8"], tmp_path / "out2", calib=tmp_path / "calib.npz")
-    assert err.value.op == "Resize"
+    assert err.value.op == "Round"
+
+
+def _one_node(op: str, inputs: list, shape: list[int], out_shape: list[int], opset: int = 13,
+              initializers: list | None = None, outputs: int = 1, **attrs: object) -> bytes:
+    from onnx import TensorProto, helper
+
+    names = [f"y{i}" for i in range(outputs)]
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", *inputs], names, name="n0", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names], initializers or [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def _reader_vs_ort(model: bytes, shape: list[int]) -> float:
+    """Largest |difference| between the reader's module and ONNX Runtime on random input."""
+    import onnxruntime as ort
+    import torch
+
+    from edgeserve.sources.onnx_torch import build_module
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with torch.no_grad():
+        got = build_module(onnx, onnx.load_model_from_string(model))(torch.from_numpy(x))
+    got = got if isinstance(got, tuple) else (got,)
+    assert [tuple(g.shape) for g in got] == [e.shape for e in expected]
+    return max(float(np.abs(g.numpy() - e).max()) for g, e in zip(got, expected))
+
+
+@pytest.mark.parametrize("mode, transform, nearest, scales", [
+    ("nearest", "asymmetric", "floor", [1, 1, 2, 2]),  # PaddleOCR's text detector (FPN upsampling)
+    ("nearest", "half_pixel", "round_prefer_floor", [1, 1, 2, 3]),  # the opset-11 default, whole factors
+    ("nearest", "asymmetric", "floor", [1, 1, 1.5, 0.5]),
+    ("linear", "half_pixel", "round_prefer_floor", [1, 1, 2, 2]),
+    ("linear", "align_corners", "round_prefer_floor", [1, 1, 1.5, 2]),
+])
+def test_resize_translations_equal_onnx_runtime(mode: str, transform: str, nearest: str, scales: list) -> None:
+    from onnx import TensorProto, helper
+
+    model = _one_node("Resize", ["", "scales"], [1, 2, 6, 8], [], initializers=[
+        helper.make_tensor("scales", TensorProto.FLOAT, [4], scales)], mode=mode,
+        coordinate_transformation_mode=transform, nearest_mode=nearest)
+    assert _reader_vs_ort(model, [1, 2, 6, 8]) < 1e-5
+
+
+def test_resize_rules_torch_has_no_equal_for_are_refused_by_name() -> None:
+    from onnx import TensorProto, helper
+
+    from edgeserve.sources.onnx_torch import OnnxOpError
+
+    model = _one_node("Resize", ["", "scales"], [1, 2, 6, 8], [], initializers=[
+        helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 1.5, 1.5])], mode="nearest",
+        coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")
+    with pytest.raises(OnnxOpError, match="Resize .node 'n0'. nearest resizing with half_pixel coordinates"):
+        _reader_vs_ort(model, [1, 2, 6, 8])
+
+
+@pytest.mark.parametrize("pads, output_padding, group", [
+    ([0, 0, 0, 0], [0, 0], 1),  # PaddleOCR's detector head: 2x2 kernel, stride 2
+    ([1, 0, 0, 1], [1, 1], 1),  # asymmetric pads: the unpadded result cropped
+    ([1, 1, 1, 1], [0, 0], 2),
+])
+def test_conv_transpose_translations_equal_onnx_runtime(pads: list, output_padding: list, group: int) -> None:
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((4, 6 // group, 3, 3)).astype(np.float32),
+                                "w")
+    b = numpy_helper.from_array(np.arange(6, dtype=np.float32), "b")
+    model = _one_node("ConvTranspose", ["w", "b"], [1, 4, 5, 7], [], initializers=[w, b], strides=[2, 2],
+                      pads=pads, output_padding=output_padding, group=group)
+    assert _reader_vs_ort(model, [1, 4, 5, 7]) < 1e-4
+
+
+def test_split_translations_equal_onnx_runtime() -> None:
+    from onnx import TensorProto, helper
+
+    sizes = _one_node("Split", ["sizes"], [1, 7, 4], [], outputs=3, axis=1,
+                      initializers=[helper.make_tensor("sizes", TensorProto.INT64, [3], [2, 4, 1])])
+    assert _reader_vs_ort(sizes, [1, 7, 4]) == 0.0
+    even = _one_node("Split", [], [1, 6, 4], [], outputs=3, axis=1)
+    assert _reader_vs_ort(even, [1, 6, 4]) == 0.0
 
 
 def test_a_corrupt_onnx_file_is_a_clean_error(example: TorchExample, tmp_path: Path) -> None:
@@ -239,6 +320,33 @@ def test_a_real_onnx_model_reaches_every_target(ocr_cls: Path, tmp_path: Path) -
     assert int8["inputs"][0]["shape"] == [1, 3, 48, 192] and result.manifest["preprocess"]["layout"] == "nchw"
     coreml = entries["coreml"]
     assert coreml["status"] == "ok" and coreml["verification"]["top1_agreement"] >= 0.98
+
+
+def test_a_real_text_detector_reads_as_onnx_runtime_computes_it(tmp_path: Path) -> None:
+    """PaddleOCR's v4 text detector (DBNet) through the reader: nearest Resize in its FPN and a
+    ConvTranspose head, on two real photos, against ONNX Runtime on the file."""
+    import onnxruntime as ort
+    import torch
+    from skimage import data, transform
+
+    from edgeserve.sources import load_source
+
+    model = registry_model(OCR_DET, tmp_path)
+    source = load_source(model, {"x": (1, 3, 160, 160)})
+    ops = source.operator_counts()
+    assert ops["Resize"] >= 3 and ops["ConvTranspose"] >= 2
+    photos = [transform.resize(getattr(data, name)()[..., :3], (160, 160)) for name in ("page", "astronaut")]
+    photos = [np.stack([p] * 3, -1) if p.ndim == 2 else p for p in photos]
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])  # its preprocessing
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    for photo in photos:
+        x = ((photo - mean) / std).transpose(2, 0, 1)[None].astype(np.float32)
+        with torch.no_grad():
+            (got,) = [t.numpy() for t in source.module(torch.from_numpy(x))]
+        (expected,) = session.run(None, {"x": x})
+        assert got.shape == expected.shape == (1, 1, 160, 160)
+        assert float(expected.std()) > 0.01  # a text probability map that varies over the photo
+        np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
 @pytest.mark.parametrize("name, kind, first_op", [

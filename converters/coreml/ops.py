@@ -189,6 +189,49 @@ def _conv(p: Params) -> np.ndarray:
     return out
 
 
+@op("conv_transpose")
+def _conv_transpose(p: Params) -> np.ndarray:
+    """x [N, Cin, *D], weight [Cin, Cout/groups, *K]: every input value scatters its kernel
+    times itself at stride steps (the full output), then the padding is cut from each side."""
+    x, weight = p["x"], p["weight"]
+    rank = x.ndim - 2
+    strides = _ints(_get(p, "strides", [1] * rank))
+    dilations = _ints(_get(p, "dilations", [1] * rank))
+    groups = int(_get(p, "groups", 1))
+    n, cin = x.shape[:2]
+    kernel = weight.shape[2:]
+    cout_g = weight.shape[1]
+    full = [(d - 1) * s + (k - 1) * dl + 1 for d, s, k, dl in zip(x.shape[2:], strides, kernel, dilations)]
+    out = np.zeros((n, groups, cout_g, *full), np.float32)
+    xg = x.reshape(n, groups, cin // groups, *x.shape[2:])
+    wg = weight.reshape(groups, cin // groups, cout_g, *kernel)
+    for offset in np.ndindex(*kernel):
+        part = np.einsum("ngc...,gco->ngo...", xg, wg[(slice(None), slice(None), slice(None), *offset)],
+                         optimize=True)
+        where = tuple(slice(k * dl, k * dl + (d - 1) * s + 1, s)
+                      for k, dl, d, s in zip(offset, dilations, x.shape[2:], strides))
+        out[(slice(None), slice(None), slice(None), *where)] += part
+    out = out.reshape(n, groups * cout_g, *full)
+    pad_type = str(_get(p, "pad_type", "valid"))
+    if pad_type == "custom":
+        pads = _ints(_get(p, "pad", [0] * 2 * rank))
+        begins, ends = pads[0::2], pads[1::2]
+    elif pad_type == "same":  # the output is the input times the stride, the odd pixel cut at the end
+        extra = [f - d * s for f, d, s in zip(full, x.shape[2:], strides)]
+        begins, ends = [e // 2 for e in extra], [e - e // 2 for e in extra]
+    else:
+        begins, ends = [0] * rank, [0] * rank
+    shape = p.get("output_shape")
+    sizes = _ints(shape)[-rank:] if shape is not None else [f - b - e for b, e, f in zip(begins, ends, full)]
+    # output_shape may ask for more than the padding leaves (PyTorch's output_padding): those
+    # rows and columns receive no input, so they hold only the bias.
+    grown = np.zeros((n, groups * cout_g, *[max(f, b + z) for f, b, z in zip(full, begins, sizes)]), np.float32)
+    grown[(slice(None), slice(None), *[slice(0, f) for f in full])] = out
+    out = grown[(slice(None), slice(None), *[slice(b, b + z) for b, z in zip(begins, sizes)])]
+    bias = p.get("bias")
+    return out if bias is None else out + _along(bias, 1, out.ndim)
+
+
 @op("linear")
 def _linear(p: Params) -> np.ndarray:
     out = np.matmul(p["x"], np.swapaxes(p["weight"], -1, -2))

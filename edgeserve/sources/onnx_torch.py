@@ -57,7 +57,8 @@ def build_module(onnx: Any, model: Any) -> Any:
     initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=1)
     # Each node carries the model's opset: a few operators changed meaning between versions.
-    nodes = [(n.op_type, list(n.input), list(n.output), _attrs(onnx, n) | {"_opset": opset}, node_name(n))
+    nodes = [(n.op_type, list(n.input), list(n.output),
+              _attrs(onnx, n) | {"_opset": opset, "_outputs": len(n.output)}, node_name(n))
              for n in graph.node]
     inputs = [v.name for v in graph.input if v.name not in initializers]
     return OnnxGraph(initializers, inputs, [v.name for v in graph.output], nodes).eval()
@@ -72,8 +73,11 @@ class OnnxGraph(torch.nn.Module):
         self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
         self._names: dict[str, str] = {}
         self._constants: dict[str, np.ndarray] = {}
+        # Float operands that are parameters, not data (Resize's roi and scales): values the
+        # translation must read while tracing, so they stay numpy arrays.
+        known = {name for op, ins, _, _, _ in nodes if op in _READS_CONSTANTS for name in ins[1:]}
         for i, (name, array) in enumerate(initializers.items()):
-            if array.dtype.kind == "f":  # weights: buffers, so they are the module's state
+            if array.dtype.kind == "f" and name not in known:  # weights: buffers, the module's state
                 attr = f"w{i}"
                 self.register_buffer(attr, torch.from_numpy(np.array(array, np.float32)))  # a writable copy
                 self._names[name] = attr
@@ -98,6 +102,9 @@ class OnnxGraph(torch.nn.Module):
 
 
 # ----- operators ----------------------------------------------------------------------------
+_READS_CONSTANTS = ("Resize", "Upsample")
+
+
 def _torch() -> Any:
     return torch
 
@@ -166,6 +173,98 @@ def _conv(args: list[Value], attrs: dict[str, Any]) -> Value:
         raise NotImplementedError(f"{rank}-D convolution is not supported")
     return fn(x, w, b, stride=list(attrs.get("strides", [1] * rank)), padding=sym,
               dilation=list(attrs.get("dilations", [1] * rank)), groups=int(attrs.get("group", 1)))
+
+
+def _conv_transpose(args: list[Value], attrs: dict[str, Any]) -> Value:
+    torch = _torch()
+    _check_auto_pad(attrs)
+    if "output_shape" in attrs:
+        raise NotImplementedError("output_shape is not supported (give pads and output_padding)")
+    x, w = _tensor(args[0]), _tensor(args[1])
+    b = _tensor(args[2]) if len(args) > 2 and args[2] is not None else None
+    rank = w.dim() - 2
+    if rank != 2:
+        raise NotImplementedError(f"{rank}-D transposed convolution is not supported")
+    pads = list(attrs.get("pads", [0] * 2 * rank))
+    begins, ends = pads[:rank], pads[rank:]
+    # torch pads both sides alike; an asymmetric ONNX padding is the unpadded result cropped.
+    y = torch.nn.functional.conv_transpose2d(
+        x, w, b, stride=list(attrs.get("strides", [1] * rank)), padding=0,
+        output_padding=list(attrs.get("output_padding", [0] * rank)), groups=int(attrs.get("group", 1)),
+        dilation=list(attrs.get("dilations", [1] * rank)))
+    if any(begins) or any(ends):
+        y = y[:, :, begins[0]: y.shape[2] - ends[0], begins[1]: y.shape[3] - ends[1]]
+    return y
+
+
+def _text(attrs: dict[str, Any], name: str, default: str) -> str:
+    value = attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _resize(args: list[Value], attrs: dict[str, Any]) -> Value:
+    """Resize (opset 11+; Upsample's scales input for opset 9-10) of an NCHW image, where the
+    ONNX coordinate rules equal one of torch's interpolations (the others are refused)."""
+    torch = _torch()
+    x = _tensor(args[0])
+    if x.dim() != 4:
+        raise NotImplementedError(f"resizing a rank-{x.dim()} tensor is not supported (NCHW images only)")
+    scales_in = args[2] if len(args) > 2 else (args[1] if attrs["_opset"] < 11 and len(args) > 1 else None)
+    sizes_in = args[3] if len(args) > 3 else None
+    if sizes_in is not None and np.size(sizes_in):
+        size = _ints(sizes_in)[2:]
+        factors = [size[0] / x.shape[2], size[1] / x.shape[3]]
+    elif scales_in is not None and np.size(scales_in):
+        if not isinstance(scales_in, np.ndarray):
+            raise ValueError("needs constant scales")
+        sizes_in = None
+        scale = [float(v) for v in np.asarray(scales_in).reshape(-1)]
+        if scale[:2] != [1.0, 1.0]:
+            raise NotImplementedError("resizing the batch or channel axis is not supported")
+        factors = scale[2:]
+        size = [int(np.floor(x.shape[2] * factors[0])), int(np.floor(x.shape[3] * factors[1]))]
+    else:
+        raise ValueError("needs scales or sizes")
+    mode = _text(attrs, "mode", "nearest")
+    transform = _text(attrs, "coordinate_transformation_mode", "half_pixel" if attrs["_opset"] >= 11 else "asymmetric")
+    if mode == "nearest":
+        nearest = _text(attrs, "nearest_mode", "round_prefer_floor")
+        integral = all(f >= 1 and float(f).is_integer() for f in factors)
+        # torch's "nearest" is source = floor(dst / factor): ONNX's asymmetric + floor, and, for
+        # whole upscaling factors, every ONNX rule (half_pixel + round_prefer_floor gives
+        # round(dst / f + 1 / (2f) - 1/2), the same index when f is a whole number).
+        exact = (transform == "asymmetric" and nearest == "floor") or (
+            integral and transform in ("asymmetric", "half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn")
+            and nearest in ("floor", "round_prefer_floor", "round_prefer_ceil"))
+        if not exact:
+            raise NotImplementedError(f"nearest resizing with {transform} coordinates and {nearest} rounding by "
+                                      f"{factors} is not supported")
+        if sizes_in is None:  # ONNX divides by the given scale, not by the ratio of the sizes
+            return torch.nn.functional.interpolate(x, scale_factor=factors, mode="nearest",
+                                                   recompute_scale_factor=False)
+        return torch.nn.functional.interpolate(x, size=size, mode="nearest")
+    if mode == "linear":
+        if transform in ("half_pixel", "pytorch_half_pixel"):
+            return torch.nn.functional.interpolate(x, size=size, mode="bilinear", align_corners=False)
+        if transform == "align_corners":
+            return torch.nn.functional.interpolate(x, size=size, mode="bilinear", align_corners=True)
+        raise NotImplementedError(f"linear resizing with {transform} coordinates is not supported")
+    raise NotImplementedError(f"{mode} resizing is not supported")
+
+
+def _split(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x = _tensor(args[0])
+    axis = int(attrs.get("axis", 0)) % x.dim()
+    if "split" in attrs:
+        parts = list(attrs["split"])
+    elif len(args) > 1 and args[1] is not None:
+        parts = _ints(args[1])
+    else:
+        count = int(attrs.get("num_outputs", 0)) or int(attrs.get("_outputs", 1))
+        whole = x.shape[axis]
+        step = -(-whole // count)  # ceil: the last part is the smaller one (opset 18)
+        parts = [min(step, whole - i * step) for i in range(count)]
+    return tuple(x.split(parts, dim=axis))
 
 
 def _pool(kind: str) -> Callable[..., Value]:
@@ -444,6 +543,14 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "LRN": _lrn,
     "LogSoftmax": _softmax(True),
     "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
+    "Resize": _resize,
+    "Upsample": _resize,
+    "Split": _split,
+    "Log": _unary("log"),
+    "Reciprocal": _unary("reciprocal"),
+    "Softplus": lambda a, _: _torch().nn.functional.softplus(_tensor(a[0])),
+    "Elu": lambda a, attrs: _torch().nn.functional.elu(_tensor(a[0]), float(attrs.get("alpha", 1.0))),
     "MaxPool": _pool("max"),
     "AveragePool": _pool("avg"),
     "GlobalAveragePool": _global_pool("avg"),
