@@ -18,6 +18,7 @@ import click
 from edgeserve import __version__
 from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError, EdgeServeError
+from edgeserve.quality import DEFAULT_MIN_SQNR_DB
 
 log = logging.getLogger("edgeserve")
 
@@ -111,7 +112,11 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               help="Use at most this many calibration samples.")
 @click.option("--eval", "eval_data", type=click.Path(path_type=Path), help="Evaluation .npz with x and y (labels).")
 @click.option("--max-drop", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Largest accepted metric drop: accuracy points (top1) or percent more error (mae/mse).")
+              help="Largest accepted drop of the task metric: accuracy points (top1), or percent more error "
+                   "(mae/mse, with --eval labels or --metric). Judges output 0 when it is a classifier or labelled.")
+@click.option("--min-sqnr", "min_sqnr_db", type=float, default=DEFAULT_MIN_SQNR_DB, show_default=True, metavar="DB",
+              help="Smallest accepted SQNR in dB against the float source, for every output the task metric "
+                   "does not judge (regression, landmarks, embeddings, detector heads, extra outputs).")
 @click.option("--metric", type=click.Choice(["top1", "mae", "mse"]), help="Task metric (default: from the labels and outputs).")
 @click.option("--io", type=click.Choice(["int8", "uint8", "float"]), default="int8", show_default=True,
               help="Type of the model's input and output tensors.")
@@ -144,8 +149,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
-            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, metric: str | None,
-            io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
+            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_sqnr_db: float,
+            metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
@@ -167,7 +172,8 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
         output = {"kind": "detect", "decoder": decoder, "options": decoder_settings}
         if spec is None and family.preprocess is not None:
             spec = family.preprocess
-    options = {"output": output, "io": io, "max_drop": max_drop, "metric": metric, "debug_samples": debug_samples,
+    options = {"output": output, "io": io, "max_drop": max_drop, "min_sqnr_db": min_sqnr_db, "metric": metric,
+               "debug_samples": debug_samples,
                "name": name, "fit_check": not no_fit_check,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,

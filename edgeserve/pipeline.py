@@ -171,9 +171,17 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
             preprocess=spec, profile=prof, options=dict(options or {}), progress=progress,
             workdir=Path(work),
         )
+        not_built = []
         for converter in converters:
-            if any(ctx.artifacts.get(name, {}).get("status") == "failed" for name in converter.requires(model.kind)):
-                continue  # built from an artifact that missed its bound: nothing sound to build on
+            failed = [name for name in converter.requires(model.kind)
+                      if ctx.artifacts.get(name, {}).get("status") == "failed"]
+            if failed:  # built from an artifact that missed its bound: nothing sound to build on
+                not_built.append({"target": converter.name, "reason": (
+                    f"not built: it is built from {failed[0]}'s artifact, which failed its quality gate")})
+                manifest["not_built"] = not_built  # said, never silently dropped
+                write_manifest(manifest_path, manifest)
+                failures.append({"target": converter.name, "not_built": not_built[-1]["reason"]})
+                continue
             entry = converter.convert(ctx)
             ctx.artifacts[converter.name] = entry
             upsert_artifact(manifest, entry)
@@ -266,10 +274,20 @@ def _refuse_output_inside_source(model: SourceModel, out: Path) -> None:
 def _failure_message(failures: list[dict[str, Any]]) -> str:
     lines = []
     for entry in failures:
+        if "not_built" in entry:
+            lines.append(f"{entry['target']}: {entry['not_built']}")
+            continue
         m = entry["metrics"]
         unit = "points" if m["metric"] == "top1" else "% more error"
-        lines.append(
-            f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} {unit} exceeds --max-drop "
-            f"{m['max_drop']} after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
-        )
+        attempts = f"after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
+        quality = entry.get("quality")
+        failed = [o for o in (quality or {}).get("outputs", []) if not o["ok"]]
+        if failed and not (len(failed) == 1 and failed[0]["judged_by"] == "metric"):
+            # Outputs judged by SQNR: name each, and the flag that sets the bound.
+            below = ", ".join(f"{o['name']} {o['sqnr_db'] if o['sqnr_db'] is not None else '-'} dB" for o in failed)
+            lines.append(f"{entry['target']}: best attempt has output(s) below --min-sqnr {quality['min_sqnr_db']:g} "
+                         f"dB against the float source ({below}) {attempts}")
+            continue
+        lines.append(f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} {unit} exceeds --max-drop "
+                     f"{m['max_drop']} {attempts}")
     return "; ".join(lines)

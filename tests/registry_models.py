@@ -3,7 +3,8 @@
 * MediaPipe's wheels up to 0.10.14 ship the float .tflite files of its classic solutions
   (BlazeFace short-range face detection with fp16 weights, palm detection with PRELU).
 * rapidocr-onnxruntime ships PaddleOCR's ONNX models; its text-direction classifier
-  (ch_ppocr_mobile_v2.0_cls) is a MobileNetV3 with hard-swish, SE blocks and dynamic dims.
+  (ch_ppocr_mobile_v2.0_cls) is a MobileNetV3 with hard-swish, SE blocks and dynamic dims;
+  its v4 text detector (ch_PP-OCRv4_det) upsamples with Resize and ConvTranspose.
 * pymicro-wakeword ships microWakeWord's streaming detectors (full-INT8 .tflite with
   resource variables set up by CALL_ONCE).
 
@@ -34,6 +35,8 @@ PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
 PALM = (MEDIAPIPE, "mediapipe/modules/palm_detection/palm_detection_lite.tflite")
 OCR_CLS = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+# PaddleOCR v4 text detector (DBNet: FPN with nearest Resize, ConvTranspose head, dynamic H and W).
+OCR_DET = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
 WAKE_WORDS = {name: (MICROWAKEWORD, f"pymicro_wakeword/models/{name}.tflite")
               for name in ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")}
 ALEXA = WAKE_WORDS["alexa"]

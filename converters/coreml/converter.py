@@ -45,8 +45,8 @@ from edgeserve.metrics import (
     agreement,
     choose_metric,
     degenerate,
-    evaluate,
 )
+from edgeserve.quality import DEFAULT_MIN_SQNR_DB, Verdict, judge
 
 ARTIFACT_NAME = "model.mlpackage"
 FIXTURE_SAMPLES = 32
@@ -71,6 +71,7 @@ class Options:
     precision: str = "fp16"
     deployment_target: str = "iOS17"
     max_drop: float = 1.0
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
     metric: str | None = None
     labels: tuple[str, ...] | None = None
     author: str | None = None
@@ -111,6 +112,7 @@ class Verification:
     agreement: dict[str, float | None]
     mil_numpy: dict[str, Any]
     coreml_predict: dict[str, Any]
+    verdict: Verdict
 
     def to_dict(self, evaluated_on: str) -> dict[str, Any]:
         return {
@@ -275,10 +277,13 @@ class CoreMLConverter(Converter):
         method = "coreml-predict" if predict_out is not None else "mil-numpy"
         outputs = predict_out if predict_out is not None else numpy_out
         assert outputs is not None
-        metrics = evaluate(metric, reference[0], outputs[0], evaluation.labels)
+        verdict = judge(metric, reference, outputs, evaluation.labels, max_drop=opts.max_drop,
+                        min_sqnr_db=opts.min_sqnr_db, metric_requested=opts.metric is not None,
+                        names=[t.name for t in ctx.source.signature.outputs])
         agree = agreement(reference[0], outputs[0], classifier=metric == "top1")
         agree["max_abs_diff"] = max(float(np.max(np.abs(r - o))) for r, o in zip(reference, outputs))
-        return Verification(method, outputs, numpy_out, predict_out, metrics, agree, mil_numpy, coreml_predict)
+        return Verification(method, outputs, numpy_out, predict_out, verdict.metrics, agree, mil_numpy,
+                            coreml_predict, verdict)
 
     # ----- write ------------------------------------------------------------------------
     def _write(self, ctx: ConversionContext, opts: Options, package: Path, plans: list[Any],
@@ -304,8 +309,8 @@ class CoreMLConverter(Converter):
                    predict=[o[:fixture_n] for o in verification.predict_outputs or []])
 
         metrics = verification.metrics
-        status = "ok" if metrics.drop_points <= opts.max_drop else "failed"
-        reason = "" if status == "ok" else f"{metrics.metric} drop {metrics.drop_points:.2f} > max {opts.max_drop}"
+        status = "ok" if verification.verdict.ok else "failed"
+        reason = verification.verdict.reason
         quantization = _quantization(opts, program, stats, ctx)
         # The package computes in fp16: a source spread below one fp16 step of its outputs is
         # one no comparison can see, the same as a constant.
@@ -337,6 +342,7 @@ class CoreMLConverter(Converter):
             "ops": program.op_counts(),
             "quantization": quantization,
             "metrics": metrics.to_dict() | {"max_drop": opts.max_drop},
+            "quality": verification.verdict.to_dict(),
             "agreement": verification.agreement,
             "attempts": [attempt],
             "metadata": {k: program.metadata[k] for k in ("author", "license", "version", "short_description")},

@@ -6,7 +6,8 @@ calibrate  TFLite calibration over the calibration set, and TensorFlow's quantiz
 emit       one .tflite per attempt: int8 first, then the remedies (int16 activations with
            int8 weights where the profile allows it, then the worst layers kept in float)
 verify     run each attempt with LiteRT, check every operator runs on integer tensors,
-           score it against the float source; keep the first within ``max_drop``
+           judge every output against the float source (edgeserve/quality.py); keep the first
+           that passes
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
+from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError, first_line
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, evaluate, sqnr_db
+from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
+from edgeserve.quality import DEFAULT_MIN_SQNR_DB, Verdict, judge
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -40,10 +43,11 @@ FIXTURE_SAMPLES = 32
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """tflite-int8 options (CLI: --io, --max-drop, --metric, --debug-samples)."""
+    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples)."""
 
     io: str = "int8"
     max_drop: float = 1.0
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
     metric: str | None = None
     debug_samples: int = 32
 
@@ -76,6 +80,7 @@ class Attempt:
     integer_problems: list[str] = dataclasses.field(default_factory=list)
     io_dtype: str | None = None
     output_sqnr_db: dict[str, float | None] | None = None  # per output, against the float source
+    verdict: Verdict | None = None  # the quality gate on every output
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +92,7 @@ class Attempt:
             "metrics": self.metrics.to_dict() if self.metrics else None,
             "agreement": self.agreement,
             "output_sqnr_db": self.output_sqnr_db,
+            "quality": self.verdict.to_dict() if self.verdict else None,
             "integer_only": not self.integer_problems if self.model else None,
         }
 
@@ -111,6 +117,7 @@ class TfliteInt8Converter(Converter):
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
 
         attempts: list[Attempt] = []
+        self._focus: set[str] | None = None  # the layers feeding the outputs the int8 attempt failed on
         for remedy in self._remedies(ctx, layers, opts):
             if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
                 attempts.append(remedy)
@@ -119,6 +126,8 @@ class TfliteInt8Converter(Converter):
                 attempt = self.emit(route, remedy)
             if attempt.model is not None:
                 self.verify(ctx, attempt, metric, opts)
+                if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
+                    self._focus = _upstream_tensors(attempt.model, ctx, attempt.verdict.failed_outputs)
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
@@ -150,6 +159,8 @@ class TfliteInt8Converter(Converter):
             record["tools"] = floated.tools | record["tools"]
             record["float_model"] = floated.route
             record["preparations"] = list(route.prepared.steps)
+            # Filled when the int8 model is made (the same dict): what edgeserve quantized itself.
+            record["int8_by_edgeserve"] = route.made_integer
             record["float_vs_source"] = _float_fidelity(route.float_model, ctx)
         else:
             record["float_model"] = "batch-1 SavedModel"
@@ -175,13 +186,19 @@ class TfliteInt8Converter(Converter):
             yield Attempt(Remedy("float-layers", "int8 with the worst layers in float"), "skipped",
                           "keeping layers in float is not available with --io uint8")
             return
+        # The worst layers among those that feed the outputs that failed: a bad layer in
+        # another head cannot repair them (all of them when the failing outputs are unknown).
+        focus = self._focus
+        ranked = [l for l in layers if focus is None or l.tensor in focus] or layers
+        # Never every layer in float: that is the float model, not a remedy.
+        limit = len(ranked) if len(ranked) < len(layers) else len(layers) - 1
         tried: set[int] = set()
         for k in (1, 2, 4, 8):
-            k = min(k, len(layers) - 1)
+            k = min(k, limit)
             if k < 1 or k in tried:
                 continue
             tried.add(k)
-            worst = tuple(layers[:k])
+            worst = tuple(ranked[:k])
             names = ", ".join(l.short_name for l in worst)
             yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
 
@@ -218,16 +235,23 @@ class TfliteInt8Converter(Converter):
         for batch in ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT"):
             for slot, out in zip(outputs, runner.predict(batch)[0]):
                 slot.append(out)
-        quantized = [np.concatenate(o) for o in outputs]
+        # The artifact's outputs in the source's order (the converter may list them otherwise).
+        order = _output_order(attempt.model, ctx)
+        quantized = [np.concatenate(outputs[p]) for p in order]
+        details = [runner.outputs[p] for p in order]
         reference = ctx.reference_outputs()
-        attempt.metrics = evaluate(metric, reference[0], quantized[0], evaluation.labels)
+        verdict = judge(metric, reference, quantized, evaluation.labels, max_drop=opts.max_drop,
+                        min_sqnr_db=opts.min_sqnr_db, metric_requested=opts.metric is not None,
+                        names=[d.name for d in details])
+        attempt.verdict, attempt.metrics = verdict, verdict.metrics
         attempt.agreement = agreement(reference[0], quantized[0], classifier=metric == "top1")
-        attempt.output_sqnr_db = {d.name: sqnr_db(r, q) for d, r, q in zip(runner.outputs, reference, quantized)}
+        attempt.output_sqnr_db = {d.name: sqnr_db(r, q) for d, r, q in zip(details, reference, quantized)}
         if attempt.remedy.name == "int8" and attempt.integer_problems:
             attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
-        elif attempt.metrics.drop_points > opts.max_drop:
-            attempt.status = "drop too large"
-            attempt.reason = f"{attempt.metrics.metric} drop {attempt.metrics.drop_points:.2f} > max {opts.max_drop}"
+        elif not verdict.ok:
+            attempt.status = "drop too large" if not verdict.outputs[0].ok and verdict.outputs[0].judged_by == "metric" \
+                else "sqnr too low"
+            attempt.reason = verdict.reason
         else:
             attempt.status = "ok"
 
@@ -241,7 +265,7 @@ class TfliteInt8Converter(Converter):
             reasons = "; ".join(f"{a.remedy.name}: {a.reason}" for a in attempts)
             raise VerificationError(f"no tflite-int8 attempt produced a model: {reasons}")
         chosen = next((a for a in built if a.status == "ok"), None)
-        best = chosen or min(built, key=lambda a: a.metrics.drop_points if a.metrics else float("inf"))
+        best = chosen or min(built, key=lambda a: a.verdict.shortfall() if a.verdict else (1 << 30, 0.0))
         assert best.model is not None and best.metrics is not None
 
         provenance = {
@@ -270,6 +294,7 @@ class TfliteInt8Converter(Converter):
         _write_npz(fixture_path, inputs=fixture_set.inputs, reference=reference, raw=raw)
 
         parsed = TfliteModel.from_bytes(model)
+        order = _output_order(model, ctx)
         report = {
             "target": self.name,
             "layers": [l.to_dict() for l in layers],
@@ -278,12 +303,15 @@ class TfliteInt8Converter(Converter):
         }
         report_path = write_json(out / "reports" / "tflite-int8.json", report)
         metrics = best.metrics.to_dict() | {"max_drop": opts.max_drop}
+        assert best.verdict is not None
         return {
             "target": self.name,
             "status": "ok" if chosen else "failed",
             **file_record(out, artifact),
             "inputs": [d.to_dict() for d in runner.inputs],
             "outputs": [d.to_dict() for d in runner.outputs],
+            # Position of each source output (in the source's order) among "outputs".
+            "source_output_order": order,
             "ops": parsed.op_counts(),
             "op_versions": parsed.op_versions(),
             "integer_only": not best.integer_problems,
@@ -298,6 +326,7 @@ class TfliteInt8Converter(Converter):
             "metrics": metrics,
             "agreement": best.agreement,
             "output_sqnr_db": best.output_sqnr_db,
+            "quality": best.verdict.to_dict(),
             "route": self._route_record,
             "attempts": [a.to_dict() for a in attempts],
             "worst_layers": [l.to_dict() for l in layers[:5]],
@@ -308,8 +337,8 @@ class TfliteInt8Converter(Converter):
                 "samples": best.metrics.samples,
                 "fixture": file_record(out, fixture_path),
                 "degenerate": degenerate(ctx.reference_outputs(),
-                                         [d.scale or 0.0 for d in runner.outputs] if best.io_dtype != "float32"
-                                         else None),
+                                         [runner.outputs[p].scale or 0.0 for p in order]
+                                         if best.io_dtype != "float32" else None),
             },
         }
 
@@ -345,13 +374,37 @@ class TfliteInt8Converter(Converter):
                             f"(allowed {REVERIFY_MAX_STEPS})"))
         reason = entry["verification"].get("degenerate")
         checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))
-        agree = agreement(reference, dequant[0], classifier=entry["metrics"]["metric"] == "top1")
+        first = (entry.get("source_output_order") or [0])[0]  # the artifact's output for source output 0
+        agree = agreement(reference, dequant[first], classifier=entry["metrics"]["metric"] == "top1")
         recorded = entry.get("agreement") or {}
         if "top1_agreement" in agree and recorded.get("top1_agreement") is not None:
             ok = agree["top1_agreement"] >= min(recorded["top1_agreement"], 1.0) - 0.05
             checks.append(Check("top-1 agreement with the float source", ok,
                                 f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _upstream_tensors(model: bytes, ctx: ConversionContext, failed: list[int]) -> set[str]:
+    """Names of every tensor computed on the way to the source outputs ``failed``."""
+    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
+    order = _output_order(model, ctx)
+    pending = [graph.outputs[order[i]] for i in failed if i < len(order)]
+    seen: set[int] = set()
+    while pending:
+        tensor = pending.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        op = producer.get(tensor)
+        if op is not None:
+            pending.extend(t for t in op.inputs if t >= 0)
+    return {graph.tensors[t].name for t in seen}
+
+
+def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:
+    outputs = ctx.source.signature.outputs
+    return source_order(model, [t.name for t in outputs], [tuple(t.shape) for t in outputs])
 
 
 def _provenance_check(model: TfliteModel, root: Path) -> Check:

@@ -28,6 +28,7 @@ SIGNATURE_KEY = "serving_default"
 # TensorType values of the TFLite schema.
 _FLOAT32, _FLOAT16, _UINT8, _INT8 = 0, 1, 3, 9
 _DEQUANTIZE = 6
+_TRANSPOSE_CONV = 67
 # Before schema 3a the operator lived in a signed byte; 127 means "look in builtin_code".
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
 
@@ -57,6 +58,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     external = sum(1 for b in TfliteModel.from_bytes(data).buffers if b.external)
     inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None
     steps = [s for s in (inlined, _restore_op_codes(model), _widen_constant_weights(model),
+                         _flat_transpose_conv_bias(model),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:
@@ -142,7 +144,7 @@ def _widen_constant_weights(model: Any) -> str | None:
                     _set_float32(model, tensor, _dequantized(tensor, values))
                     widened += 1
     if folded or widened:
-        _drop_unused(model)
+        drop_unused(model)
     parts = []
     if folded:
         parts.append(f"folded {folded} DEQUANTIZE op(s) of fp16/int8 constants into float32 weights")
@@ -151,7 +153,34 @@ def _widen_constant_weights(model: Any) -> str | None:
     return "; ".join(parts) or None
 
 
-def _drop_unused(model: Any) -> None:
+def _flat_transpose_conv_bias(model: Any) -> str | None:
+    """TRANSPOSE_CONV's bias as the 1-D [C] tensor its kernels document.
+
+    litert-torch writes it [1, 1, 1, C] (PaddleOCR's text detector, through the ONNX reader),
+    which the float kernel takes; ai-edge-quantizer then quantizes it per channel along
+    dimension 0, of size 1, and LiteRT refuses that model ("num_scales must be 1 ... but got
+    24"). The values do not change, only the shape.
+    """
+    codes = model.operatorCodes or []
+    fixed = 0
+    for graph in model.subgraphs or []:
+        for op in graph.operators or []:
+            code = codes[op.opcodeIndex]
+            if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) != _TRANSPOSE_CONV or len(op.inputs) < 4:
+                continue
+            if op.inputs[3] < 0:
+                continue
+            bias = graph.tensors[op.inputs[3]]
+            shape = [int(d) for d in (bias.shape if bias.shape is not None else [])]
+            if len(shape) > 1 and int(np.prod(shape)) == shape[-1]:
+                bias.shape = [shape[-1]]
+                if bias.shapeSignature is not None:
+                    bias.shapeSignature = [shape[-1]]
+                fixed += 1
+    return f"reshaped {fixed} TRANSPOSE_CONV bias(es) to 1-D" if fixed else None
+
+
+def drop_unused(model: Any) -> None:
     """Remove the tensors and buffers the folding left unreferenced (the fp16/int8 originals)."""
     for graph in model.subgraphs or []:
         used = sorted({i for op in graph.operators or [] for i in [*(op.inputs if op.inputs is not None else []),

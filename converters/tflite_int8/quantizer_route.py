@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from edgeserve._deps import package_version, require
-from edgeserve.console import capture_native_stderr, quiet_libraries
+from edgeserve.console import NativeOutput, capture_native_stderr, quiet_libraries
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
+from edgeserve.converters.tflite_int8.integer_activations import integerize_activations
 from edgeserve.converters.tflite_int8.io_types import uint8_io
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
-from edgeserve.errors import InputError, UnquantizableOpError
+from edgeserve.errors import InputError, UnquantizableOpError, VerificationError
 from edgeserve.tflite_model import TfliteModel
 
 NAME = "ai-edge-quantizer"
@@ -59,6 +60,9 @@ class QuantizerRoute:
         self.described = described  # the route up to the float model, for error messages
         self.alternative = alternative  # ", or ..." another target that takes this source
         self._int8: bytes | None = None
+        # Operators the quantizer left float and edgeserve made int8 (integer_activations.py),
+        # by name, from the last int8 model made: the route record shows them.
+        self.made_integer: dict[str, int] = {}
         parsed = TfliteModel.from_bytes(self.prepared.model)
         signature = parsed.signature_defs.get("serving_default") or next(iter(parsed.signature_defs.values()))
         position = {index: i for i, index in enumerate(parsed.subgraphs[signature.subgraph_index].inputs)}
@@ -97,8 +101,15 @@ class QuantizerRoute:
 
     def layer_errors(self, debug: Any) -> list[LayerError]:
         model = self.emit_scheme("int8")
-        with capture_native_stderr():
-            return tensor_errors(self.float_model, model, debug.batch1())
+        native = NativeOutput()
+        try:
+            with capture_native_stderr() as native:
+                return tensor_errors(self.float_model, model, debug.batch1())
+        except (ValueError, RuntimeError) as exc:  # LiteRT refuses the model it was given
+            reason = (str(exc).strip() or native.text.strip() or type(exc).__name__).splitlines()[0]
+            raise VerificationError(
+                f"LiteRT refuses the INT8 model {NAME} {package_version('ai-edge-quantizer') or ''} made from "
+                f"{self.described}: {reason[:300]}. Route tried: {self.described} -> {NAME}") from exc
 
     def emit(self, remedy: Any) -> bytes:
         if remedy.name == "float-layers":
@@ -111,7 +122,7 @@ class QuantizerRoute:
             raise UnquantizableOpError(op, "tflite-int8", (
                 f"{NAME} {package_version('ai-edge-quantizer') or ''} cannot quantize {op} at {where}{others}, so no "
                 f"full-integer model exists. Route tried: {self.described} -> {NAME}. What to do: replace {op} in "
-                f"the source model with operators that quantize (PRELU -> ReLU, for example){self.alternative}"))
+                f"the source model with operators that quantize{self.alternative}"))
         return model
 
     def emit_scheme(self, scheme: str, keep_float: list[str] | None = None) -> bytes:
@@ -135,6 +146,10 @@ class QuantizerRoute:
         with quiet_libraries():
             result = q.quantize(self._calibrate(q, data))
         model = bytes(result.quantized_model)
+        if scheme == "int8":
+            model, made_integer = integerize_activations(model)
+            self.made_integer.clear()
+            self.made_integer.update(made_integer)
         if self.io == "uint8" and scheme == "int8":  # 16x8 models keep int16 I/O, as on the TensorFlow route
             model = uint8_io(model)
         if scheme == "int8" and not keep_float:

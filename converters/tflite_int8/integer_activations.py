@@ -1,0 +1,157 @@
+"""Make integer the activations ai-edge-quantizer leaves in float: PRELU and LEAKY_RELU.
+
+ai-edge-quantizer 0.10 has no quantization rule for PRELU or LEAKY_RELU (neither its
+opcode map nor its default policy names them), so it leaves each such operator in float
+between a DEQUANTIZE and a QUANTIZE. LiteRT and TFLM both have int8 kernels for the two
+(LiteRT's ``activations.cc``, TFLM's ``prelu.cc`` and ``leaky_relu.cc``): input and output
+take independent scales and PRELU's alpha is one int8 tensor with a single scale and zero
+point. So the pattern
+
+    int8 x -> DEQUANTIZE -> float PRELU(alpha float) -> QUANTIZE -> int8 y
+
+becomes ``int8 x -> PRELU(alpha int8) -> int8 y``. The output keeps the scale the quantizer
+calibrated for the QUANTIZE (the range of the float PRELU's output over the calibration
+set); alpha gets an asymmetric per-tensor int8 scale over its own range and 0. Other
+QUANTIZE ops reading the same float output become int8-to-int8 requantizations of ``y``.
+An operator in any other pattern (a float model input, a consumer that reads the float
+value, an int16 scheme, whose PRELU kernels want int8 alpha beside int16 data) is left as
+it was, and the caller's integer-only check names it.
+
+The rewrite is checked where every tflite-int8 artifact is: LiteRT runs it against the
+float source on the evaluation set; tests/test_integer_activations.py compares each int8
+PRELU with the float operator on its own dequantized input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from edgeserve.tflite_metadata import schema_module, unpack_model
+
+# TensorType and BuiltinOperator values of the TFLite schema.
+_FLOAT32, _INT8 = 0, 9
+_DEQUANTIZE, _LEAKY_RELU, _PRELU, _QUANTIZE = 6, 98, 54, 114
+ACTIVATIONS = {_PRELU: "PRELU", _LEAKY_RELU: "LEAKY_RELU"}
+
+
+def integerize_activations(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
+    """The model with its float PRELU/LEAKY_RELU in the pattern above made int8, and how many
+    of each were; the bytes come back unchanged when there were none."""
+    import flatbuffers
+
+    model = unpack_model(model_bytes)
+    done: dict[str, int] = {}
+    for graph in model.subgraphs or []:
+        for name in _rewrite_graph(model, graph):
+            done[name] = done.get(name, 0) + 1
+    if not done:
+        return model_bytes, {}
+    builder = flatbuffers.Builder(len(model_bytes) + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output()), done
+
+
+def _code(model: Any, op: Any) -> int:
+    code = model.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
+
+
+def _rewrite_graph(model: Any, graph: Any) -> list[str]:
+    ops = list(graph.operators or [])
+    producer = {int(t): op for op in ops for t in (op.outputs if op.outputs is not None else []) if t >= 0}
+    readers: dict[int, list[Any]] = {}
+    for op in ops:
+        for t in op.inputs if op.inputs is not None else []:
+            if t >= 0:
+                readers.setdefault(int(t), []).append(op)
+    graph_outputs = {int(t) for t in graph.outputs}
+    removed: set[int] = set()  # id() of ops taken out
+    rewritten: list[str] = []
+    for op in ops:
+        kind = ACTIVATIONS.get(_code(model, op))
+        if kind is None or not _float(graph, int(op.inputs[0])):
+            continue
+        x, y = int(op.inputs[0]), int(op.outputs[0])
+        dequantize = producer.get(x)
+        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
+            continue
+        source = int(dequantize.inputs[0])
+        if graph.tensors[source].type != _INT8 or not _per_tensor(graph.tensors[source]):
+            continue
+        consumers = readers.get(y, [])
+        if y in graph_outputs or not consumers or any(_code(model, c) != _QUANTIZE for c in consumers):
+            continue
+        first = consumers[0]
+        y_int8 = int(first.outputs[0])
+        if graph.tensors[y_int8].type != _INT8 or not _per_tensor(graph.tensors[y_int8]):
+            continue
+        if kind == "PRELU" and not _quantize_alpha(model, graph, op, readers):
+            continue
+        op.inputs[0] = source
+        op.outputs[0] = y_int8
+        removed.add(id(first))
+        for other in consumers[1:]:
+            other.inputs[0] = y_int8  # an int8 -> int8 requantization to that consumer's scale
+        if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
+            removed.add(id(dequantize))
+        readers.setdefault(source, []).append(op)
+        rewritten.append(kind)
+    if removed:
+        graph.operators = [op for op in ops if id(op) not in removed]
+        from edgeserve.converters.tflite_int8.float_prep import drop_unused
+
+        drop_unused(model)
+    return rewritten
+
+
+def _float(graph: Any, index: int) -> bool:
+    return index >= 0 and graph.tensors[index].type == _FLOAT32
+
+
+def _per_tensor(tensor: Any) -> bool:
+    q = tensor.quantization
+    return q is not None and q.scale is not None and len(q.scale) == 1
+
+
+def _quantize_alpha(model: Any, graph: Any, op: Any, readers: dict[int, list[Any]]) -> bool:
+    """PRELU's float alpha as int8, per tensor: a new tensor when another op also reads it."""
+    index = int(op.inputs[1])
+    tensor = graph.tensors[index]
+    buffer = model.buffers[tensor.buffer] if tensor.buffer < len(model.buffers) else None
+    if tensor.type != _FLOAT32 or buffer is None or buffer.data is None or len(buffer.data) == 0:
+        return False
+    alpha = np.frombuffer(np.asarray(buffer.data, np.uint8).tobytes(), "<f4").astype(np.float64)
+    if not np.all(np.isfinite(alpha)):
+        return False
+    q, scale, zero = quantize_alpha(alpha)
+    schema = schema_module()
+    if len(readers.get(index, [])) > 1:
+        copy = schema.TensorT()
+        name = tensor.name.decode() if isinstance(tensor.name, bytes) else (tensor.name or "")
+        copy.shape, copy.name = list(tensor.shape), f"{name}_int8"
+        graph.tensors.append(copy)
+        tensor = copy
+        op.inputs[1] = len(graph.tensors) - 1
+    new_buffer = schema.BufferT()
+    new_buffer.data = np.frombuffer(q.tobytes(), np.uint8)
+    model.buffers.append(new_buffer)
+    tensor.buffer = len(model.buffers) - 1
+    tensor.type = _INT8
+    params = schema.QuantizationParametersT()
+    params.scale, params.zeroPoint = [scale], [zero]
+    tensor.quantization = params
+    return True
+
+
+def quantize_alpha(alpha: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """(int8 values, scale, zero point) of PRELU's alpha over [min(alpha, 0), max(alpha, 0)]:
+    asymmetric, so the usual all-positive slopes (0.05 .. 0.3) get all 256 steps but one."""
+    lo, hi = min(float(alpha.min()), 0.0), max(float(alpha.max()), 0.0)
+    if hi == lo:  # every slope 0: any scale represents it exactly
+        return np.zeros(alpha.shape, np.int8), 1.0, 0
+    scale = (hi - lo) / 255.0
+    zero = int(np.clip(np.round(-128 - lo / scale), -128, 127))
+    q = np.clip(np.round(alpha / scale) + zero, -128, 127).astype(np.int8)
+    return q, float(np.float32(scale)), zero

@@ -1,0 +1,138 @@
+"""The quality gate: every output of an artifact judged against the float source, by its kind.
+
+A model's first output alone does not say whether an artifact works: a hand-landmark
+model's headline can sit at 28.8 dB while another of its outputs is at 3.3 dB, and a
+detector's box head can hide a class-score head that INT8 flattened. So each output is
+judged on its own:
+
+* **By the task metric** (``--max-drop``, unchanged): the first output when it is a
+  classifier (top-1, against labels or the float model's own top-1), or when labels were
+  given (``--eval``), or when ``--metric`` was asked for.
+* **By SQNR against the float model** (``--min-sqnr``): every other output, and the first
+  one when nothing above applies (regression, landmarks, embeddings, detector heads with
+  no labels). "Percent more error than the float model" is no bound there: the float
+  model's own error against itself is 0, and the default 1 % refused every real detector
+  and landmark model tried (1.8 % to 8.7 %) while they still worked.
+
+The default SQNR bound was set from measured outputs: MediaPipe's BlazeFace INT8 finds the
+faces (score error < 0.1 at the best anchor) with its class logits at 11-12 dB and its boxes
+at 18 dB; an output that INT8 broke measured 3.3 dB (a hand-landmark head) and 0-7 dB
+(BlazeFace calibrated on images that drive its logits to -2,000). 10 dB (noise power a tenth
+of the signal's) sits between the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgeserve.metrics import MetricResult, evaluate, sqnr_db
+
+DEFAULT_MIN_SQNR_DB = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputQuality:
+    """One output's figures and whether it passed its bound."""
+
+    index: int
+    name: str
+    judged_by: str  # "metric" (the task metric, --max-drop) or "sqnr" (--min-sqnr)
+    sqnr_db: float | None
+    relative_rmse: float | None  # RMS error / RMS spread of the float output (None: no spread)
+    ok: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one artifact: the task metric of output 0, and every output."""
+
+    metrics: MetricResult
+    outputs: tuple[OutputQuality, ...]
+    max_drop: float
+    min_sqnr_db: float
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def reason(self) -> str:
+        """Why it failed, every failing output named ('' when it passed)."""
+        return "; ".join(o.reason for o in self.outputs if not o.ok)
+
+    @property
+    def failed_outputs(self) -> list[int]:
+        return [o.index for o in self.outputs if not o.ok]
+
+    def shortfall(self) -> tuple[int, float]:
+        """How far from passing: failing outputs, then the sum of their distances to the
+        bound (points or dB); the best failed attempt is the smallest."""
+        total = 0.0
+        for o in self.outputs:
+            if o.ok:
+                continue
+            if o.judged_by == "metric":
+                total += self.metrics.drop_points - self.max_drop
+            else:
+                total += self.min_sqnr_db - (o.sqnr_db if o.sqnr_db is not None else -100.0)
+        return len(self.failed_outputs), total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_drop": self.max_drop, "min_sqnr_db": self.min_sqnr_db,
+                "outputs": [o.to_dict() for o in self.outputs]}
+
+
+def judge(metric: str, reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+          labels: np.ndarray | None, *, max_drop: float, min_sqnr_db: float,
+          metric_requested: bool = False, names: Sequence[str] | None = None) -> Verdict:
+    """Judge ``outputs`` (the artifact's, in float) against ``reference`` (the source's).
+
+    ``metric`` is the task metric of output 0 (``choose_metric``); it is the bound for that
+    output when it is top-1, when ``labels`` are given, or when the user asked for it.
+    """
+    metrics = evaluate(metric, reference[0], outputs[0], labels)
+    by_metric = metric == "top1" or labels is not None or metric_requested
+    judged = []
+    for i, (ref, out) in enumerate(zip(reference, outputs)):
+        name = names[i] if names and i < len(names) else f"output_{i}"
+        sqnr = sqnr_db(ref, out)
+        rel = relative_rmse(ref, out)
+        if i == 0 and by_metric:
+            ok = metrics.drop_points <= max_drop
+            reason = "" if ok else f"{metric} drop {metrics.drop_points:.2f} > max {max_drop}"
+            judged.append(OutputQuality(i, name, "metric", sqnr, rel, ok, reason))
+            continue
+        ok, reason = _sqnr_bound(name, ref, out, sqnr, min_sqnr_db)
+        judged.append(OutputQuality(i, name, "sqnr", sqnr, rel, ok, reason))
+    return Verdict(metrics, tuple(judged), max_drop, min_sqnr_db)
+
+
+def _sqnr_bound(name: str, ref: np.ndarray, out: np.ndarray, sqnr: float | None,
+                bound: float) -> tuple[bool, str]:
+    if sqnr is not None:
+        ok = sqnr >= bound
+        return ok, "" if ok else f"{name}: SQNR {sqnr:.1f} dB < min {bound:g} dB"
+    if np.array_equal(np.asarray(ref, np.float64), np.asarray(out, np.float64)):
+        return True, ""  # no noise at all
+    # No signal: the float output is all zero, so any error is infinitely large in dB.
+    worst = float(np.max(np.abs(np.asarray(out, np.float64))))
+    return False, f"{name}: the float output is all zero and the artifact's is not (max |value| {worst:.3g})"
+
+
+def relative_rmse(reference: np.ndarray, approx: np.ndarray) -> float | None:
+    """RMS of the error over the RMS spread of the reference around its mean: 1.0 means
+    the error is as large as everything the output says; None for a constant output."""
+    ref = np.asarray(reference, np.float64)
+    spread = float(np.sqrt(np.mean(np.square(ref - ref.mean())))) if ref.size else 0.0
+    if spread == 0.0:
+        return None
+    error = float(np.sqrt(np.mean(np.square(ref - np.asarray(approx, np.float64)))))
+    return round(error / spread, 5)
