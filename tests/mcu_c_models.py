@@ -1,6 +1,8 @@
 """Small Keras models, built and fully quantized in the test, that exercise every mcu-c kernel
 the reference models do not: PAD (unfolded, before a max pool), STRIDED_SLICE, CONCATENATION on
-two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN."""
+two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN,
+PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, and a
+model with two outputs."""
 
 from __future__ import annotations
 
@@ -38,6 +40,31 @@ def build(kind: str):  # -> tf.keras.Model
         b = tf.keras.layers.Reshape((4, 256))(b)
         c = tf.keras.layers.Concatenate(axis=1)([b, b])
         y = tf.keras.layers.Dense(6)(tf.keras.layers.Flatten()(c))
+    elif kind == "prelu":  # per-channel PRELU (as MediaPipe's detectors have) and LEAKY_RELU
+        init = tf.keras.initializers.RandomUniform(0.05, 0.6, seed=0)
+        a = tf.keras.layers.PReLU(alpha_initializer=init, shared_axes=[1, 2])(conv(8, act=None)(x))
+        b = tf.keras.layers.LeakyReLU(0.2)(conv(8, act=None)(a))
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(b))
+    elif kind == "misc":  # SUB, MAXIMUM, MINIMUM of activations; RELU and RELU6 not fused into anything
+        a, b = conv(8, act=None)(x), conv(8, act=None)(x)
+        d = tf.keras.layers.Subtract()([a, b])
+        f = tf.keras.layers.Minimum()([tf.keras.layers.Maximum()([d, a]), b])
+        r = tf.keras.layers.ReLU()(tf.keras.layers.Reshape((2048,))(f))
+        r6 = tf.keras.layers.ReLU(6.0)(tf.keras.layers.Reshape((2048,))(d))
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.Concatenate()([r, r6]))
+    elif kind == "resize":  # RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR, up by 2 and to odd sizes
+        a = conv(8)(x)
+        up = tf.keras.layers.Add()([tf.keras.layers.Resizing(32, 32, interpolation="bilinear")(a),
+                                    tf.keras.layers.Resizing(32, 32, interpolation="nearest")(a)])
+        down = tf.keras.layers.Resizing(11, 13, interpolation="bilinear")(up)
+        odd = tf.keras.layers.Resizing(23, 9, interpolation="nearest")(down)
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(odd))
+    elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
+        a = conv(8)(x)
+        boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))
+        scores = tf.keras.layers.Activation("sigmoid")(tf.keras.layers.Dense(3)(
+            tf.keras.layers.GlobalAveragePooling2D()(a)))
+        return tf.keras.Model(inp, [boxes, scores])
     else:
         raise ValueError(kind)
     return tf.keras.Model(inp, y)

@@ -220,16 +220,19 @@ def synthetic(tmp_path_factory):
     import mcu_c_models
 
     out = tmp_path_factory.mktemp("mcu_c_synthetic")
-    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move")}
+    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move", "prelu", "misc", "resize", "heads")}
 
 
-@pytest.mark.parametrize("kind", ["pad", "act", "move"])
+@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize"])
 def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
     _require("host-c")
     model = TfliteModel.from_file(synthetic[kind])
     expected = {"pad": {"PAD", "STRIDED_SLICE", "CONCATENATION", "MUL", "ADD", "MAX_POOL_2D", "AVERAGE_POOL_2D"},
                 "act": {"LOGISTIC", "TANH", "MEAN", "MUL", "ADD"},
-                "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"}}[kind]
+                "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"},
+                "prelu": {"PRELU", "LEAKY_RELU"},
+                "misc": {"SUB", "MAXIMUM", "MINIMUM", "RELU", "RELU6"},
+                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}}[kind]
     assert expected <= set(model.op_counts())
     generated = generate(model, "model", kind)
     directory = _write(generated, tmp_path / "out")
@@ -246,6 +249,35 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
     assert which == "tflm-reference"
     assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+def test_several_outputs_land_back_to_back_in_the_callers_buffer(synthetic, tmp_path):
+    _require("host-c")
+    model = TfliteModel.from_file(synthetic["heads"])
+    graph = model.subgraphs[0]
+    sizes = [graph.tensors[t].nbytes for t in graph.outputs]
+    assert sorted(sizes) == [3, 256]
+    generated = generate(model, "model", "heads")
+    header = generated.files["model.h"]
+    assert "#define MODEL_OUTPUT_COUNT 2" in header and f"#define MODEL_OUTPUT_BYTES {sum(sizes)}" in header
+    assert f"#define MODEL_OUTPUT1_OFFSET {sizes[0]}" in header and "MODEL_OUTPUT1_ZERO_POINT" in header
+    assert [o["offset"] for o in generated.summary()["outputs"]] == [0, sizes[0]]
+    directory = _write(generated, tmp_path / "out")
+    # A level per sample under the noise: the score head averages the whole image, and pure
+    # noise averages to nearly the same scores for every sample.
+    levels = np.random.default_rng(2).integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
+    inputs = np.clip(_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
+    ours = check.run_host(check.build_host(directory, "model", tmp_path / "harness"), inputs, (sum(sizes),))
+    # The reference, output by output (not the concatenation the generated code is compared
+    # with in the converter): each slice of the buffer is that output, and each varies.
+    from edgeserve.converters.mcu import tflm
+
+    runs = tflm.run(model.file_bytes, 1 << 20, [[x] for x in inputs])
+    for i, size in enumerate(sizes):
+        expected = np.stack([np.asarray(r[i]).reshape(-1) for r in runs])
+        assert len(np.unique(expected, axis=0)) > 1
+        np.testing.assert_array_equal(ours[:, sum(sizes[:i]): sum(sizes[:i]) + size], expected)
+    check.run_host(check.build_host(directory, "model", tmp_path / "asan", sanitize=True), inputs[:3], (sum(sizes),))
 
 
 def test_lookup_tables_equal_litert_on_all_256_inputs(synthetic):

@@ -193,8 +193,8 @@ def test_blazeface_preparations_are_exact(blazeface: Path) -> None:
         np.testing.assert_array_equal(a, b)  # fp16 -> fp32 widening is exact
 
 
-def test_blazeface_reaches_tflite_int8_and_mcu_with_an_sqnr_floor(blazeface: Path, tmp_path: Path) -> None:
-    entries = _convert(blazeface, ["tflite-int8", "mcu"], tmp_path, blazeface.parent / "calib.npz",
+def test_blazeface_reaches_tflite_int8_mcu_and_mcu_c_with_an_sqnr_floor(blazeface: Path, tmp_path: Path) -> None:
+    entries = _convert(blazeface, ["tflite-int8", "mcu", "mcu-c"], tmp_path, blazeface.parent / "calib.npz",
                        options={"max_drop": 100.0})  # a detector: judged by SQNR per output below
     int8 = entries["tflite-int8"]
     assert int8["status"] == "ok" and int8["integer_only"]
@@ -222,6 +222,12 @@ def test_blazeface_reaches_tflite_int8_and_mcu_with_an_sqnr_floor(blazeface: Pat
     assert mcu["status"] == "ok" and mcu["verification"]["bit_exact"] is True
     report = json.loads((tmp_path / "reports" / "mcu.json").read_text())
     assert report["arena"]["target_32bit"]["total"] == mcu["arena_bytes"] > 0
+    # The interpreter-free C: both heads back to back in one buffer, bit-exact with TFLM.
+    mcu_c = entries["mcu-c"]
+    assert mcu_c["status"] == "ok" and mcu_c["verification"]["bit_exact"] is True
+    assert mcu_c["verification"]["reference"] == "tflm-reference"
+    assert [o["shape"] for o in mcu_c["outputs"]] == [[1, 896, 16], [1, 896, 1]]
+    assert mcu_c["arena_bytes"] <= mcu["arena_bytes"]
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +258,7 @@ def test_prelu_the_quantizer_leaves_float_is_made_int8_and_each_one_matches_floa
     # Photos with no hand in them are not what the detector is for: measured 7.8 dB on its
     # outputs, against the float model, so the gate's bound is lowered for this check of the
     # operators (each PRELU is compared on its own below).
-    entries = _convert(palm, ["tflite-int8", "mcu"], tmp_path, palm.parent / "calib.npz",
+    entries = _convert(palm, ["tflite-int8", "mcu", "mcu-c"], tmp_path, palm.parent / "calib.npz",
                        options={"max_drop": 100.0, "min_sqnr_db": 5.0})
     int8 = entries["tflite-int8"]
     assert int8["integer_only"] and int8["ops"]["PRELU"] == 26 and "DEQUANTIZE" not in int8["ops"], int8["ops"]
@@ -290,6 +296,9 @@ def test_prelu_the_quantizer_leaves_float_is_made_int8_and_each_one_matches_floa
 
     mcu = entries["mcu"]  # TFLM's int8 PRELU kernel runs it, bit-exact with LiteRT's
     assert mcu["status"] == "ok" and mcu["verification"]["bit_exact"] is True
+    mcu_c = entries["mcu-c"]  # and the interpreter-free C's PRELU, bit-exact with TFLM's
+    assert mcu_c["status"] == "ok" and mcu_c["verification"]["bit_exact"] is True
+    assert mcu_c["verification"]["reference"] == "tflm-reference" and "es_prelu.c" in mcu_c["kernels"]
 
 
 def test_an_operator_the_quantizer_leaves_float_is_one_error(tmp_path: Path) -> None:

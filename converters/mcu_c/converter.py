@@ -170,7 +170,10 @@ class McuCConverter(Converter):
         from edgeserve.converters.mcu_c import check
 
         graph = model.subgraphs[0]
-        out_shape = tuple(graph.tensors[graph.outputs[0]].shape)
+        # Several outputs arrive back to back in one buffer (see generate.py), so they are
+        # compared as one flat row per input; one output keeps its shape.
+        out_shape = (tuple(graph.tensors[graph.outputs[0]].shape) if len(graph.outputs) == 1
+                     else (generated.output_bytes,))
         out_dtype = graph.tensors[graph.outputs[0]].dtype_name
         host_samples, sanitizer_samples, target_samples = check_samples(generated.macs)
         inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from importlib import resources
 
+import numpy as np
+
 from edgeserve.converters.mcu_c import emit
 from edgeserve.converters.mcu_c.lower import Lowering, Step, UnsupportedOperatorError, _q
 from edgeserve.converters.mcu_c.planner import Plan, plan
@@ -20,16 +22,19 @@ class Generated:
     plan: Plan
     kernel_files: tuple[str, ...]
     input_bytes: int
-    output_bytes: int
+    output_bytes: int  # every output, back to back in the model's order
     weight_bytes: int
     macs: int  # multiply-accumulates per inference (convolutions and fully connected layers)
     state_bytes: int = 0  # variables' buffers, outside the arena
+    # Where each output lies in the caller's output buffer: name, offset, bytes, shape, scale, zero point.
+    output_layout: list[dict[str, object]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
-                "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes}
+                "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes,
+                "outputs": self.output_layout}
 
 
 def kernel_text(filename: str) -> str:
@@ -42,11 +47,19 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     lowering = Lowering(model)
     steps = lowering.steps()
     graph = lowering.graph
-    outputs = (output_tensor,) if output_tensor is not None else graph.outputs
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+    outputs = (output_tensor,) if output_tensor is not None else tuple(graph.outputs)
+    if len(graph.inputs) != 1:
         raise UnsupportedOperatorError(
-            f"the mcu-c target takes one input and one output; this model has {len(graph.inputs)} and "
-            f"{len(graph.outputs)}; -t mcu builds it for TFLM instead")
+            f"the mcu-c target takes one input; this model has {len(graph.inputs)}; -t mcu builds it for TFLM "
+            "instead")
+    kinds = sorted({graph.tensors[t].dtype_name for t in outputs})
+    if len(kinds) != 1 or len(set(outputs)) != len(outputs) or graph.inputs[0] in outputs:
+        # Several outputs are written back to back into the caller's one buffer, so they
+        # share its element type; an output that is the input or another output has no
+        # bytes of its own to copy.
+        raise UnsupportedOperatorError(
+            f"the mcu-c target writes every output into one buffer; this model's outputs are "
+            f"{', '.join(kinds)} (or repeat a tensor); -t mcu builds it for TFLM instead")
     if not steps or all(s.kernel is None for s in steps):
         raise InputError("the model computes nothing (no operator with a kernel)")
 
@@ -54,23 +67,28 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         return graph.tensors[t].nbytes
 
     arena = plan(steps, sizes, graph.inputs, outputs)
-    x, y = graph.tensors[graph.inputs[0]], graph.tensors[outputs[0]]
+    x = graph.tensors[graph.inputs[0]]
+    ys = [graph.tensors[t] for t in outputs]
     io_in = emit.Io(x, *_q(x))
-    io_out = emit.Io(y, *_q(y))
+    io_outs = [emit.Io(y, *_q(y)) for y in ys]
     kernel_files = tuple(sorted({s.source for s in steps if s.source}))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
     files = {
-        f"{name}.h": emit.render_header(name, model_label, io_in, io_out, arena, variables),
-        f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs[0], variables,
-                                        f"{y.dtype_name}_t"),
+        f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables),
+        f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs, variables,
+                                        f"{ys[0].dtype_name}_t"),
     }
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)
     # Everything const the model brings to flash: weights, tables, constant operands, and
     # the variables' initial values.
     weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays) + sum(v.nbytes for v in variables)
-    return Generated(name, files, steps, arena, kernel_files, x.nbytes, y.nbytes, weight_bytes, _macs(steps),
-                     sum(v.nbytes for v in variables))
+    offsets = np.cumsum([0] + [y.nbytes for y in ys]).tolist()
+    layout = [{"name": io.tensor.name, "offset": int(offset), "bytes": io.tensor.nbytes, "shape": list(io.tensor.shape),
+               "dtype": io.tensor.dtype_name, "scale": io.scale, "zero_point": io.zero_point}
+              for io, offset in zip(io_outs, offsets)]
+    return Generated(name, files, steps, arena, kernel_files, x.nbytes, sum(y.nbytes for y in ys), weight_bytes,
+                     _macs(steps), sum(v.nbytes for v in variables), layout)
 
 
 def _macs(steps: list[Step]) -> int:

@@ -37,6 +37,15 @@ KERNEL_SOURCES = {
     "LOGISTIC": "es_lut.c",
     "MEAN": "es_mean.c",
     "TANH": "es_lut.c",
+    "LEAKY_RELU": "es_lut.c",
+    "RELU": "es_lut.c",
+    "RESIZE_NEAREST_NEIGHBOR": "es_resize.c",
+    "RESIZE_BILINEAR": "es_resize.c",
+    "RELU6": "es_lut.c",
+    "SUB": "es_elementwise.c",
+    "MAXIMUM": "es_elementwise.c",
+    "MINIMUM": "es_elementwise.c",
+    "PRELU": "es_prelu.c",
     "SPLIT_V": "es_copy.c",
     "SPLIT": "es_copy.c",
     "RESHAPE": None,  # an alias of its input
@@ -454,12 +463,16 @@ class Lowering:
         params: dict[str, Any] = {"dims": list(dims), "stride1": strides(a.shape), "stride2": strides(b.shape),
                                   "same_shape": int(same), "in1_offset": -za, "in2_offset": -zb, "out_offset": zy,
                                   "act_min": act_min, "act_max": act_max}
+        unused = {"left_shift": 0, "in1_multiplier": 0, "in1_shift": 0, "in2_multiplier": 0, "in2_shift": 0}
         if kernel == "es_add":
             params.update(quant.add_multipliers(sa, sb, sy))
-        else:
+        elif kernel == "es_sub":
+            params.update(quant.sub_multipliers(sa, sb, sy))
+        elif kernel == "es_mul":
             m, s = quant.mul_multiplier(sa, sb, sy)
-            params.update({"out_multiplier": m, "out_shift": s, "left_shift": 0, "in1_multiplier": 0,
-                           "in1_shift": 0, "in2_multiplier": 0, "in2_shift": 0})
+            params.update({"out_multiplier": m, "out_shift": s, **unused})
+        else:  # MAXIMUM/MINIMUM: TFLM compares the stored values, whatever their scales
+            params.update({"out_multiplier": 0, "out_shift": 0, **unused})
         inplace = InPlace("start", kernel) if same else None
         return Step(op.index, op.op_name, kernel, "es_binary_params", params, arrays, activations,
                     op.outputs[0], inplace, KERNEL_SOURCES[op.op_name], call_inputs=call)
@@ -469,6 +482,15 @@ class Lowering:
 
     def _mul(self, op: Operator) -> Step:
         return self._binary(op, "es_mul")
+
+    def _sub(self, op: Operator) -> Step:
+        return self._binary(op, "es_sub")
+
+    def _maximum(self, op: Operator) -> Step:
+        return self._binary(op, "es_maximum")
+
+    def _minimum(self, op: Operator) -> Step:
+        return self._binary(op, "es_minimum")
 
     def _softmax(self, op: Operator) -> Step:
         x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
@@ -610,6 +632,83 @@ class Lowering:
 
     def _tanh(self, op: Operator) -> Step:
         return self._lookup(op)
+
+    def _resize(self, op: Operator, bilinear: bool) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        if len(x.shape) != 4 or len(y.shape) != 4:
+            raise _refuse(op, f"on a rank-{len(x.shape)} tensor (NHWC images only)")
+        align, half = bool(op.options.get("align_corners", False)), bool(op.options.get("half_pixel_centers", False))
+        if align and half:
+            raise _refuse(op, "with both align_corners and half_pixel_centers (TFLite refuses that too)")
+        (n, in_h, in_w, depth), (_, out_h, out_w, _) = x.shape, y.shape
+        params: dict[str, Any] = {"batches": n, "in_h": in_h, "in_w": in_w, "depth": depth, "out_h": out_h,
+                                  "out_w": out_w}
+        tables: dict[str, list[int]] = {}
+        if bilinear:
+            tables["y0"], tables["y1"], tables["wy"] = quant.resize_bilinear_axis(in_h, out_h, align, half)
+            tables["x0"], tables["x1"], tables["wx"] = quant.resize_bilinear_axis(in_w, out_w, align, half)
+        else:
+            tables["y0"] = quant.resize_nearest_axis(in_h, out_h, align, half)
+            tables["x0"] = quant.resize_nearest_axis(in_w, out_w, align, half)
+        arrays = []
+        for field in ("y0", "y1", "wy", "x0", "x1", "wx"):
+            if field not in tables:
+                params[field] = 0  # NULL: nearest reads only y0 and x0
+                continue
+            arrays.append(ConstArray(f"t{op.index}_{field}", "int32_t", np.array(tables[field], np.int32)))
+            params[field] = Ref(f"t{op.index}_{field}")
+        kernel = "es_resize_bilinear" if bilinear else "es_resize_nearest"
+        return Step(op.index, op.op_name, kernel, "es_resize_params", params, arrays, (op.inputs[0],),
+                    op.outputs[0], None, KERNEL_SOURCES[op.op_name])
+
+    def _resize_bilinear(self, op: Operator) -> Step:
+        return self._resize(op, bilinear=True)
+
+    def _resize_nearest_neighbor(self, op: Operator) -> Step:
+        return self._resize(op, bilinear=False)
+
+    def _table_step(self, op: Operator, table: np.ndarray) -> Step:
+        x = self._data_input(op)
+        params = {"count": int(np.prod(x.shape)), "table": Ref(f"t{op.index}")}
+        return Step(op.index, op.op_name, "es_lookup", "es_lookup_params", params,
+                    [ConstArray(f"t{op.index}", "int8_t", table)], (op.inputs[0],), op.outputs[0],
+                    InPlace("start", "es_lookup"), KERNEL_SOURCES[op.op_name])
+
+    def _relu(self, op: Operator) -> Step:
+        (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
+        return self._table_step(op, quant.relu_table(sx, zx, sy, zy))
+
+    def _relu6(self, op: Operator) -> Step:
+        sx, zx = _q(self._data_input(op))
+        return self._table_step(op, quant.relu6_table(sx, zx))
+
+    def _leaky_relu(self, op: Operator) -> Step:
+        """A table of TFLM's own arithmetic for each of the 256 inputs (quant.leaky_relu_table)."""
+        (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
+        return self._table_step(op, quant.leaky_relu_table(float(op.options.get("alpha", 0.0)), sx, zx, sy, zy))
+
+    def _prelu(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        alpha_tensor = self.tensor(op.inputs[1])
+        alpha = self.const(op.inputs[1], "int8")
+        q = alpha_tensor.quantization
+        if q is None or len(q.scale) != 1:
+            raise _refuse(op, "with a per-channel quantized alpha (one scale is what TFLM's int8 kernel takes)")
+        # alpha repeats along the input: its shape, without leading ones, must be the input's
+        # trailing dimensions (one value per channel, or per pixel and channel).
+        trailing = list(alpha.shape)
+        while trailing and trailing[0] == 1:
+            trailing.pop(0)
+        if trailing and list(x.shape[len(x.shape) - len(trailing):]) != trailing:
+            raise _refuse(op, f"with alpha of shape {list(alpha.shape)} broadcast over {list(x.shape)} "
+                          "in another way than along the trailing dimensions")
+        (sx, zx), (sa, za), (sy, zy) = _q(x), _q(alpha_tensor), _q(y)
+        params = {"count": int(np.prod(x.shape)), "alpha_count": int(alpha.size), "in_offset": -zx,
+                  "alpha_offset": -za, "out_offset": zy, **quant.prelu_multipliers(sx, sa, sy),
+                  "alpha": Ref(f"t{op.index}")}
+        return Step(op.index, op.op_name, "es_prelu", "es_prelu_params", params,
+                    [ConstArray(f"t{op.index}", "int8_t", alpha.reshape(-1))], (op.inputs[0],), op.outputs[0],
+                    InPlace("start", "es_prelu"), KERNEL_SOURCES[op.op_name])
 
     def _mean(self, op: Operator) -> Step:
         x, y = self._data_input(op), self.tensor(op.outputs[0])

@@ -118,3 +118,115 @@ def mean_multiplier(input_scale: float, output_scale: float, count: int) -> tupl
     multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
     extra = min(count.bit_length() - 1, 32, 31 + shift)
     return int((multiplier << extra) // count), shift - extra
+
+
+def mul_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier (double rounding) on int32 values, in exact integers."""
+    left, right = max(shift, 0), max(-shift, 0)
+    v = x.astype(np.int64) << left
+    v = (v + (1 << 31)) % (1 << 32) - (1 << 31)  # the left shift wraps in 32 bits, as TFLite's does
+    total = v * multiplier + np.where(v * multiplier >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(total >= 0, total >> 31, -((-total) >> 31))  # divided by 2^31 toward zero
+    high = np.where((v == -(1 << 31)) & (multiplier == -(1 << 31)), (1 << 31) - 1, high)  # the one overflow
+    mask = (1 << right) - 1
+    return (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
+
+
+def leaky_relu_table(alpha: float, input_scale: float, input_zero_point: int, output_scale: float,
+                     output_zero_point: int) -> np.ndarray:
+    """TFLM's int8 LEAKY_RELU for every input value, as a 256-entry table (index (uint8)v).
+
+    Its multipliers are computed in float32 (input scale x alpha / output scale) before
+    QuantizeMultiplier, and a negative alpha multiplies by the multiplier's magnitude and
+    negates the result."""
+    sx, sy, a = np.float32(input_scale), np.float32(output_scale), np.float32(alpha)
+    m_id, s_id = quantize_multiplier(float(np.float32(sx / sy)))
+    m_alpha, s_alpha = quantize_multiplier(float(np.float32(np.float32(sx * a) / sy)))
+    values = np.arange(-128, 128, dtype=np.int64)
+    x = values - input_zero_point
+    positive = mul_by_quantized_multiplier(x, m_id, s_id)
+    negative = mul_by_quantized_multiplier(x, abs(m_alpha), s_alpha) * (-1 if m_alpha < 0 else 1)
+    return _table(values, np.clip(output_zero_point + np.where(x >= 0, positive, negative), -128, 127))
+
+
+def prelu_multipliers(input_scale: float, alpha_scale: float, output_scale: float) -> dict[str, int]:
+    """CalculatePreluParams: both multipliers from double(float) scales."""
+    sx, sa, sy = (float(np.float32(v)) for v in (input_scale, alpha_scale, output_scale))
+    m1, s1 = quantize_multiplier(sx / sy)
+    m2, s2 = quantize_multiplier(sx * sa / sy)
+    return {"multiplier_pos": m1, "shift_pos": s1, "multiplier_neg": m2, "shift_neg": s2}
+
+
+def relu_table(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLM's int8 RELU (CalculateReluOpData, ReluQuantized) for every input value: requantized
+    by float32(input scale / output scale), then clamped below at the output zero point."""
+    multiplier, shift = quantize_multiplier(float(np.float32(np.float32(input_scale) / np.float32(output_scale))))
+    values = np.arange(-128, 128, dtype=np.int64)
+    y = output_zero_point + mul_by_quantized_multiplier(values - input_zero_point, multiplier, shift)
+    return _table(values, np.clip(y, max(-128, output_zero_point), 127))
+
+
+def relu6_table(input_scale: float, input_zero_point: int) -> np.ndarray:
+    """TFLM's int8 RELU6: the input clamped to [its zero point, round(6 / scale) + zero point],
+    in the input's own quantization (the output's is not read)."""
+    six = int(np.clip(round_half_away(float(np.float32(6.0) / np.float32(input_scale))) + input_zero_point,
+                      -128, 127))
+    values = np.arange(-128, 128, dtype=np.int64)
+    return _table(values, np.clip(values, input_zero_point, six))
+
+
+def _table(values: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+    table = np.empty(256, np.int8)
+    table[values.astype(np.uint8)] = outputs.astype(np.int8)
+    return table
+
+
+def sub_multipliers(scale1: float, scale2: float, output_scale: float, left_shift: int = 20) -> dict[str, int]:
+    """TFLM's Sub Prepare for int8: like Add's, but every ratio is taken in float32 before it
+    becomes a double (sub_common.cc), which can move a multiplier by one unit."""
+    s1, s2, so = np.float32(scale1), np.float32(scale2), np.float32(output_scale)
+    twice_max = np.float32(2) * max(s1, s2)
+    m1, sh1 = quantize_multiplier(float(np.float32(s1 / twice_max)))
+    m2, sh2 = quantize_multiplier(float(np.float32(s2 / twice_max)))
+    mo, sho = quantize_multiplier(float(np.float32(twice_max / (np.float32(1 << left_shift) * so))))
+    return {"left_shift": left_shift, "in1_multiplier": m1, "in1_shift": sh1, "in2_multiplier": m2,
+            "in2_shift": sh2, "out_multiplier": mo, "out_shift": sho}
+
+
+def _c_div(a: int, b: int) -> int:
+    """C's integer division: toward zero."""
+    return -((-a) // b) if a < 0 else a // b
+
+
+def resize_nearest_axis(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> list[int]:
+    """GetNearestNeighbor for every output index: float32 scale and offset, floor (or
+    round half away from zero with align_corners), clamped to the input."""
+    if align_corners and out_size > 1:
+        scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    offset = np.float32(0.5 if half_pixel else 0.0)
+    indices = []
+    for v in range(out_size):
+        position = np.float32(np.float32(v) + offset) * scale
+        chosen = round_half_away(float(position)) if align_corners else int(np.floor(position))
+        chosen = min(chosen, in_size - 1)
+        indices.append(max(0, chosen) if half_pixel else chosen)
+    return indices
+
+
+def resize_bilinear_axis(in_size: int, out_size: int, align_corners: bool,
+                         half_pixel: bool) -> tuple[list[int], list[int], list[int]]:
+    """ResizeBilinearInteger's interpolation values for every output index: the two input
+    indices and the second one's weight in 1/1024 steps (integer arithmetic only)."""
+    scale = ((1 << 10) * in_size + out_size // 2) // out_size
+    if align_corners and out_size > 1:
+        scale = ((1 << 10) * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    lower, upper, weight = [], [], []
+    for v in range(out_size):
+        scaled = v * scale + scale // 2 - (1 << 9) if half_pixel else v * scale
+        low = max(_c_div(scaled, 1 << 10), 0)
+        lower.append(low)
+        upper.append(min(_c_div(scaled + (1 << 10) - 1, 1 << 10), in_size - 1))
+        weight.append(scaled - (1 << 10) * low)
+    return lower, upper, weight

@@ -19,12 +19,13 @@ TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
 
 
 def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.ndarray]:
-    """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] of a one-input model."""
+    """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] of a one-input model
+    (several outputs: each flattened, back to back in the model's order)."""
     try:
         from edgeserve.converters.mcu import tflm
 
         outputs = tflm.run(model_bytes, TFLM_REFERENCE_ARENA, [[x] for x in inputs])
-        return "tflm-reference", np.stack([np.asarray(o[0]) for o in outputs])
+        return "tflm-reference", np.stack([_flat(o) for o in outputs])
     except Exception as exc:  # noqa: BLE001 - any refusal means: ask LiteRT instead
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     from edgeserve.console import capture_native_stderr
@@ -33,7 +34,14 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
     with capture_native_stderr():
         runner = TfliteRunner(model_bytes, reference_kernels=True)
     return (f"litert-reference (TFLM refused the model: {reason[:160]})",
-            np.stack([runner.run_raw([x])[0] for x in inputs]))
+            np.stack([_flat(runner.run_raw([x])) for x in inputs]))
+
+
+def _flat(outputs: list[np.ndarray]) -> np.ndarray:
+    """One output as it is; several back to back, as the generated C writes them."""
+    if len(outputs) == 1:
+        return np.asarray(outputs[0])
+    return np.concatenate([np.asarray(o).reshape(-1) for o in outputs])
 
 
 def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
@@ -47,7 +55,7 @@ def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
             runner = TfliteRunner(model_bytes, reference_kernels=True)
     except Exception:  # noqa: BLE001 - a refusal is an answer here
         return None
-    return np.stack([runner.run_raw([x])[0] for x in inputs])
+    return np.stack([_flat(runner.run_raw([x])) for x in inputs])
 
 
 def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.ndarray:

@@ -83,6 +83,9 @@ typedef struct {
 /* out may equal in1 or in2 when same_shape is set. */
 void es_add(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void es_mul(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_sub(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_maximum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_minimum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 
 /* SOFTMAX over the last dimension. */
 typedef struct {
@@ -132,6 +135,29 @@ typedef struct {
 
 /* out may equal in. */
 void es_lookup(const es_lookup_params *p, const int8_t *in, int8_t *out);
+
+/* RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR: per output row y, input rows y0[y] (and
+ * y1[y], blended with weight wy[y] / 1024 of y1); the same per column. Nearest reads only
+ * y0 and x0 (the others are NULL). */
+typedef struct {
+  int32_t batches, in_h, in_w, depth, out_h, out_w;
+  const int32_t *y0, *y1, *wy, *x0, *x1, *wx;
+} es_resize_params;
+
+void es_resize_nearest(const es_resize_params *p, const int8_t *in, int8_t *out);
+void es_resize_bilinear(const es_resize_params *p, const int8_t *in, int8_t *out);
+
+/* PRELU: alpha [alpha_count] repeats along the input (its trailing dimensions). */
+typedef struct {
+  int32_t count, alpha_count;
+  int32_t in_offset, alpha_offset, out_offset;   /* minus the input and alpha zero points; the output's */
+  int32_t multiplier_pos, shift_pos;             /* input scale / output scale */
+  int32_t multiplier_neg, shift_neg;             /* input scale x alpha scale / output scale */
+  const int8_t *alpha;
+} es_prelu_params;
+
+/* out may equal in. */
+void es_prelu(const es_prelu_params *p, const int8_t *in, int8_t *out);
 
 /* MEAN: reduce[a] marks the reduced axes of the (left-padded) 4-D input. */
 typedef struct {

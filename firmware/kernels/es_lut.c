@@ -1,6 +1,6 @@
-/* LOGISTIC and TANH on int8: a 256-entry table computed by the generator exactly as
- * LiteRT's reference kernel fills its own (float32 transform of each dequantized value,
- * rounded and clamped), so the lookup reproduces it for every input. */
+/* LOGISTIC, TANH, RELU, RELU6 and LEAKY_RELU on int8: a 256-entry table the generator fills
+ * with the reference kernel's own arithmetic for every input value (converters/mcu_c/quant.py),
+ * so the lookup reproduces it for every input. */
 #include "es_kernels.h"
 
 void es_lookup(const es_lookup_params *p, const int8_t *in, int8_t *out) {
