@@ -25,12 +25,21 @@ def atomic_path(final: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp makes the file 0600; the result should have the mode open() would give it.
+    tmp_path.chmod(0o666 & ~current_umask())
     try:
         yield tmp_path
         os.replace(tmp_path, final)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and back: there is no getter)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes(final: str | os.PathLike[str], data: bytes) -> Path:

@@ -169,6 +169,13 @@ def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise ManifestError(f"manifest not found: {path}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        from edgeserve.file_kinds import describe
+
+        with open(path, "rb") as handle:
+            kind = describe(handle.read(16))
+        if kind is not None:  # `verify model.tflite`: a model, not a conversion's manifest
+            raise ManifestError(f"{path} is {kind}, not a manifest: give the conversion's output folder "
+                                f"(convert -o OUT) or its {MANIFEST_NAME}") from exc
         raise ManifestError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__

@@ -33,6 +33,11 @@ def validate_onnx(data: bytes) -> None:
     """
     if not isinstance(data, bytes):
         data = bytes(data)
+    from edgeserve.file_kinds import describe
+
+    kind = describe(data[:16])
+    if kind is not None:  # a renamed or mistaken file: say what it is, not where protobuf broke
+        raise ModelFileError(f"model: not an ONNX model: the file starts like {kind}")
     with model_file_guard("walking the protobuf"):
         fields = _Protobuf(data).message(0, len(data), "ModelProto", "model", 0)
     for number, name in ((1, "ir_version"), (7, "graph")):

@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgeserve.atomic import current_umask
 from edgeserve.errors import InputError
 
 _STAGING = "staging"
@@ -30,12 +31,6 @@ def check_output_path(out: Path) -> None:
         if path.exists() and not path.is_dir():
             where = "is a file" if path == out else f"cannot hold folders: {path} is a file"
             raise InputError(f"output folder {out} {where}; expected a folder (new or existing)")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _pid_alive(pid: int) -> bool:
@@ -72,7 +67,7 @@ def clean_leftovers(out: Path) -> list[Path]:
 
 
 def _apply_umask(root: Path) -> None:
-    mask = _umask()
+    mask = current_umask()
     for path in (root, *root.rglob("*")):
         if path.is_symlink():
             continue

@@ -129,6 +129,12 @@ class Session:
         if require is not None and require not in KINDS:
             raise InputError(f"require must be one of {', '.join(KINDS)}; got {require!r}")
         self.profile = _load_profile(profile)
+        if self.profile is not None and self.profile.is_mcu:
+            # Its backends (tflm:*) exist on the board, not in this process.
+            raise InputError(
+                f"profile {self.profile.name!r} is a microcontroller: the runtime serves host and board-computer "
+                f"profiles. Build for it with `edgeserve convert SOURCE -t mcu -p {self.profile.name}` (or -t mcu-c) "
+                "and run the build on the board, or pick a host profile (`edgeserve profiles`) or none")
         self._served: ServedModel = resolve(artifact, target=target, preprocess=preprocess, labels=labels,
                                             public_key=public_key)
         self.labels = self._served.labels

@@ -193,3 +193,15 @@ def test_nchw_model_needs_no_layout_flag_and_stacks_of_frames_run_as_sequences(t
     results = _json.loads(result.stdout)["results"]
     assert [r["input"].rsplit("#", 1)[1] for r in results] == ["0", "1"]
     assert results[0]["top_k"][0]["index"] == 967 and results[1]["top_k"][0]["index"] != 967
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "profile"])
+def test_a_microcontroller_profile_is_refused_with_what_to_do_instead(testdata: Path, command: str) -> None:
+    """Issue 27: `run -p stm32h747` said "unknown backend name tflm:cmsis-nn"."""
+    model = testdata / "tflm/hello_world_int8.tflite"
+    extra = {"run": ["--input", "synthetic:1x1"], "bench": ["--synthetic", "1x1", "--frames", "2"], "profile": []}
+    result = CliRunner().invoke(cli, [command, str(model), "-p", "stm32h747", *extra[command]])
+    assert result.exit_code == 1
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("error: profile 'stm32h747' is a microcontroller") and "-t mcu -p stm32h747" in line
+    assert "unknown backend" not in result.output

@@ -63,6 +63,19 @@ def test_files_follow_the_umask(testdata: Path, tmp_path: Path) -> None:
     assert siblings(out) == []  # no staging or scratch folder left beside it
 
 
+def test_a_single_file_written_atomically_follows_the_umask(tmp_path: Path) -> None:
+    """A file written in place (a profile's HTML report, a fixture) is not left 0600, the
+    mode of the temporary file it was renamed from (issue 27)."""
+    from edgeserve.atomic import write_text
+
+    previous = os.umask(0o027)
+    try:
+        report = write_text(tmp_path / "report.html", "<html></html>")
+    finally:
+        os.umask(previous)
+    assert report.stat().st_mode & 0o777 == 0o640 and report.read_text() == "<html></html>"
+
+
 def test_an_interrupt_leaves_out_as_it_was(testdata: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "OUT"
     assert CliRunner().invoke(cli, convert_args(testdata, out)).exit_code == 0

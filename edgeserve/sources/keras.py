@@ -99,8 +99,38 @@ class SavedModelSource(SourceModel):
         return directory
 
 
+def _check_container(path: Path) -> None:
+    """A .keras file is a ZIP archive and an .h5 file HDF5: a truncated or mistaken file is
+    said to be one before TensorFlow loads (Keras reports a damaged .keras as "File not
+    found"), and in a fraction of a second."""
+    import zipfile
+
+    from edgeserve.file_kinds import describe
+
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if path.suffix.lower() == ".keras":
+        if not zipfile.is_zipfile(path):
+            kind = describe(head)
+            raise SourceModelError(f"{path} is not a .keras model: " + (
+                f"the file is {kind}" if kind and "ZIP" not in kind else
+                "a .keras file is a ZIP archive and this one cannot be read as one (truncated or damaged?)"))
+        try:
+            with zipfile.ZipFile(path) as archive:
+                damaged = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise SourceModelError(f"{path} is a damaged .keras archive: {exc}") from exc
+        if damaged is not None:
+            raise SourceModelError(f"{path} is a damaged .keras archive: {damaged} fails its CRC check")
+    elif head[:8] != b"\x89HDF\r\n\x1a\n":
+        kind = describe(head)
+        raise SourceModelError(f"{path} is not a Keras .h5 model: " + (
+            f"the file is {kind}" if kind else "it does not start with the HDF5 signature"))
+
+
 def load_keras(path: Path) -> KerasSource:
     """A ``.keras`` or Keras 2 ``.h5`` file."""
+    _check_container(path)
     tf = require("tensorflow", "loading a TensorFlow/Keras model")
     keras = require("keras", "loading a Keras model")
     kind = "keras" if path.suffix.lower() == ".keras" else "keras-h5"
