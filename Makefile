@@ -14,7 +14,7 @@ DEMO_OUT := build/digits
 # is how `run --input mic` records (the tests drive it through ALSA's null and file devices).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
-.PHONY: setup toolchain registry-models tflm-host demo test test-fast bench clean
+.PHONY: setup toolchain registry-models tflm-host tflm-cortex-m4 demo test test-fast bench clean
 
 setup: $(VENV)/.installed toolchain
 
@@ -70,10 +70,16 @@ registry-models: setup
 tflm-host: setup
 	$(PY) tests/tflm_build.py
 
-test: setup registry-models tflm-host
+# TFLM's own Cortex-M4 builds (reference kernels, CMSIS-NN), for the side-by-side test of
+# the emulated board (tests/test_cortex_m4_side_by_side.py) and benchmarks/mcu_c.py.
+tflm-cortex-m4: setup toolchain
+	$(PY) tests/tflm_build.py cortex-m4-ref
+	$(PY) tests/tflm_build.py cortex-m4
+
+test: setup registry-models tflm-host tflm-cortex-m4
 	$(PY) -m pytest
 
-test-fast: setup registry-models tflm-host
+test-fast: setup registry-models tflm-host tflm-cortex-m4
 	$(PY) -m pytest -m "not slow"
 
 bench: setup

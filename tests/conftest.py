@@ -80,6 +80,20 @@ def tflm() -> Any:
 
 
 @pytest.fixture(scope="session")
+def tflm_cortex_m4() -> dict[str, Path]:
+    """TFLM's own Cortex-M4 builds (reference kernels and CMSIS-NN), from ../shared/tflm,
+    built once and cached like the host build. Missing sources fail in CI, skip elsewhere."""
+    from tflm_build import TflmUnavailable, build
+
+    try:
+        return {flavour: build(flavour).library.parents[1] for flavour in ("cortex-m4-ref", "cortex-m4")}
+    except TflmUnavailable as reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI runs every real-TFLM test")
+        pytest.skip(str(reason))
+
+
+@pytest.fixture(scope="session")
 def digits_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled example, trained once per session: digits_cnn.keras, calib/eval/frames .npz."""
     out = tmp_path_factory.mktemp("digits_example")

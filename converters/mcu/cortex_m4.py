@@ -37,7 +37,8 @@ def build_image(mcu_dir: Path, name: str, tflm: Path, inputs: np.ndarray, workdi
         f"static const int8_t es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
     # TFLM's own flags (CPU, FPU and float ABI, defines), without its -Werror: the harness is
     # ours, the flags are theirs.
-    flags = [f for f in shlex.split((tflm / "cxxflags").read_text()) if not f.startswith("-Werror")]
+    # (--specs too: the link below names rdimon.specs once, and gcc refuses it twice).
+    flags = [f for f in shlex.split((tflm / "cxxflags").read_text()) if not f.startswith(("-Werror", "--specs"))]
     includes = shlex.split((tflm / "includes").read_text())
     c_flags = [f for f in flags if f.startswith(("-mcpu", "-mthumb", "-mfpu", "-mfloat-abi"))]
     board = _board()

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tensorflow/lite/schema/schema_generated.h"
@@ -50,12 +51,17 @@ uint64_t Ticks() {
 int main() {
   es_paint_stack();
   const tflite::Model* model = tflite::GetModel(ES_DATA);
-  static ES_NS::OpResolver resolver;
+  // Built in static storage and never destroyed: the image links without the C runtime's
+  // start files, so there is no __dso_handle for a static object's destructor to register.
+  alignas(ES_NS::OpResolver) static uint8_t resolver_storage[sizeof(ES_NS::OpResolver)];
+  alignas(tflite::MicroInterpreter) static uint8_t interpreter_storage[sizeof(tflite::MicroInterpreter)];
+  ES_NS::OpResolver& resolver = *new (resolver_storage) ES_NS::OpResolver();
   if (ES_NS::RegisterOps(resolver) != kTfLiteOk) {
     printf("error RegisterOps\n");
     return 1;
   }
-  static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, sizeof(tensor_arena));
+  tflite::MicroInterpreter& interpreter = *new (interpreter_storage)
+      tflite::MicroInterpreter(model, resolver, tensor_arena, sizeof(tensor_arena));
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     printf("error AllocateTensors in %u bytes\n", static_cast<unsigned>(sizeof(tensor_arena)));
     return 1;
