@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.atomic import sha256_file, write_json
-from edgeserve.errors import ManifestError
+from edgeserve.errors import ManifestError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +143,17 @@ def stamp(manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+# Paths a manifest may name: relative, POSIX separators, printable, not absurdly long.
+MAX_PATH_CHARS = 1024
+
+
 def inside(root: Path, relative: Any, what: str) -> Path:
     """``root / relative``, refused unless ``relative`` is a relative path that stays in ``root``."""
     if not isinstance(relative, str) or not relative:
         raise ManifestError(f"{what}: expected a relative path inside {root}, got {relative!r}")
+    if len(relative) > MAX_PATH_CHARS or "\\" in relative or not relative.isprintable():
+        raise ManifestError(f"{what}: expected a relative path of at most {MAX_PATH_CHARS} printable characters with "
+                            f"'/' between folders, got {relative[:80]!r}{'...' if len(relative) > 80 else ''}")
     candidate = Path(relative)
     resolved = (root / candidate).resolve()
     if candidate.is_absolute() or not resolved.is_relative_to(root.resolve()):
@@ -165,7 +172,7 @@ def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
     if path.is_dir():
         path = path / MANIFEST_NAME
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read_json(path)
     except FileNotFoundError as exc:
         raise ManifestError(f"manifest not found: {path}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -195,6 +202,59 @@ def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
     return data
 
 
+MAX_MANIFEST_BYTES = 64 << 20
+
+
+def _read_json(path: Path) -> Any:
+    """The manifest's JSON, strictly: a regular file of bounded size (a FIFO or a device would
+    block or never end), no key twice in one object (another JSON reader could keep the other
+    value), no NaN or Infinity, numbers and nesting within what Python reads without error."""
+    import os
+    import stat
+
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ManifestError(f"{path}: expected a manifest file, got something that is not a regular file")
+    if info.st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path}: expected a manifest of at most {MAX_MANIFEST_BYTES >> 20} MB, "
+                            f"got {info.st_size:,} bytes")
+    with open(path, "rb") as handle:
+        text = handle.read(MAX_MANIFEST_BYTES + 1).decode("utf-8")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ManifestError(f"{path}: key {key[:60]!r} appears twice in one object; a manifest has one value "
+                                    "per key (another JSON reader could act on the other one)")
+            seen[key] = value
+        return seen
+
+    def no_constant(name: str) -> None:
+        raise ManifestError(f"{path}: {name} is not a JSON number; a manifest holds finite numbers only")
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except RecursionError as exc:
+        raise ManifestError(f"{path}: nested too deeply to be a manifest") from exc
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        # int() refuses numbers of more than 4,300 digits (CPython's limit)
+        raise ManifestError(f"{path}: {first_line(exc)}; a manifest holds no such number") from exc
+
+
+def _check_record_fields(record: dict[str, Any], where: str) -> None:
+    """Types and ranges of a file record's fields, so no reader trips over them later."""
+    digest = record.get("sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        raise ManifestError(f"{where}: expected sha256 to be 64 lowercase hex digits, got {str(digest)[:80]!r}")
+    size = record.get("bytes")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise ManifestError(f"{where}: expected bytes to be a whole number of bytes, got {str(size)[:80]!r}")
+
+
 def _check_records(manifest: dict[str, Any], path: Path) -> None:
     """Refuse an artifact entry whose files could be anything: a path that leaves the folder
     (``../``, absolute, a symlink out) or a file without its sha256.
@@ -209,6 +269,7 @@ def _check_records(manifest: dict[str, Any], path: Path) -> None:
         where = f"{path} artifact {entry['target']!r}"
         for record in _file_records(entry):
             inside(path.parent, record["path"], where)
+            _check_record_fields(record, f"{where} file {str(record['path'])[:80]!r}")
             # A folder entry (mcu) lists its files, each hashed; every other record is one file.
             if not record.get("sha256") and not (record is entry and "files" in entry):
                 raise ManifestError(f"{where}: {record['path']!r} has no sha256: nothing proves it is the file "

@@ -91,8 +91,8 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
             labels: Sequence[str] | str | Path | None = None, public_key: str | Path | None = None) -> ServedModel:
     """Read a manifest (file or its directory) or a bare model file into a ServedModel."""
     path = Path(path)
-    if path.is_dir() and (path / MANIFEST_NAME).is_file():
-        path = path / MANIFEST_NAME
+    if path.is_dir() and (path / MANIFEST_NAME).exists():
+        path = path / MANIFEST_NAME  # a FIFO or device there is refused by load_manifest, not skipped
     if not path.exists():
         raise InputError(f"no such artifact: {path}")
     if public_key is not None:
