@@ -386,9 +386,10 @@ def _print_bench(r: dict[str, Any]) -> None:
         click.echo(f"streaming      {st['ms_per_stride']:.4f} ms per stride of {st['audio_ms_per_stride']:g} ms audio: "
                    f"real-time factor {st['real_time_factor']:.6f} ({1 / st['real_time_factor']:,.0f}x real time)")
     click.echo(f"allocations    {r['alloc_bytes_per_frame']} B/frame kept, {r['transient_peak_bytes']} B transient peak")
-    for a in r["attempts"]:
-        if not a["ok"]:
-            click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}")
+    if not _quiet():  # -q: the figures only; the skipped backends go to stderr, as run's do
+        for a in r["attempts"]:
+            if not a["ok"]:
+                click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}", err=True)
 
 
 def _quiet() -> bool:

@@ -205,3 +205,14 @@ def test_a_microcontroller_profile_is_refused_with_what_to_do_instead(testdata: 
     line = result.output.strip().splitlines()[-1]
     assert line.startswith("error: profile 'stm32h747' is a microcontroller") and "-t mcu -p stm32h747" in line
     assert "unknown backend" not in result.output
+
+
+def test_bench_sends_skipped_backends_to_stderr_and_q_drops_them(testdata: Path) -> None:
+    """Issue 27: `bench -q` printed the skipped-backend lines on stdout."""
+    model = str(testdata / "tflm/hello_world_int8.tflite")
+    args = ["bench", model, "--frames", "3", "-p", "coral-dev-board"]  # its first backend, Edge TPU, is absent here
+    loud = CliRunner().invoke(cli, args)
+    assert loud.exit_code == 0, loud.output
+    assert "skipped litert:edgetpu" in loud.stderr and "skipped" not in loud.stdout
+    quiet = CliRunner().invoke(cli, ["-q", *args])
+    assert quiet.exit_code == 0 and "skipped" not in quiet.output and "latency" in quiet.stdout
