@@ -58,8 +58,11 @@ def test_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_cli_reports_missing_extra_as_one_line(tmp_path: Path) -> None:
+    import zipfile
+
     model = tmp_path / "m.keras"
-    model.write_bytes(b"not really a model")
+    with zipfile.ZipFile(model, "w") as archive:  # a sound archive: the damaged-file check passes it
+        archive.writestr("config.json", "not really a model")
     code = f"""
 import sys
 sys.modules["tensorflow"] = None
