@@ -17,8 +17,9 @@ firmware/boards/mps2_an386/tflm_main.cc against `../shared/tflm/build.sh cortex-
 (reference kernels) and `cortex-m4` (CMSIS-NN), both cached in ~/.cache/edgeserve/tflm (about
 8 minutes each on 2 cores the first time). Same input, same SysTick count, same stack
 painting; every build's output must equal mcu-c's (all are bit-exact with TFLM's reference
-kernels). The planned arena is computed for the reference kernels: when it is too small for
-CMSIS-NN's scratch buffers, the run is repeated in a larger arena and the row says so.
+kernels). Each build gets the arena the generated header picks for it (the CMSIS-NN plan
+when CMSIS_NN is defined); were it too small, the run is repeated in a larger arena and the
+row says so.
 """
 
 from __future__ import annotations
@@ -51,13 +52,15 @@ def tflm_builds() -> dict[str, Path]:
     return {column: build(flavour).library.parents[1] for column, flavour in FLAVOURS.items()}
 
 
-def mcu_files(model_path: Path, out: Path) -> int:
-    """`edgeserve convert -t mcu` into ``out`` (once); the planned arena in bytes."""
+def mcu_files(model_path: Path, out: Path, cmsis_nn: bool = False) -> int:
+    """`edgeserve convert -t mcu` into ``out`` (once); the planned arena in bytes for TFLM's
+    reference kernels, or for its CMSIS-NN build (the header picks it when CMSIS_NN is set)."""
     if not (out / "manifest.json").is_file():
         subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(model_path), "-t", "mcu", "--name", "model",
                         "-o", str(out), "--no-fit-check"], check=True, capture_output=True, text=True)
     manifest = json.loads((out / "manifest.json").read_text())
-    return next(a for a in manifest["artifacts"] if a["target"] == "mcu")["arena_bytes"]
+    entry = next(a for a in manifest["artifacts"] if a["target"] == "mcu")
+    return entry["arena_cmsis_nn"]["bytes"] if cmsis_nn else entry["arena_bytes"]
 
 
 def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[str, Any]:
@@ -66,7 +69,7 @@ def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[st
     from edgeserve.converters.mcu_c import check
     from edgeserve.tflite_model import TfliteModel
 
-    planned = mcu_files(model_path, work / "conv")
+    planned = mcu_files(model_path, work / "conv", cmsis_nn=not tflm.name.startswith("cortex-m4-ref"))
     graph = TfliteModel.from_file(model_path).subgraphs[0]
     output_bytes = graph.tensors[graph.outputs[0]].nbytes
     arena, note = None, None

@@ -112,6 +112,7 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
     console.print(
         f"  kTensorArenaSize {entry['arena_bytes']:,} bytes (32-bit): head {entry['arena_head_bytes']:,} "
         f"+ tail {entry['arena_tail_bytes']:,}; 64-bit host {entry['arena_bytes_host']:,}"
+        + (f"; with CMSIS-NN {entry['arena_cmsis_nn']['bytes']:,}" if entry.get("arena_cmsis_nn") else "")
     )
     console.print(f"  model {entry['model_bytes']:,} bytes; {len(entry['ops'])} operators: "
                   + ", ".join(f"{op}×{n}" for op, n in entry["ops"].items()), soft_wrap=True)

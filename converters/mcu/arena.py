@@ -98,13 +98,19 @@ def _tflm_bytes(tensor: Tensor) -> int:
     return element_count(tensor.shape) * tensor.element_size
 
 
-def scratch_requests(graph: Subgraph, op: Operator, pointer_bytes: int) -> list[tuple[str, int]]:
-    """The scratch buffers TFLM's reference kernel for ``op`` asks for in Prepare, in order.
+def scratch_requests(graph: Subgraph, op: Operator, pointer_bytes: int,
+                     kernels: str = "reference") -> list[tuple[str, int]]:
+    """The scratch buffers TFLM's kernel for ``op`` asks for in Prepare, in order.
 
-    Sizes come from each kernel's Prepare (tensorflow/lite/micro/kernels/*.cc). Only the
-    reference kernels are modelled: the tflite-micro wheel uses them, and optimized
-    kernel libraries (CMSIS-NN, ESP-NN) ask for different scratch, noted in the report.
+    Sizes come from each kernel's Prepare (tensorflow/lite/micro/kernels/*.cc): the
+    reference kernels (the tflite-micro wheel's), or with ``kernels="cmsis-nn"`` the
+    CMSIS-NN ones a Cortex-M build uses (kernels/cmsis_nn/*.cc and CMSIS-NN's
+    *_get_buffer_size functions for a core with the DSP extension, built with GCC).
     """
+    if kernels == "cmsis-nn":
+        requests = _cmsis_nn_scratch(graph, op)
+        if requests is not None:
+            return requests
     tensors = graph.tensors
 
     def tensor(position: int) -> Tensor | None:
@@ -172,6 +178,63 @@ def scratch_requests(graph: Subgraph, op: Operator, pointer_bytes: int) -> list[
     return []
 
 
+def _same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> int:
+    """TFLM's ComputePaddingWithOffset for SAME: the top/left padding."""
+    effective = (filter_size - 1) * dilation + 1
+    return max(0, (out_size - 1) * stride + effective - in_size) // 2
+
+
+def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | None:
+    """CMSIS-NN's scratch for the int8 kernels TFLM routes to it; None for the operators
+    whose CMSIS-NN file asks for what the reference kernel does."""
+    name = op.op_name
+    if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        return None
+    data, out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+    if data.dtype_name != "int8":
+        return None  # int16 and float keep other paths: not modelled for CMSIS-NN
+    if name == "MAX_POOL_2D":
+        return []
+    if name == "AVERAGE_POOL_2D":  # arm_avgpool_s8_get_buffer_size: an int32 sum per channel
+        return [("CMSIS-NN average pool sums", 4 * out.shape[-1])]
+    weights = graph.tensors[op.inputs[1]]
+    if weights.dtype_name != "int8":
+        return None
+    if name == "FULLY_CONNECTED":
+        accum_depth, output_depth = weights.shape[-1], out.shape[-1]
+        per_tensor = weights.quantization is None or len(weights.quantization.scale) <= 1
+        # An output of rank > 2 with a depth divisible by 4 goes to CMSIS-NN's 1x1
+        # convolution, which wants 8 bytes per output channel for its per-tensor
+        # multipliers (its own buffer is empty on a DSP core built with GCC).
+        if len(out.shape) > 2 and accum_depth % 4 == 0 and per_tensor:
+            return [("CMSIS-NN 1x1 conv multipliers", 8 * output_depth)]
+        return []
+    o = op.options
+    _, in_h, in_w, in_c = data.shape
+    _, out_h, out_w, _ = out.shape
+    _, k_h, k_w, k_c = weights.shape  # conv [out_c, kh, kw, in_c / groups]; depthwise [1, kh, kw, out_c]
+    stride_h, stride_w = o.get("stride_h", 1), o.get("stride_w", 1)
+    dil_h, dil_w = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+    # SAME's rule gives 0 for VALID's output sizes, so it serves both.
+    pad_h = _same_padding(in_h, k_h, stride_h, dil_h, out_h)
+    pad_w = _same_padding(in_w, k_w, stride_w, dil_w, out_w)
+    if name == "CONV_2D":
+        # arm_convolve_wrapper_s8_get_buffer_size (DSP): a 1x1 convolution without padding
+        # or dilation needs nothing (GCC build); every other form im2col's two columns of
+        # kernel-size int16 values, rounded up to 4.
+        if pad_h == pad_w == 0 and k_h == k_w == 1 and dil_h == dil_w == 1 and in_c == k_c:
+            return []
+        return [("CMSIS-NN im2col", 4 * align_up(k_w * k_h * in_c, 4))]
+    # arm_depthwise_conv_wrapper_s8_get_buffer_size (DSP): only channel multiplier 1, batch
+    # 1, no dilation and not the 3x3 fast path (padding at most 1) needs a buffer.
+    out_c = weights.shape[3]
+    if in_c == out_c and data.shape[0] == 1 and dil_h == dil_w == 1:
+        if k_w == k_h == 3 and pad_h <= 1 and pad_w <= 1:
+            return []
+        return [("CMSIS-NN depthwise im2col", in_c * k_w * k_h * 2)]
+    return []
+
+
 def _offline_offsets(model: TfliteModel) -> list[int] | None:
     data = model.metadata.get(_OFFLINE_METADATA)
     if data is None:
@@ -185,10 +248,11 @@ def _offline_offsets(model: TfliteModel) -> list[int] | None:
     return list(struct.unpack_from(f"<{count}i", data, 12))
 
 
-def plan_head(model: TfliteModel, *, pointer_bytes: int = 4) -> HeadPlan:
+def plan_head(model: TfliteModel, *, pointer_bytes: int = 4, kernels: str = "reference") -> HeadPlan:
     """Plan the head of the arena the way TFLM's GreedyMemoryPlanner will at AllocateTensors.
 
-    ``pointer_bytes`` only matters for kernels whose scratch holds pointers (ADD_N).
+    ``pointer_bytes`` only matters for kernels whose scratch holds pointers (ADD_N);
+    ``kernels`` is the kernel library ("reference" or "cmsis-nn"), whose scratch differs.
     """
     if not model.subgraphs:
         raise ModelFileError("the model has no subgraph")
@@ -238,7 +302,7 @@ def plan_head(model: TfliteModel, *, pointer_bytes: int = 4) -> HeadPlan:
                     last[index][t] = scope
             for t in op.outputs:
                 last[index][t] = scope
-            for label, nbytes in scratch_requests(g, op, pointer_bytes):
+            for label, nbytes in scratch_requests(g, op, pointer_bytes, kernels):
                 scratch.append(
                     PlannedBuffer(
                         name=f"{op.op_name} #{op.index} scratch: {label}", tensor=-1, operator=op.index,

@@ -112,15 +112,22 @@ class McuConverter(Converter):
             head64 = plan_head(model, pointer_bytes=8)
             target = estimate_arena(model, head32.head_bytes, pointer_bytes=4, recording=False)
             host = estimate_arena(model, head64.head_bytes, pointer_bytes=8, recording=True)
+            # The same model on TFLM built with CMSIS-NN (what a Cortex-M build ships): its
+            # kernels keep other per-layer data and ask for other scratch.
+            head_cmsis = plan_head(model, pointer_bytes=4, kernels="cmsis-nn")
+            cmsis = estimate_arena(model, head_cmsis.head_bytes, pointer_bytes=4, kernels="cmsis-nn")
+        backends = tuple(getattr(getattr(ctx.profile, "runtime", None), "backends", ()) or ())
+        fit_kernels = "cmsis-nn" if backends[:1] == ("tflm:cmsis-nn",) else "reference"
         memory = memory_report(
             model_bytes=len(model_bytes), core_code_bytes=CORE_CODE_BYTES,
             op_code_bytes=sum(op.code_bytes for op in ops), op_count=len(ops),
-            arena_bytes=target.total_bytes, profile=ctx.profile,
+            arena_bytes=cmsis.total_bytes if fit_kernels == "cmsis-nn" else target.total_bytes, profile=ctx.profile,
         )
         if opts.fit_check:
             check_fit(memory, head32.largest())
 
-        files = self.emit(ctx, name, model_bytes, model, ops, head32, target, host)
+        files = self.emit(ctx, name, model_bytes, model, ops, head32, target, host,
+                          (cmsis.total_bytes, head_cmsis.head_bytes, cmsis.tail_bytes))
         verification = self.verify(ctx, model_bytes, model, host.total_bytes, head64)
         # TFLM is compared with LiteRT on the same model; whether that model's outputs can be told
         # from a constant was judged against the float source by tflite-int8, and holds here too.
@@ -136,6 +143,9 @@ class McuConverter(Converter):
                                                 "temp_peak": target.temp_peak_bytes, "total": target.total_bytes},
                 "host_64bit": host.terms | {"head": host.head_bytes, "tail": host.tail_bytes,
                                             "temp_peak": host.temp_peak_bytes, "total": host.total_bytes},
+                "target_32bit_cmsis_nn": cmsis.terms | {"head": head_cmsis.head_bytes, "tail": cmsis.tail_bytes,
+                                                        "temp_peak": cmsis.temp_peak_bytes,
+                                                        "total": cmsis.total_bytes},
                 "largest_buffers": [_buffer_dict(b) for b in head32.largest(8)],
                 "peak_step": head32.peak_step(),
                 "scratch_bytes": head32.scratch_bytes,
@@ -161,6 +171,11 @@ class McuConverter(Converter):
             "arena_tail_bytes": target.tail_bytes,
             "arena_bytes_host": host.total_bytes,
             "arena_kernels": "reference",
+            # TFLM built with CMSIS-NN (OPTIMIZED_KERNEL_DIR=cmsis_nn); the header picks it
+            # when CMSIS_NN is defined. The fit check used the profile's first TFLM kernels.
+            "arena_cmsis_nn": {"bytes": cmsis.total_bytes, "head_bytes": head_cmsis.head_bytes,
+                               "tail_bytes": cmsis.tail_bytes},
+            "fit_kernels": fit_kernels,
             "ops": {op.builtin: op.count for op in ops},
             "op_versions": {op.builtin: op.version for op in ops},
             "fits": memory.fits(),
@@ -179,7 +194,8 @@ class McuConverter(Converter):
 
     # ----- emit -------------------------------------------------------------------------
     def emit(self, ctx: ConversionContext, name: str, model_bytes: bytes, model: TfliteModel,
-             ops: list[Any], head: HeadPlan, target: Any, host: Any) -> list[Path]:
+             ops: list[Any], head: HeadPlan, target: Any, host: Any,
+             cmsis_nn: tuple[int, int, int] | None = None) -> list[Path]:
         """Write OUT/mcu/; the model's own .tflite goes beside the C array for `edgeserve verify`."""
         from edgeserve.converters.mcu.arena_header import render_arena_header
         from edgeserve.converters.mcu.carray import render_model_data
@@ -191,7 +207,7 @@ class McuConverter(Converter):
         arena_h = render_arena_header(
             name, arena_bytes=target.total_bytes, head_bytes=head.head_bytes, tail_bytes=target.tail_bytes,
             temp_peak_bytes=target.temp_peak_bytes, host_arena_bytes=host.total_bytes, terms=target.terms,
-            kernels="reference", host_tail_bytes=host.tail_bytes,
+            kernels="reference", host_tail_bytes=host.tail_bytes, cmsis_nn=cmsis_nn,
         )
         generated = {
             f"{name}_model_data.h": data_h,

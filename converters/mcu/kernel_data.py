@@ -318,3 +318,64 @@ KERNELS: dict[str, KernelData] = {
         "TfLiteUnidirectionalSequenceLSTMParams", "OpDataLSTM", _lstm_temps,
         source="unidirectional_sequence_lstm.cc, lstm_eval.cc"),
 }
+
+
+# ----- CMSIS-NN ----------------------------------------------------------------------------
+#: TFLM built with ``OPTIMIZED_KERNEL_DIR=cmsis_nn`` swaps these kernels for the files in
+#: tensorflow/lite/micro/kernels/cmsis_nn/ (read at the tree in ../shared/tflm, Nov 2026;
+#: every other operator keeps its reference kernel, and ADD, MUL, PAD, TRANSPOSE, MAXIMUM and
+#: MINIMUM's CMSIS-NN files allocate exactly what the reference ones do). Their Init structs
+#: wrap the reference ones and add the scratch-buffer index and, for FULLY_CONNECTED, the
+#: sizes CMSIS-NN reads; their scratch requests are in arena.scratch_requests. The arm32
+#: sizes are what the Cortex-M4 build uses; the lp64 ones keep the table whole.
+CMSIS_NN_OP_DATA: dict[str, tuple[StructSize, ...]] = {
+    # cmsis_nn/conv.cc and depthwise_conv.cc: {OpDataConv reference_op_data; int buffer_idx;}
+    "CmsisNnConvOpData": row((80, 8), (60, 4), (88, 8), (68, 4)),
+    # cmsis_nn/fully_connected.cc: OpDataFullyConnected, two scratch indices, the kernel-sum
+    # pointer, batches, accum_depth, output_depth.
+    "CmsisNnFullyConnectedOpData": row((96, 8), (72, 4), (104, 8), (80, 4)),
+    # cmsis_nn/pooling.cc: {OpDataPooling reference_op_data; int buffer_idx;}
+    "CmsisNnPoolingOpData": row((36, 4), (36, 4)),
+    # cmsis_nn/softmax.cc: {SoftmaxParams softmax_params; int32_t num_rows, row_size;}
+    "CMSISNNSoftmaxParams": row((88, 8), (64, 8)),
+}
+
+
+def _avgpool_temps(node: Node) -> Sequence[TempRef]:
+    # cmsis_nn/pooling.cc AveragePrepare: the reference PoolingPrepare (input, output), then
+    # input and output fetched again for the CMSIS-NN buffer size.
+    return _refs("i0 o0 i0 o0")
+
+
+CMSIS_NN_KERNELS: dict[str, KernelData] = {
+    # Input, filter, output, then output index 2 for the bias (there is none: nothing is
+    # allocated), then CalculateOpDataConv's input, filter, bias, output.
+    "CONV_2D": dataclasses.replace(KERNELS["CONV_2D"], op_data="CmsisNnConvOpData",
+                                   temps=_fixed("i0 i1 o0 i0 i1 i2 o0"), source="cmsis_nn/conv.cc"),
+    "DEPTHWISE_CONV_2D": dataclasses.replace(KERNELS["DEPTHWISE_CONV_2D"], op_data="CmsisNnConvOpData",
+                                             temps=_fixed("i0 i1 o0 i0 i1 i2 o0"),
+                                             source="cmsis_nn/depthwise_conv.cc"),
+    "FULLY_CONNECTED": dataclasses.replace(KERNELS["FULLY_CONNECTED"], op_data="CmsisNnFullyConnectedOpData",
+                                           source="cmsis_nn/fully_connected.cc"),
+    "AVERAGE_POOL_2D": dataclasses.replace(KERNELS["AVERAGE_POOL_2D"], op_data="CmsisNnPoolingOpData",
+                                           temps=_avgpool_temps, source="cmsis_nn/pooling.cc"),
+    "MAX_POOL_2D": dataclasses.replace(KERNELS["MAX_POOL_2D"], op_data="CmsisNnPoolingOpData",
+                                       source="cmsis_nn/pooling.cc"),
+    "SOFTMAX": dataclasses.replace(KERNELS["SOFTMAX"], op_data="CMSISNNSoftmaxParams", source="cmsis_nn/softmax.cc"),
+}
+
+#: Kernel libraries whose arena use edgeserve models: TFLM's reference kernels, and TFLM
+#: with CMSIS-NN (what a Cortex-M build ships).
+KERNEL_LIBRARIES = ("reference", "cmsis-nn")
+
+
+def kernels_for(library: str) -> dict[str, KernelData]:
+    """The kernel table of a TFLM build with ``library`` kernels."""
+    if library == "reference":
+        return KERNELS
+    if library == "cmsis-nn":
+        return KERNELS | CMSIS_NN_KERNELS
+    raise ValueError(f"kernel library must be one of {', '.join(KERNEL_LIBRARIES)}, not {library!r}")
+
+
+OP_DATA.update(CMSIS_NN_OP_DATA)

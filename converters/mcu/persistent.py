@@ -36,8 +36,9 @@ measurements are pinned in the same test file). Both agree to the byte on the ta
 ``total_bytes`` is never more than 15 bytes above the smallest arena that works.
 
 Assumptions: the arena's end is 16-byte aligned (true for a 16-aligned arena whose size
-is a multiple of 16, which ``total_bytes`` is); TFLM's reference kernels (CMSIS-NN and
-other optimized kernels keep different OpData); one interpreter per arena. Not modelled,
+is a multiple of 16, which ``total_bytes`` is); TFLM's reference kernels, or its CMSIS-NN
+kernels with ``kernels="cmsis-nn"`` (other optimized kernels, e.g. ESP-NN, keep different
+OpData); one interpreter per arena. Not modelled,
 and refused: compressed tensors, offline memory plans, and operators missing from
 ``kernel_data.KERNELS`` (which includes the resource-variable and control-flow ops).
 """
@@ -56,6 +57,7 @@ from edgeserve.converters.mcu.kernel_data import (
     PARAMS,
     Node,
     StructSize,
+    kernels_for,
     row,
 )
 from edgeserve.tflite_model import Subgraph, Tensor, TfliteModel
@@ -197,7 +199,7 @@ class _Head:
 
 def estimate_arena(
     model: TfliteModel, head_bytes: int, *, pointer_bytes: int = 4, recording: bool = False,
-    compression: bool | None = None,
+    compression: bool | None = None, kernels: str = "reference",
 ) -> ArenaBudget:
     """Compute the tail, the temporary peak and ``kTensorArenaSize`` for ``model``.
 
@@ -210,6 +212,10 @@ def estimate_arena(
         compression: Whether TFLM was built with ``USE_TFLM_COMPRESSION``, which grows a
             few structs. Default: same as ``recording``, since the wheel is built with it
             and a firmware build by default is not.
+        kernels: The kernel library TFLM was built with: "reference" (the wheel's, and
+            ``make microlite`` without OPTIMIZED_KERNEL_DIR) or "cmsis-nn" (a Cortex-M build
+            with OPTIMIZED_KERNEL_DIR=cmsis_nn); ``head_bytes`` must come from
+            ``plan_head`` with the same ``kernels``.
 
     ``pointer_bytes=8, recording=True`` reproduces the tflite-micro Python interpreter on
     x86-64; ``pointer_bytes=4`` (the default) a firmware build with arm-none-eabi-gcc.
@@ -229,7 +235,7 @@ def estimate_arena(
         raise ValueError(f"head_bytes must not be negative, not {head_bytes}")
     _check_supported(model)
     build = _Build(pointer_bytes, recording, recording if compression is None else compression)
-    return _Replay(model, build).run(head_bytes)
+    return _Replay(model, build, kernels).run(head_bytes)
 
 
 def _check_supported(model: TfliteModel) -> None:
@@ -248,9 +254,11 @@ def _check_supported(model: TfliteModel) -> None:
 class _Replay:
     """One pass over AllocateTensors(): the tail, and the moments that can run out."""
 
-    def __init__(self, model: TfliteModel, build: _Build) -> None:
+    def __init__(self, model: TfliteModel, build: _Build, kernels: str = "reference") -> None:
         self.model = model
         self.build = build
+        self.library = kernels
+        self.kernels = kernels_for(kernels)
         self.tail = _Tail()
         # The worst moment of each phase: (head-side extent, tail used at that moment).
         self.moments: dict[str, tuple[int, int]] = {}
@@ -325,13 +333,13 @@ class _Replay:
         for graph in graphs:
             tail.allocate("tail.node_and_registrations", node.size * len(graph.operators), node.align)
         for each in self.nodes():
-            name = KERNELS[each.op.op_name].params
+            name = self.kernels[each.op.op_name].params
             if name is not None:
                 tail.allocate("tail.builtin_params", *self.build.size(PARAMS, name))
 
     def kernel_init(self) -> None:
         for node in self.nodes():
-            name = KERNELS[node.op.op_name].op_data
+            name = self.kernels[node.op.op_name].op_data
             size = self.build.size(OP_DATA, name).size if name is not None else 0
             if size:  # size 0: this build's kernel has no Init
                 self.tail.allocate("tail.op_data", size, ALIGNMENT)
@@ -340,7 +348,7 @@ class _Replay:
     def kernel_prepare(self) -> None:
         worst_temps = 0
         for node in self.nodes():
-            kernel = KERNELS[node.op.op_name]
+            kernel = self.kernels[node.op.op_name]
             head = _Head(self.request_area())
             for kind, position in kernel.temps(node):
                 tensor = node.input(position) if kind == "i" else node.output(position)
@@ -354,7 +362,7 @@ class _Replay:
             # The temps and the node's tail buffers only grow during Prepare: the end of
             # Prepare is its worst moment.
             self.note("prepare", head.end)
-            self.requests += len(arena.scratch_requests(node.graph, node.op, self.build.pointer_bytes))
+            self.requests += len(arena.scratch_requests(node.graph, node.op, self.build.pointer_bytes, self.library))
             self.note("prepare", self.request_area())  # the request area grows for the next node
         self.temp_terms["temp.prepare_tensors"] = worst_temps
 
