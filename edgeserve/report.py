@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from rich.table import Table
 
 
@@ -79,7 +80,7 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
                       title_justify="left")
         for l in layers:
             sqnr = "—" if l["sqnr_db"] is None else f"{l['sqnr_db']:.1f}"
-            table.add_row(l["layer"][:60], l["op"], f"{l['rmse_per_scale']:.3f}", sqnr)
+            table.add_row(Text(l["layer"][:60]), Text(l["op"]), f"{l['rmse_per_scale']:.3f}", sqnr)
         console.print(table)
 
 
@@ -219,11 +220,17 @@ def _print_coreml(console: Console, entry: dict[str, Any]) -> None:
                   soft_wrap=True)
 
 
+def _e(value: Any) -> str:
+    """A name or path from a model file or a manifest, as text: never read as markup."""
+    return escape(str(value))
+
+
 def print_inspection(info: dict[str, Any]) -> None:
     console = _console()
     if info["kind"] == "manifest":
         manifest = info["manifest"]
-        console.print(f"manifest {info['path']}  schema {manifest['schema']}  edgeserve {manifest['edgeserve_version']}")
+        console.print(f"manifest {_e(info['path'])}  schema {_e(manifest['schema'])}  "
+                      f"edgeserve {_e(manifest['edgeserve_version'])}")
         for entry in manifest["artifacts"]:
             _print_artifact(console, entry)
         return
@@ -233,26 +240,27 @@ def print_inspection(info: dict[str, Any]) -> None:
     if info["kind"] == "source":
         _print_source(console, info)
         return
-    console.print(f"{info['path']}: {info['bytes']:,} bytes, {info['operators']} operators, "
+    console.print(f"{_e(info['path'])}: {info['bytes']:,} bytes, {info['operators']} operators, "
                   f"{info['tensors']} tensors, {info['constant_bytes']:,} constant bytes")
     table = Table("io", "name", "shape", "dtype", "scale", "zero point")
     for kind in ("inputs", "outputs"):
         for t in info[kind]:
-            table.add_row(kind[:-1], t["name"], str(t["shape"]), t["dtype"], _short(t["scale"]), _short(t["zero_point"]))
+            table.add_row(kind[:-1], Text(t["name"]), str(t["shape"]), t["dtype"], _short(t["scale"]),
+                          _short(t["zero_point"]))
     console.print(table)
     ops = Table("op", "count", "version")
     for name, count in info["ops"].items():
-        ops.add_row(name, str(count), str(info["op_versions"].get(name, "")))
+        ops.add_row(Text(name), str(count), str(info["op_versions"].get(name, "")))
     console.print(ops)
     console.print(f"integer-only: {info['integer_only']}" + (f" ({len(info['float_ops'])} float op(s))" if info["float_ops"] else ""))
     if info.get("subgraphs", 1) > 1:
         for g in info["subgraph_ops"]:
-            console.print(f"subgraph {g['index']} {g['name']}: " + ", ".join(f"{n}×{c}" for n, c in g["ops"].items()))
+            console.print(Text(f"subgraph {g['index']} {g['name']}: " + ", ".join(f"{n}×{c}" for n, c in g["ops"].items())))
     if info.get("resource_variables"):
         table = Table("resource variable", "dtype", "shape", "bytes",
                       title=f"state kept between invocations: {info['state_bytes']:,} bytes", title_justify="left")
         for v in info["resource_variables"]:
-            table.add_row(v["name"], v["dtype"], str(v["shape"]), f"{v['bytes']:,}")
+            table.add_row(Text(v["name"]), v["dtype"], str(v["shape"]), f"{v['bytes']:,}")
         console.print(table)
     if info.get("routes"):
         _print_routes(console, info["routes"])
@@ -285,19 +293,19 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
     q = entry.get("quantization")
     if q:
         console.print(f"  {q['format']}: activations {q['activations']}, weights {q['weights']}, ranges "
-                      f"{q['calibration']}" + (f", in float: {', '.join(q['float_nodes'])}" if q["float_nodes"] else ""))
+                      f"{q['calibration']}" + (f", in float: {_e(', '.join(q['float_nodes']))}" if q["float_nodes"] else ""))
     attempts = entry.get("attempts") or []
     if len(attempts) > 1 or entry["status"] != "ok":
         console.print("  attempts:")
         for i, a in enumerate(attempts, 1):
-            kept = ", ".join(a["float_nodes"]) or "none"
+            kept = _e(", ".join(a["float_nodes"])) or "none"
             console.print(f"    {i}. nodes in float: {kept}: {a['status']}, drop {a['metrics']['drop_points']:.2f}",
                           soft_wrap=True)
     nodes = entry.get("worst_nodes") or []
     if nodes:
         table = Table("node", "op", "SQNR dB", title="worst nodes (float vs QDQ activations)", title_justify="left")
         for n in nodes:
-            table.add_row(n["node"][:60], n["op"], f"{n['sqnr_db']:.1f}")
+            table.add_row(Text(n["node"][:60]), Text(n["op"]), f"{n['sqnr_db']:.1f}")
         console.print(table)
     placement = entry.get("placement") or {}
     taken = [f"{name.split(':')[1]} ({p['accelerated_ops']} of {p['total_ops']} nodes)"
@@ -309,13 +317,14 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
 
 
 def _print_source(console: Console, info: dict[str, Any]) -> None:
-    console.print(f"{info['path']}: {info['source_kind']} source ({info['framework']})")
+    console.print(f"{_e(info['path'])}: {info['source_kind']} source ({_e(info['framework'])})")
     table = Table("io", "name", "shape", "dtype")
     for kind in ("inputs", "outputs"):
         for t in info[kind]:
-            table.add_row(kind[:-1], t["name"], str(t["shape"]), t["dtype"])
+            table.add_row(kind[:-1], Text(t["name"]), str(t["shape"]), t["dtype"])
     console.print(table)
-    console.print(f"{sum(info['ops'].values())} operators: " + ", ".join(f"{n}×{c}" for n, c in info["ops"].items()))
+    console.print(Text(f"{sum(info['ops'].values())} operators: "
+                       + ", ".join(f"{n}×{c}" for n, c in info["ops"].items())))
     _print_routes(console, info["routes"])
 
 
@@ -328,18 +337,18 @@ def _print_routes(console: Console, routes: list[dict[str, Any]]) -> None:
             status = "needs " + ", ".join(r["missing"])
         else:
             status = "ready"
-        table.add_row(r["target"], r["route"] or "-", status)
+        table.add_row(r["target"], Text(r["route"] or "-"), Text(status))
     console.print(table)
 
 
 def _print_coreml_package(console: Console, info: dict[str, Any]) -> None:
-    console.print(f"{info['path']}: Core ML ML program, {info['bytes']:,} bytes, specification "
+    console.print(f"{_e(info['path'])}: Core ML ML program, {info['bytes']:,} bytes, specification "
                   f"{info['specification_version']}, opset {info['opset']}")
     table = Table("io", "name", "kind", "detail")
     for kind in ("inputs", "outputs"):
         for f in info[kind]:
             detail = {k: v for k, v in f.items() if k not in ("name", "kind")}
-            table.add_row(kind[:-1], f["name"], f["kind"], ", ".join(f"{k} {v}" for k, v in detail.items()))
+            table.add_row(kind[:-1], Text(f["name"]), f["kind"], Text(", ".join(f"{k} {v}" for k, v in detail.items())))
     console.print(table)
     console.print("ops: " + ", ".join(f"{name}×{count}" for name, count in info["ops"].items()))
     console.print("weights: " + (", ".join(f"{k}×{v}" for k, v in info["weights"].items()) or "none"))

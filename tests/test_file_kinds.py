@@ -74,3 +74,25 @@ def test_the_container_is_checked_before_tensorflow_is_asked_for(tmp_path: Path,
     damaged.write_bytes(b"PK\x03\x04 and nothing after")
     with pytest.raises(SourceModelError, match="cannot be read as one"):
         keras_source.load_keras(damaged)
+
+
+def test_names_from_a_model_are_printed_as_text_never_as_markup(tmp_path: Path) -> None:
+    """Issue 28: an input named `[/]...` crashed `inspect` in rich's markup parser."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["[/]in[bold]"], ["[red]out"], name="[/]relu")], "[/]g",
+        [helper.make_tensor_value_info("[/]in[bold]", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("[red]out", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    path = tmp_path / "markup.onnx"
+    onnx.save(model, str(path))
+    inspected = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert inspected.exit_code == 0, inspected.output
+    assert "[/]in[bold]" in inspected.output and "[red]out" in inspected.output
+    converted = CliRunner().invoke(cli, ["convert", str(path), "-t", "tflite-int8", "--calib-random",
+                                         "-o", str(tmp_path / "out")])
+    assert converted.exit_code == 0, converted.output
+    assert "[red]out SQNR" in converted.output  # the quality line names the output as written
