@@ -20,6 +20,29 @@ from edgeserve.errors import SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
+# The most one sample of one input may hold: conversion keeps calibration and evaluation
+# batches of them in memory, so a larger input is refused before anything is allocated.
+MAX_INPUT_BYTES = 1 << 30
+
+
+def _check_sizes(path: Path, graph: Any, inputs: tuple[TensorInfo, ...]) -> None:
+    """Refuse what no conversion can hold: a graph without outputs, or an input whose one
+    sample would not fit in memory (a hand-made or damaged file)."""
+    if not graph.output:
+        raise SourceModelError(f"{path.name} has no outputs: an ONNX model must give at least one")
+    for t in inputs:
+        nbytes = 4 * int(np.prod([max(int(d), 0) for d in t.shape], dtype=object))
+        if nbytes > MAX_INPUT_BYTES:
+            raise SourceModelError(
+                f"input {t.name!r} of {path.name} has shape {list(t.shape)}: {_size(nbytes)} per sample, more than "
+                f"the {_size(MAX_INPUT_BYTES)} a conversion can hold; give a smaller --input-shape")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes:,} bytes"
 
 
 class OnnxSource(SourceModel):
@@ -44,6 +67,7 @@ class OnnxSource(SourceModel):
             raise SourceModelError(f"--input-shape names {', '.join(sorted(unknown))}, which {path.name} has no "
                                    f"input called; its inputs: {', '.join(names)}")
         inputs = tuple(_input_info(onnx, v, shapes) for v in graph.input if v.name not in constants)
+        _check_sizes(path, graph, inputs)
         opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self._session: Any = None
         self._program: Any = None
@@ -69,7 +93,10 @@ class OnnxSource(SourceModel):
             except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
                 raise SourceModelError(f"onnxruntime cannot load {self.path.name}: {first_line(exc)}") from exc
         names = [i.name for i in self._session.get_inputs()]
-        return self._session.run(None, dict(zip(names, [np.asarray(x, np.float32) for x in inputs])))
+        try:
+            return self._session.run(None, dict(zip(names, [np.asarray(x, np.float32) for x in inputs])))
+        except Exception as exc:  # ORT's own error types: a kernel it cannot build or run
+            raise SourceModelError(f"onnxruntime cannot run {self.path.name}: {first_line(exc)}") from exc
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         chunks = [self._run([x[i : i + 1] for x in inputs]) for i in range(len(inputs[0]))]
