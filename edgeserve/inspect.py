@@ -62,9 +62,9 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
     import collections
 
     from edgeserve._deps import require
-    from edgeserve.onnx_check import validate_onnx
+    from edgeserve.onnx_check import read_onnx_file, validate_onnx
 
-    data = path.read_bytes()
+    data = read_onnx_file(path)  # external data from beside the model, as convert reads it
     validate_onnx(data)
     onnx = require("onnx", "reading an ONNX model")
     model = onnx.load_from_string(data)

@@ -453,3 +453,22 @@ def test_hand_made_onnx_files_that_no_conversion_can_hold_are_one_error(tmp_path
                 else "hostile.onnx has no outputs")
     assert result.output.strip().splitlines()[-1].startswith("error: ") and expected in result.output
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.onnx"))
+
+
+def test_inspect_reads_external_data_as_convert_does(tmp_path: Path) -> None:
+    """Issue 27: torch's default export keeps weights in a .data file; inspect refused it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.random.default_rng(0).random((64, 64), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    assert (tmp_path / "m.onnx.data").stat().st_size >= 64 * 64 * 4
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "m.onnx"), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["ops"] == {"MatMul": 1} and [i["shape"] for i in info["inputs"]] == [[1, 64]]
