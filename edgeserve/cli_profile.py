@@ -133,6 +133,9 @@ def _print_summary(s: dict[str, Any]) -> None:
     click.echo(f"{s['artifact']} on {s['profile']} ({s['backend']}): {s['inferences']} inferences "
                f"in {s['duration_s']['run']} s ({_fmt(s['rate_hz'], ' Hz')})")
     click.echo(f"power source     {source}")
+    host = s.get("host") or {}
+    if host.get("note"):
+        click.echo(f"note             {host['note']}")
     e = s["energy_mj_per_inference"]
     if e is None:
         click.echo(f"energy           null: {s['energy_reason']}")

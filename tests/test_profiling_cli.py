@@ -68,6 +68,16 @@ def test_json_has_every_field_and_the_session_is_opened_inside_the_command(
     assert e["above_idle"] == pytest.approx(0.0, abs=1e-6)  # a flat meter: nothing above idle
     assert data["temp_c"] == {"idle": 45.0, "start": 45.0, "max": 45.0, "end": 45.0, "max_at_s": pytest.approx(0, abs=1)}
     assert data["thermal_budget_c"] == 80.0  # the profile's throttle temperature
+    # Issue 27: nothing said that an x86 host is not the Pi the profile describes.
+    import platform
+
+    host = data["host"]
+    assert host["profile_arch"] == "aarch64"
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert host["is_the_profiled_device"] is False and "this host is x86_64, raspberry-pi-5 is aarch64" in host["note"]
+    text = invoke("model.tflite", "-p", "raspberry-pi-5", "--duration", "0.3", "--idle", "0.1", "--sysfs-root", str(root),
+                  "--vcgencmd", "/nonexistent")
+    assert (host.get("note") or "") in text.stdout
     assert data["sustainable_rate_hz"] is None and "no thermal model" in data["sustainable_rate"]["reason"]
     assert data["latency_ms"]["p50"] > 0 and data["sampler"]["samples"] > 5
 

@@ -128,6 +128,7 @@ def measure(
         "duration_s": {"idle": _r(run0 - idle0), "run": _r(run1 - run0)},
         "inferences": n,
         "rate_hz": _r(n / (run1 - run0) if run1 > run0 else None),
+        "host": _host_against(profile),
     }
     series = _power_series(source, trace, sampler, notes)
     en = _energy(series, source, probe, sampler, marks, n, notes)
@@ -389,3 +390,20 @@ def _fit_model(trace: Trace, series: emath.PowerSeries | None, lat: np.ndarray,
         return fit_first_order(t, temp, x, input="rate_hz"), None
     except ThermalFitError as exc:
         return None, str(exc)
+
+
+def _host_against(profile: Any) -> dict[str, Any]:
+    """This machine's architecture against the profile's: a profile of another board gives
+    this machine's timing with that board's power model, which is no figure for the board."""
+    import platform
+
+    machine = platform.machine().lower()
+    host = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    wanted = getattr(getattr(profile, "cpu", None), "arch", None)
+    # None: the same instruction set, so it may be the device (nothing here can tell more).
+    record: dict[str, Any] = {"arch": host, "profile_arch": wanted, "is_the_profiled_device": None}
+    if wanted is not None and host != wanted:
+        record["is_the_profiled_device"] = False
+        record["note"] = (f"this host is {host}, {profile.name} is {wanted}: the timing is this machine's and the "
+                          "power the profile's, so neither is the device's")
+    return record
