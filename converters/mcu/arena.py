@@ -190,17 +190,23 @@ def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | 
     name = op.op_name
     if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D"):
         return None
+    if not op.inputs or not op.outputs or op.inputs[0] < 0 or op.outputs[0] < 0:
+        return None  # malformed: the reference rule (and TFLM's refusal) stands
     data, out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
     if data.dtype_name != "int8":
         return None  # int16 and float keep other paths: not modelled for CMSIS-NN
     if name == "MAX_POOL_2D":
         return []
     if name == "AVERAGE_POOL_2D":  # arm_avgpool_s8_get_buffer_size: an int32 sum per channel
-        return [("CMSIS-NN average pool sums", 4 * out.shape[-1])]
+        return [("CMSIS-NN average pool sums", 4 * out.shape[-1])] if out.shape else []
+    if len(op.inputs) < 2 or op.inputs[1] < 0:
+        return None
     weights = graph.tensors[op.inputs[1]]
     if weights.dtype_name != "int8":
         return None
     if name == "FULLY_CONNECTED":
+        if not weights.shape or not out.shape:
+            return None
         accum_depth, output_depth = weights.shape[-1], out.shape[-1]
         per_tensor = weights.quantization is None or len(weights.quantization.scale) <= 1
         # An output of rank > 2 with a depth divisible by 4 goes to CMSIS-NN's 1x1
@@ -209,6 +215,8 @@ def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | 
         if len(out.shape) > 2 and accum_depth % 4 == 0 and per_tensor:
             return [("CMSIS-NN 1x1 conv multipliers", 8 * output_depth)]
         return []
+    if not len(data.shape) == len(out.shape) == len(weights.shape) == 4:
+        return None  # a malformed convolution: TFLM refuses it in Prepare; the reference rule stands
     o = op.options
     _, in_h, in_w, in_c = data.shape
     _, out_h, out_w, _ = out.shape
