@@ -14,7 +14,16 @@ from typing import Any
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import load_calibration, load_eval
 from edgeserve.staging import check_output_path, staged_output
-from edgeserve.errors import AccuracyError, InputError, PreprocessSpecError
+from edgeserve.errors import (
+    AccuracyError,
+    DoesNotFitError,
+    EdgeServeError,
+    InputError,
+    PreprocessSpecError,
+    UnsupportedOpError,
+    VerificationError,
+    first_line,
+)
 from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import SourceModel, TensorInfo, load_source
@@ -171,23 +180,37 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
             preprocess=spec, profile=prof, options=dict(options or {}), progress=progress,
             workdir=Path(work),
         )
-        not_built = []
+        not_built: list[dict[str, str]] = []
+        refused: list[tuple[str, EdgeServeError]] = []
         for converter in converters:
-            failed = [name for name in converter.requires(model.kind)
-                      if ctx.artifacts.get(name, {}).get("status") == "failed"]
-            if failed:  # built from an artifact that missed its bound: nothing sound to build on
-                not_built.append({"target": converter.name, "reason": (
-                    f"not built: it is built from {failed[0]}'s artifact, which failed its quality gate")})
-                manifest["not_built"] = not_built  # said, never silently dropped
+            needed = converter.requires(model.kind)
+            failed = [name for name in needed if ctx.artifacts.get(name, {}).get("status") == "failed"]
+            missing = [name for name in needed if name not in ctx.artifacts]
+            if failed or missing:  # nothing sound to build on: said, never silently dropped
+                why = (f"{failed[0]}'s artifact, which failed its quality gate" if failed
+                       else f"{missing[0]}'s artifact, which was refused")
+                not_built.append({"target": converter.name, "reason": f"not built: it is built from {why}"})
+                manifest["not_built"] = not_built
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "not_built": not_built[-1]["reason"]})
                 continue
-            entry = converter.convert(ctx)
+            try:
+                entry = converter.convert(ctx)
+            except (InputError, UnsupportedOpError, VerificationError, DoesNotFitError) as exc:
+                # One target's refusal does not throw away the others' work: it is recorded
+                # and the run goes on (and ends with exit 1).
+                refused.append((converter.name, exc))
+                manifest["refused"] = [{"target": name, "reason": first_line(e)} for name, e in refused]
+                write_manifest(manifest_path, manifest)
+                failures.append({"target": converter.name, "refused": first_line(exc)})
+                continue
             ctx.artifacts[converter.name] = entry
             upsert_artifact(manifest, entry)
             write_manifest(manifest_path, manifest)
             if entry["status"] != "ok":
                 failures.append(entry)
+        if refused and not ctx.artifacts:
+            raise refused[0][1]  # nothing was built: the refusal itself is the answer, nothing written
     return manifest, failures
 
 
@@ -276,6 +299,9 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
     for entry in failures:
         if "not_built" in entry:
             lines.append(f"{entry['target']}: {entry['not_built']}")
+            continue
+        if "refused" in entry:
+            lines.append(f"{entry['target']}: refused: {entry['refused']}")
             continue
         m = entry["metrics"]
         unit = "points" if m["metric"] == "top1" else "% more error"

@@ -29,6 +29,9 @@ def print_conversion(manifest: dict[str, Any]) -> None:
                       + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
     for entry in manifest["artifacts"]:
         _print_artifact(console, entry)
+    for refused in manifest.get("refused") or []:
+        console.print(f"\n[bold]{escape(refused['target'])}[/]  [bold red]REFUSED[/]: {escape(refused['reason'])}",
+                      soft_wrap=True)
     for skipped in manifest.get("not_built") or []:
         console.print(f"\n[bold]{escape(skipped['target'])}[/]  [bold red]NOT BUILT[/]: {escape(skipped['reason'])}",
                       soft_wrap=True)
