@@ -127,11 +127,16 @@ def test_uint8_and_float_model_io_keep_integer_kernels(io: str, dtype: str, digi
     if io == "uint8":
         assert entries["mcu"]["status"] == "ok" and entries["mcu"]["verification"]["max_abs_diff"] == 0
     else:
-        from edgeserve.errors import InputError
+        from edgeserve.errors import AccuracyError
 
-        with pytest.raises(InputError, match="needs integer model inputs and outputs.*--io int8"):
+        # mcu refuses float I/O; the tflite-int8 artifact it would be built from is kept.
+        with pytest.raises(AccuracyError, match="mcu: refused: the mcu target needs integer model inputs and "
+                                                "outputs.*--io int8") as refused:
             _convert(digits_floats / "digits.tflite", ["tflite-int8", "mcu"], tmp_path / "m",
                      digits_example / "calib.npz", options={"io": io})
+        manifest = refused.value.result.manifest
+        assert [a["target"] for a in manifest["artifacts"]] == ["tflite-int8"]
+        assert [r["target"] for r in manifest["refused"]] == ["mcu"]
 
 
 def test_coreml_refuses_a_float_tflite_with_the_reason(digits_floats: Path, digits_example: Path,
