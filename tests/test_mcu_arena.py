@@ -126,4 +126,9 @@ def test_scratch_of_mean_and_transpose_conv_matches_tflm(tmp_path):
     plan = plan_head(model, pointer_bytes=8)
     scratch = {b.name.split(" #")[0] for b in plan.buffers if b.tensor == -1}
     assert scratch == {"MEAN", "TRANSPOSE_CONV"}
-    assert plan.head_bytes == tflm.arena_use(data, 1 << 20).head
+    use = tflm.arena_use(data, 1 << 20)
+    assert plan.head_bytes == use.head
+    # The tail too (TRANSPOSE_CONV's OpData, options and per-channel arrays), against the wheel.
+    from edgeserve.converters.mcu.persistent import estimate_arena
+
+    assert estimate_arena(model, use.head, pointer_bytes=8, recording=True).tail_bytes == use.tail

@@ -90,6 +90,9 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     "TfLiteResizeNearestNeighborParams": row((2, 1), (2, 1)),  # likewise
     "TfLiteLeakyReluParams": row((4, 4), (4, 4)),  # float alpha
     "TfLiteUnidirectionalSequenceLSTMParams": row((16, 4), (16, 4)),  # enum, 2 floats, bools
+    # padding enum, two ints, activation enum, quantized bias type enum; probed with g++ and
+    # arm-none-eabi-g++ -mcpu=cortex-m4 against ../shared/tflm (Nov 2026).
+    "TfLiteTransposeConvParams": row((20, 4), (16, 4)),
 }
 
 #: The structs kernels allocate in Init (each kernel's OpData), by their TFLM name and the
@@ -129,6 +132,9 @@ OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "OpDataSvdf": row((36, 4), (36, 4)),  # svdf.h
     "OpDataTanh": row((16, 4), (16, 4)),  # tanh.cc (OpData)
     "Relu6OpData": row((8, 4), (8, 4)),  # activations.h
+    # transpose_conv.cc (OpData): ConvParams, scratch and bias-conversion indices, the two
+    # per-channel array pointers; compression adds two scratch indices. Probed as above.
+    "OpDataTransposeConv": row((80, 8), (72, 4), (88, 8), (80, 4)),
     "ReluOpData": row((28, 4), (28, 4)),  # activations.h
     # tflite::SoftmaxParams (kernels/internal/types.h) holds int64-aligned members.
     "SoftmaxParams": row((80, 8), (56, 8)),
@@ -298,6 +304,11 @@ KERNELS: dict[str, KernelData] = {
     "SUB": KernelData("TfLiteSubParams", "OpDataSub", _fixed("i0 i1 o0"), source="sub_common.cc"),
     "SVDF": KernelData("TfLiteSVDFParams", "OpDataSvdf", _fixed("i0 i1 i2 i3 i4 o0"),
                        source="svdf_common.cc"),
+    # TransposeConvPrepare fetches output, input (2), filter (1); its per-channel arrays come
+    # from the filter's first dimension; CalculateOpData (integer types) fetches input,
+    # filter, bias (3, optional) and output again. Scratch: arena.scratch_requests.
+    "TRANSPOSE_CONV": KernelData("TfLiteTransposeConvParams", "OpDataTransposeConv",
+                                 _fixed("o0 i2 i1 i2 i1 i3 o0"), _conv_arrays(0), source="transpose_conv.cc"),
     # TanhPrepare fetches the input, then CalculateArithmeticOpData input and output.
     "TANH": KernelData(None, "OpDataTanh", _fixed("i0 i0 o0"), source="tanh.cc"),
     # No Init; TransposeContext fetches input, permutation, output.
@@ -328,6 +339,9 @@ KERNELS: dict[str, KernelData] = {
 #: wrap the reference ones and add the scratch-buffer index and, for FULLY_CONNECTED, the
 #: sizes CMSIS-NN reads; their scratch requests are in arena.scratch_requests. The arm32
 #: sizes are what the Cortex-M4 build uses; the lp64 ones keep the table whole.
+#: Not modelled: CMSIS-NN's TRANSPOSE_CONV, sized as the reference kernel (whose int32
+#: accumulator scratch is larger: on a small upsampler, 6,176 bytes planned where TFLM +
+#: CMSIS-NN needed 3,104 on the emulated Cortex-M4), and int16 (16x8) paths.
 CMSIS_NN_OP_DATA: dict[str, tuple[StructSize, ...]] = {
     # cmsis_nn/conv.cc and depthwise_conv.cc: {OpDataConv reference_op_data; int buffer_idx;}
     "CmsisNnConvOpData": row((80, 8), (60, 4), (88, 8), (68, 4)),
