@@ -188,6 +188,11 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                                                                                       name, outputs)}
                 else:
                     entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
+                upscale = _upscale_note(session, frames_seen.get(name)) if takes_images else None
+                if upscale:  # a thumbnail blown up to the model's size: a confident answer means little
+                    entry["note"] = upscale
+                    if not json_out and not quiet:
+                        click.echo(f"note: {name}: {upscale}", err=True)
                 if show_outputs:
                     entry["outputs"] = [o.tolist() for o in outputs]
                 results.append(entry)
@@ -340,6 +345,23 @@ def _detections(detector: Any, session: Any, frames_seen: Any, name: str,
         raise InputError("--decoder maps boxes back to the frame: it needs image inputs and a PreprocessSpec")
     geometry = FrameGeometry.of(spec, shape[0], shape[1])
     return [d.to_dict() for d in detector.detect(outputs, spec.size, geometry, session.labels)]
+
+
+# An image this many times smaller than the model's input on a side is mostly interpolation.
+UPSCALE_WARNING = 4
+
+
+def _upscale_note(session: Any, shape: Any) -> str | None:
+    """Why an image far smaller than the model's input gives an answer that means little."""
+    size = getattr(session.preprocess, "size", None)  # (height, width) of the model input
+    if not size or not shape or len(shape) < 2:
+        return None
+    height, width = int(shape[0]), int(shape[1])
+    factor = max(size[0] / max(height, 1), size[1] / max(width, 1))
+    if factor < UPSCALE_WARNING:
+        return None
+    return (f"a {width}x{height} image was enlarged {factor:.0f}x to the model's {size[1]}x{size[0]} input; "
+            "the result says little about it")
 
 
 def _print_result(entry: dict[str, Any]) -> None:

@@ -216,3 +216,19 @@ def test_bench_sends_skipped_backends_to_stderr_and_q_drops_them(testdata: Path)
     assert "skipped litert:edgetpu" in loud.stderr and "skipped" not in loud.stdout
     quiet = CliRunner().invoke(cli, ["-q", *args])
     assert quiet.exit_code == 0 and "skipped" not in quiet.output and "latency" in quiet.stdout
+
+
+def test_a_tiny_image_is_classified_with_a_note(digits_conversion: Path, tmp_path: Path) -> None:
+    """Issue 27: a 1x1-pixel PNG was classified at 0.949 without a word."""
+    import cv2
+
+    tiny, fair = tmp_path / "tiny.png", tmp_path / "fair.png"
+    cv2.imwrite(str(tiny), np.full((1, 1, 3), 200, np.uint8))
+    cv2.imwrite(str(fair), np.full((16, 16, 3), 200, np.uint8))  # larger than the 8x8 input
+    result = CliRunner().invoke(cli, ["run", str(digits_conversion / "manifest.json"), "--input", str(tiny)])
+    assert result.exit_code == 0, result.output
+    assert "note: " in result.stderr and "a 1x1 image was enlarged 8x to the model's 8x8 input" in result.stderr
+    out = json.loads(CliRunner().invoke(cli, ["run", str(digits_conversion / "manifest.json"), "--input", str(tiny),
+                                              "--input", str(fair), "--json"]).stdout)
+    notes = [r.get("note") for r in out["results"]]
+    assert notes[0] and "enlarged 8x" in notes[0] and notes[1] is None
