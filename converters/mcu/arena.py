@@ -178,8 +178,9 @@ def scratch_requests(graph: Subgraph, op: Operator, pointer_bytes: int,
     return []
 
 
-def _same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> int:
-    """TFLM's ComputePaddingWithOffset for SAME: the top/left padding."""
+def same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> int:
+    """TFLM's ComputePaddingWithOffset for SAME: the top/left padding (the odd pixel goes
+    bottom/right); 0 for VALID's output sizes."""
     effective = (filter_size - 1) * dilation + 1
     return max(0, (out_size - 1) * stride + effective - in_size) // 2
 
@@ -224,8 +225,8 @@ def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | 
     stride_h, stride_w = o.get("stride_h", 1), o.get("stride_w", 1)
     dil_h, dil_w = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
     # SAME's rule gives 0 for VALID's output sizes, so it serves both.
-    pad_h = _same_padding(in_h, k_h, stride_h, dil_h, out_h)
-    pad_w = _same_padding(in_w, k_w, stride_w, dil_w, out_w)
+    pad_h = same_padding(in_h, k_h, stride_h, dil_h, out_h)
+    pad_w = same_padding(in_w, k_w, stride_w, dil_w, out_w)
     if name == "CONV_2D":
         # arm_convolve_wrapper_s8_get_buffer_size (DSP): a 1x1 convolution without padding
         # or dilation needs nothing (GCC build); every other form im2col's two columns of

@@ -129,7 +129,7 @@ def compile_object(
         kind = "arm-c" if src.suffix == ".c" else "arm-c++"
     obj = Path(output) if output is not None else src.with_suffix(".o")
     command = [str(find_compiler(kind)), *flags, "-c", str(src), "-o", str(obj)]
-    _run(command)
+    run_tool(command)
     return obj
 
 
@@ -141,7 +141,7 @@ def arm_size(object_path: str | os.PathLike[str]) -> SectionSizes:
         CompileError: the file is not an object file it can read.
     """
     command = [str(find_compiler("arm-size")), "--format=berkeley", str(object_path)]
-    out = _run(command)
+    out = run_tool(command)
     # "   text    data     bss     dec     hex filename" then one line per file.
     lines = out.strip().splitlines()
     if len(lines) < 2:
@@ -171,7 +171,7 @@ def arm_data_object_size(
     obj = compile_object(
         source, CORTEX_M4_FLAGS, kind="arm-c++", output=Path(workdir) / f"{source.stem}.cortex-m4.o"
     )
-    version = _run([str(compiler), "-dumpfullversion"]).strip()
+    version = run_tool([str(compiler), "-dumpfullversion"]).strip()
     return {
         "compiler": compiler.name,
         "version": version,
@@ -180,7 +180,8 @@ def arm_data_object_size(
     }
 
 
-def _run(command: list[str]) -> str:
+def run_tool(command: list[str]) -> str:
+    """Run a compiler or binutils command; its output, or CompileError with its message."""
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeserve.converters.mcu.cortex_m4 import board_dir, write_inputs_header
 from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolError, find_compiler
 
 HOST_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
@@ -107,13 +108,9 @@ def qemu_available() -> str | None:
 
 def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path) -> Path:
     """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    rows = [f"  {{{', '.join(str(v) for v in x.reshape(-1).tolist())}}}," for x in inputs]
-    (workdir / "es_inputs.h").write_text(
-        f"#define ES_INPUT_COUNT {len(inputs)}\n"
-        f"static const int8_t es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
+    write_inputs_header(workdir, inputs)
     image = workdir / f"{name}.elf"
-    board = _board_file("mps2_an386")
+    board = board_dir()
     command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs", "-nostartfiles",
                f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name, directory),
                "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",

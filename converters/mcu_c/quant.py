@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from edgeserve.converters.mcu.arena import same_padding  # noqa: F401 - one rule for both targets
+
 # TFLite's ActivationFunctionType codes in Conv2DOptions and friends.
 ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 
@@ -82,13 +84,6 @@ def softmax_parameters(beta: float, input_scale: float, integer_bits: int = 5) -
     multiplier, left_shift = quantize_multiplier(real)
     radius = math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
     return {"input_multiplier": multiplier, "input_left_shift": left_shift, "diff_min": -radius}
-
-
-def same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> int:
-    """ComputePaddingWithOffset: the top/left padding (the odd pixel goes bottom/right)."""
-    effective = (filter_size - 1) * dilation + 1
-    total = max(0, (out_size - 1) * stride + effective - in_size)
-    return total // 2
 
 
 def lookup_table(function: str, input_scale: float, input_zero_point: int, output_scale: float,
