@@ -36,6 +36,7 @@ toolchain:
 	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
 	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
 	command -v arecord >/dev/null 2>&1 || missing="$$missing alsa-utils"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake make"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \

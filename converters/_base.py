@@ -92,6 +92,10 @@ class Converter(abc.ABC):
         """
         return True
 
+    def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
+        """Refuse options this target cannot honour (InputError), before any model is loaded
+        or file written: a bad flag costs the user a second, not a conversion."""
+
     @abc.abstractmethod
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         """Run prepare → calibrate → emit → verify and return the manifest entry.

@@ -125,6 +125,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("-p", "--profile", help="Device profile (see `edgeserve profiles`); mcu checks the build fits it.")
 @click.option("--name", help="mcu: C name of the model (g_NAME_model_data, NAME_model::...). Default: from the file name.")
 @click.option("--no-fit-check", is_flag=True, help="mcu: write the build even if it does not fit the profile.")
+@click.option("--cmsis-nn", "cmsis_nn", metavar="DIR",
+              help="mcu-c: call the CMSIS-NN in DIR (yours: STM32Cube, Zephyr, ESP-IDF and TFLM ship one) where a "
+                   "layer fits it; default: $CMSIS_NN_DIR, else portable C only.")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "int8-weights", "w8a8"]), default="fp16",
               show_default=True, help="coreml: FP16 weights and activations, INT8 weights, or INT8 weights and activations.")
 @click.option("--deployment-target", default="iOS17", show_default=True,
@@ -151,7 +154,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_sqnr_db: float,
             metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
-            coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
+            cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
             preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
@@ -174,7 +177,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             spec = family.preprocess
     options = {"output": output, "io": io, "max_drop": max_drop, "min_sqnr_db": min_sqnr_db, "metric": metric,
                "debug_samples": debug_samples,
-               "name": name, "fit_check": not no_fit_check,
+               "name": name, "fit_check": not no_fit_check, "cmsis_nn": cmsis_nn,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,
                "model_version": model_version, "dynamic_batch": dynamic_batch}

@@ -81,6 +81,8 @@ def convert(
     if not targets:
         raise InputError("no target given; use -t tflite-int8 (see edgeserve convert --help)")
     prof = load_profile(profile) if profile else None
+    for target in targets:
+        get_converter(target).check_request(options or {}, prof)
     out = Path(out_dir)
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
     progress = progress or Progress(enabled=False)

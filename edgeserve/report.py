@@ -156,8 +156,13 @@ def _print_mcu_c(console: Console, entry: dict[str, Any]) -> None:
     console.print(f"  static arena {entry['arena_bytes']:,} bytes{versus}{state}; {entry['in_place_steps']} in-place "
                   f"steps; placed by {entry['planner']}" + (" (optimal)" if entry["planner_optimal"] else ""),
                   soft_wrap=True)
-    console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); kernels: {', '.join(entry['kernels'])}",
-                  soft_wrap=True)
+    library = entry.get("cmsis_nn")
+    portable = f"portable kernels: {', '.join(entry['kernels'])}" if entry["kernels"] else "no portable kernel"
+    console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); {portable}", soft_wrap=True, markup=False)
+    if library:
+        console.print(f"  CMSIS-NN on {library['layers']} of {library['of']} layers ({', '.join(library['functions'])}); "
+                      f"{len(library['sources'])} of its sources, listed in {entry['name']}.cmake", soft_wrap=True,
+                      markup=False)
     if entry.get("profile"):
         where = f"arena in {entry['arena_region']}" if entry.get("arena_region") else "no RAM region holds the arena"
         verdict = "[green]fits[/]" if entry.get("fits") else "[bold red]does not fit[/]"

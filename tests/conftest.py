@@ -94,6 +94,21 @@ def tflm_cortex_m4() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def cmsis_nn_dir() -> Path:
+    """The CMSIS-NN tree TFLM pins, under ../shared/tflm's downloads: what `--cmsis-nn`
+    tests build against (the project ships none). Missing fails in CI, skips elsewhere."""
+    from tflm_build import SKIP_PREFIX, shared_tflm
+
+    tree = shared_tflm() / "src" / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads" / "cmsis_nn"
+    if not (tree / "Include" / "arm_nnfunctions.h").is_file():
+        message = f"{SKIP_PREFIX} no CMSIS-NN at {tree}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return tree
+
+
+@pytest.fixture(scope="session")
 def digits_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled example, trained once per session: digits_cnn.keras, calib/eval/frames .npz."""
     out = tmp_path_factory.mktemp("digits_example")

@@ -9,9 +9,12 @@ check, so a kernel touching bytes outside its own tensors stops the run.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
@@ -53,12 +56,42 @@ def _sources(directory: Path, name: str) -> list[str]:
     return [str(directory / f"{name}.c"), *sorted(str(p) for p in (directory / "kernels").glob("*.c"))]
 
 
-def build_host(directory: Path, name: str, out: Path, sanitize: bool = False) -> Path:
+# The user's CMSIS-NN is built with its own rules, not the generated code's -Werror; the
+# sanitizer build keeps AddressSanitizer on it (its plain C path shifts negative values,
+# which UBSan would stop although every compiler here does what CMSIS-NN means).
+LIBRARY_HOST_FLAGS = ("-std=c11", "-O2")
+LIBRARY_SANITIZE_FLAGS = ("-std=c11", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
+CHECK_DEFINES = ("-DES_SCRATCH_CHECK",)
+
+
+def _library(directory: Path, compiler: Path, flags: Sequence[str], workdir: Path,
+             cmsis_nn: Path | None) -> tuple[list[str], list[str]]:
+    """(include flags, object files) of the CMSIS-NN sources the generated code lists."""
+    listing = directory / "cmsis_nn_sources.txt"
+    if not listing.is_file():
+        return [], []
+    if cmsis_nn is None:
+        raise CompileError(["cc"], f"{directory} calls CMSIS-NN; give the CMSIS-NN folder it was generated against")
+    include = f"-I{cmsis_nn / 'Include'}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for rel in listing.read_text().split():
+        obj = workdir / (rel.replace("/", "_") + ".o")
+        jobs.append(([str(compiler), *flags, include, "-c", str(cmsis_nn / rel), "-o", str(obj)], str(obj)))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        list(pool.map(_compile, [command for command, _ in jobs]))
+    return [include], [obj for _, obj in jobs]
+
+
+def build_host(directory: Path, name: str, out: Path, sanitize: bool = False, cmsis_nn: Path | None = None) -> Path:
     """The host harness around OUT/mcu-c's files; raises MissingToolError or CompileError."""
     gcc = find_compiler("host-c")
     flags = SANITIZE_FLAGS if sanitize else HOST_FLAGS
-    command = [str(gcc), *flags, f"-I{directory}", f"-I{directory / 'kernels'}", *_model_defines(name, directory),
-               *_sources(directory, name), str(_board_file("host", "es_harness.c")), "-o", str(out)]
+    include, objects = _library(directory, gcc, LIBRARY_SANITIZE_FLAGS if sanitize else LIBRARY_HOST_FLAGS,
+                                out.parent / f"{out.name}_cmsis_nn", cmsis_nn)
+    command = [str(gcc), *flags, *CHECK_DEFINES, f"-I{directory}", f"-I{directory / 'kernels'}", *include,
+               *_model_defines(name, directory), *_sources(directory, name), str(_board_file("host", "es_harness.c")),
+               *objects, "-o", str(out)]
     _compile(command)
     return out
 
@@ -106,15 +139,23 @@ def qemu_available() -> str | None:
     return None
 
 
-def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path) -> Path:
-    """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const)."""
+def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path, cmsis_nn: Path | None = None,
+                    checks: bool = True) -> Path:
+    """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const).
+
+    ``checks``: compare CMSIS-NN's scratch requests with the reserved sizes on the board
+    (a few instructions per layer; benchmarks build without)."""
     write_inputs_header(workdir, inputs)
     image = workdir / f"{name}.elf"
     board = board_dir()
-    command = [str(find_compiler("arm-c")), *CORTEX_M4_C_FLAGS, "--specs=rdimon.specs", "-nostartfiles",
-               f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *_model_defines(name, directory),
-               "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
-               str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), "-o", str(image)]
+    gcc = find_compiler("arm-c")
+    library_flags = [f for f in CORTEX_M4_C_FLAGS if not f.startswith(("-W", "-std"))]
+    include, objects = _library(directory, gcc, ["-std=c11", *library_flags], workdir / "cmsis_nn", cmsis_nn)
+    command = [str(gcc), *CORTEX_M4_C_FLAGS, *(CHECK_DEFINES if checks else ()), "--specs=rdimon.specs",
+               "-nostartfiles", f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *include,
+               *_model_defines(name, directory), "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
+               str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), *objects,
+               "-o", str(image)]
     _compile(command)
     return image
 

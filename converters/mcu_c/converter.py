@@ -53,6 +53,9 @@ STACK_ESTIMATE_BYTES = 1024
 CODE_BASE_BYTES = 2048
 CODE_PER_KERNEL_FILE = 2048
 CODE_PER_STEP = 128
+# CMSIS-NN's files are smaller (one function each); measured 0.6-0.8 KB each on the MLPerf
+# Tiny models at -O2.
+CODE_PER_LIBRARY_SOURCE = 1024
 
 
 def fit(generated: Any, profile: Any) -> dict[str, Any]:
@@ -61,7 +64,8 @@ def fit(generated: Any, profile: Any) -> dict[str, Any]:
     The arena goes to the fastest RAM region of the profile that holds it (regions are
     listed fastest first, e.g. DTCM, then SRAM, then external PSRAM); weights stay in flash.
     """
-    code = CODE_BASE_BYTES + CODE_PER_KERNEL_FILE * len(generated.kernel_files) + CODE_PER_STEP * len(generated.steps)
+    code = CODE_BASE_BYTES + CODE_PER_KERNEL_FILE * len(generated.kernel_files) + CODE_PER_STEP * len(generated.steps) + \
+        CODE_PER_LIBRARY_SOURCE * len(generated.library_sources)
     ram_needed = generated.plan.arena_bytes + generated.state_bytes + STACK_ESTIMATE_BYTES
     flash_needed = generated.weight_bytes + code
     report: dict[str, Any] = {
@@ -109,6 +113,9 @@ class McuCConverter(Converter):
     def requires(self, source_kind: str) -> tuple[str, ...]:
         return () if source_kind == "tflite" else ("tflite-int8",)
 
+    def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
+        _cmsis_nn_for(options, profile)
+
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
         from edgeserve.converters.mcu.converter import full_int8_model
 
@@ -122,11 +129,12 @@ class McuCConverter(Converter):
         from edgeserve.tflite_verify import validate_tflite
 
         opts = Options.from_mapping(ctx.options)
+        cmsis_nn = _cmsis_nn_for(ctx.options, ctx.profile)
         model_bytes, origin = self.prepare(ctx)
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite" else Path(origin).stem)
         model = validate_tflite(model_bytes, runtime="tflm")
         with ctx.progress.step("mcu-c: lower operators and plan the arena"):
-            generated = generate(model, name, Path(origin).name)
+            generated = generate(model, name, Path(origin).name, cmsis_nn=cmsis_nn)
         tflm_head = plan_head(model, pointer_bytes=4).head_bytes if len(model.subgraphs) == 1 else None
         mcu_profile_limits(ctx.profile)  # refuses a profile that is not a microcontroller
         memory = fit(generated, ctx.profile)
@@ -138,15 +146,15 @@ class McuCConverter(Converter):
         directory = ctx.out_dir / OUT_DIR
         written = [write_text(directory / rel, text) for rel, text in generated.files.items()]
         written.append(write_bytes(directory / f"{name}_model.tflite", model_bytes))
-        verification = self.verify(ctx, model_bytes, model, generated, directory)
+        library_root = cmsis_nn.root if cmsis_nn is not None and generated.library_sources else None
+        verification = self.verify(ctx, model_bytes, model, generated, directory, library_root)
         if "cortex_m4" in verification and "code_bytes" in verification["cortex_m4"]:
             memory["flash"]["code_measured_with_newlib"] = verification["cortex_m4"]["code_bytes"]
         ratio = round(generated.plan.arena_bytes / tflm_head, 4) if tflm_head else None
         report = {"target": self.name, "name": name, "model_from": origin, **generated.summary(),
                   "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
                   "input_in_arena": False, "memory": memory, "verification": verification,
-                  "steps": [{"op": s.op, "index": s.index, "kernel": s.kernel, "in_place": i in generated.plan.inplace_sources}
-                            for i, s in enumerate(generated.steps)]}
+                  "steps": _step_records(generated)}
         report_path = write_json(ctx.out_dir / "reports" / "mcu-c.json", report)
         return {
             "target": self.name, "status": "ok", "path": OUT_DIR, "name": name,
@@ -159,11 +167,12 @@ class McuCConverter(Converter):
             "verification": verification,
             "audio": _audio(model, ctx),
             "report": file_record(ctx.out_dir, report_path),
-            "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin},
+            "provenance": {"edgeserve_version": edgeserve_version(), "model_from": origin,
+                           **({"cmsis_nn_dir": str(cmsis_nn.root)} if library_root else {})},
         }
 
     def verify(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel, generated: Any,
-               directory: Path) -> dict[str, Any]:
+               directory: Path, library_root: Path | None = None) -> dict[str, Any]:
         from edgeserve.converters.mcu.check import sample_inputs
         from edgeserve.converters.mcu.child import call_in_child
         from edgeserve.converters.mcu.toolchain import CompileError, MissingToolError
@@ -179,7 +188,7 @@ class McuCConverter(Converter):
         inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])
         try:
             with ctx.progress.step("mcu-c: gcc -std=c99 -Wall -Wextra -Werror, run on the host"):
-                host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host")
+                host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host", cmsis_nn=library_root)
                 ours = check.run_host(host, inputs, out_shape, out_dtype)
         except MissingToolError as exc:
             return {"method": "none", "note": str(exc)}
@@ -207,10 +216,12 @@ class McuCConverter(Converter):
             result["litert_reference_max_steps"] = None if litert is None else int(np.max(np.abs(
                 ours.astype(np.int32) - litert.reshape(ours.shape).astype(np.int32))))
         if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
-            result.update(self._compare_before_the_head(ctx, model_bytes, model, generated, inputs, reference_name))
+            result.update(self._compare_before_the_head(ctx, model_bytes, model, generated, inputs, reference_name,
+                                                        library_root))
         try:
             with ctx.progress.step("mcu-c: AddressSanitizer + UBSan + region check"):
-                sanitized = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_asan", sanitize=True)
+                sanitized = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_asan", sanitize=True,
+                                             cmsis_nn=library_root)
                 check.run_host(sanitized, inputs[:sanitizer_samples], out_shape, out_dtype)
             result["sanitizers"] = {"ok": True, "samples": sanitizer_samples}
         except Exception as exc:  # noqa: BLE001 - a sanitizer report is a failed build
@@ -224,7 +235,7 @@ class McuCConverter(Converter):
         try:
             with ctx.progress.step("mcu-c: Cortex-M4 firmware under qemu-system-arm -M mps2-an386"):
                 image = check.build_cortex_m4(directory, generated.name, inputs[:target_samples],
-                                              ctx.workdir / "mcu_c_m4")
+                                              ctx.workdir / "mcu_c_m4", cmsis_nn=library_root)
                 run = check.run_cortex_m4(image, generated.name, int(np.prod(out_shape)))
         except (CompileError, RuntimeError, subprocess.TimeoutExpired) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -252,7 +263,8 @@ class McuCConverter(Converter):
         return result
 
     def _compare_before_the_head(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel,
-                                 generated: Any, inputs: np.ndarray, reference_name: str) -> dict[str, Any]:
+                                 generated: Any, inputs: np.ndarray, reference_name: str,
+                                 library_root: Path | None = None) -> dict[str, Any]:
         """When every random input gives the same output (a wake-word detector saying "no"
         to noise), the comparison could not fail; compare the tensor before the model's
         squashing head (LOGISTIC/SOFTMAX/QUANTIZE/RESHAPE) instead, which varies."""
@@ -270,14 +282,17 @@ class McuCConverter(Converter):
         if tensor == graph.outputs[0] or not reference_name.startswith("tflm") or \
                 graph.tensors[tensor].dtype_name != "int8":
             return degenerate
-        probe = generate(model, generated.name, "probe", output_tensor=tensor)
+        from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
+
+        tree = locate(library_root) if library_root is not None else None
+        probe = generate(model, generated.name, "probe", output_tensor=tensor, cmsis_nn=tree)
         directory = ctx.workdir / "mcu_c_probe"
         for rel, text in probe.files.items():
             (directory / rel).parent.mkdir(parents=True, exist_ok=True)
             (directory / rel).write_text(text)
         shape = tuple(graph.tensors[tensor].shape)
-        ours = check.run_host(check.build_host(directory, generated.name, ctx.workdir / "mcu_c_probe_host"),
-                              inputs, shape)
+        ours = check.run_host(check.build_host(directory, generated.name, ctx.workdir / "mcu_c_probe_host",
+                                               cmsis_nn=library_root), inputs, shape)
         reference = call_in_child("edgeserve.converters.mcu_c.reference:reference_tensor", model_bytes, inputs,
                                   tensor, what="reading the reference kernels' intermediate tensor")
         if len(np.unique(reference.reshape(len(inputs), -1), axis=0)) == 1:
@@ -306,7 +321,16 @@ class McuCConverter(Converter):
         checks.append(Check("model is the one built", _sha256(model_bytes) == entry.get("model_sha256"),
                             _sha256(model_bytes)[:16]))
         try:
-            again = generate(TfliteModel.from_bytes(model_bytes), entry["name"], Path(entry["model_from"]).name)
+            tree = None
+            if "cmsis_nn" in entry:
+                from edgeserve.converters.mcu_c.cmsis_nn_tree import ENV, locate
+
+                recorded = str(entry.get("provenance", {}).get("cmsis_nn_dir", ""))
+                tree = locate(None) or locate(recorded)
+                if tree is None:
+                    raise InputError(f"the C calls CMSIS-NN; set {ENV} to the folder it was generated against")
+            again = generate(TfliteModel.from_bytes(model_bytes), entry["name"], Path(entry["model_from"]).name,
+                             cmsis_nn=tree)
         except InputError as exc:
             checks.append(Check("regenerates", False, str(exc)))
             return VerifyResult(self.name, entry["path"], tuple(checks))
@@ -317,6 +341,44 @@ class McuCConverter(Converter):
         checks.append(Check("arena re-planned", again.plan.arena_bytes == entry["arena_bytes"],
                             f"{again.plan.arena_bytes} bytes (manifest: {entry['arena_bytes']})"))
         return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+# Architectures whose cores have the DSP extension CMSIS-NN's fast paths are written for,
+# and whose scratch sizes the generated code reserves (cmsis_nn.py).
+CMSIS_NN_ARCHITECTURES = ("armv7e-m", "armv8-m.main")
+
+
+def _cmsis_nn_for(options: Mapping[str, Any], profile: Any) -> Any:
+    """The CMSIS-NN tree to call (--cmsis-nn, or CMSIS_NN_DIR), refused with one clear line
+    when it is not one, or when the profile's core is not one it is sized for."""
+    from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
+
+    tree = locate(options.get("cmsis_nn"))
+    if tree is None or profile is None:
+        return tree
+    arch = getattr(profile.cpu, "arch", None)
+    if arch not in CMSIS_NN_ARCHITECTURES:
+        why = ("its Helium (MVE) kernels ask for other scratch sizes than the DSP ones reserved here"
+               if arch == "armv8.1-m.main" else "it has no Cortex-M DSP extension for CMSIS-NN's kernels")
+        raise InputError(f"--cmsis-nn needs a Cortex-M core with DSP extensions ({', '.join(CMSIS_NN_ARCHITECTURES)}); "
+                         f"profile {profile.name} is {arch}: {why}. Leave out --cmsis-nn (the portable C runs on it)")
+    return tree
+
+
+def _step_records(generated: Any) -> list[dict[str, Any]]:
+    """Every step of the report: operator, kernel, in place or not, and with --cmsis-nn the
+    library that runs it and why a layer CMSIS-NN covers stayed portable."""
+    choices = {c.position: c for c in generated.choices}
+    records = []
+    for i, s in enumerate(generated.steps):
+        record: dict[str, Any] = {"op": s.op, "index": s.index, "kernel": s.kernel,
+                                  "in_place": i in generated.plan.inplace_sources}
+        if i in choices:
+            record.update({k: v for k, v in choices[i].record().items() if k not in ("op", "index")})
+            if s.scratch_bytes:
+                record["scratch_bytes"] = s.scratch_bytes
+        records.append(record)
+    return records
 
 
 def _audio(model: TfliteModel, ctx: ConversionContext) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ from importlib import resources
 import numpy as np
 
 from edgeserve.converters.mcu_c import emit
+from edgeserve.converters.mcu_c.cmsis_nn import LIBRARY, Choice, assign
+from edgeserve.converters.mcu_c.cmsis_nn_tree import CmsisNnTree, cmake_snippet
 from edgeserve.converters.mcu_c.lower import Lowering, Step, UnsupportedOperatorError, _q
 from edgeserve.converters.mcu_c.planner import Plan, plan
 from edgeserve.errors import InputError
@@ -28,24 +30,39 @@ class Generated:
     state_bytes: int = 0  # variables' buffers, outside the arena
     # Where each output lies in the caller's output buffer: name, offset, bytes, shape, scale, zero point.
     output_layout: list[dict[str, object]] = dataclasses.field(default_factory=list)
+    # --cmsis-nn: the kernel each step runs, and the library's sources the model needs.
+    choices: list[Choice] = dataclasses.field(default_factory=list)
+    library_sources: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
+        library = {}
+        if self.library_sources:
+            on_library = [c for c in self.choices if c.library != "portable"]
+            library = {"cmsis_nn": {"layers": len(on_library), "of": len(self.choices),
+                                    "functions": sorted({c.kernel for c in on_library}),
+                                    "sources": self.library_sources,
+                                    "scratch_bytes": max((s.scratch_bytes for s in self.steps), default=0)}}
         return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
                 "kernels": list(self.kernel_files), "weight_bytes": self.weight_bytes,
-                "outputs": self.output_layout}
+                "outputs": self.output_layout, **library}
 
 
 def kernel_text(filename: str) -> str:
     return resources.files("edgeserve._firmware").joinpath("kernels", filename).read_text()
 
 
-def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None) -> Generated:
+def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None,
+             cmsis_nn: CmsisNnTree | None = None) -> Generated:
     """The files for ``model``. ``output_tensor`` (tests): return that intermediate int8 tensor
-    instead of the model's output, to compare a layer that varies more than the output does."""
+    instead of the model's output, to compare a layer that varies more than the output does.
+    ``cmsis_nn``: call that CMSIS-NN where a layer fits it (cmsis_nn.py)."""
     lowering = Lowering(model)
     steps = lowering.steps()
+    choices: list[Choice] = []
+    if cmsis_nn is not None:
+        steps, choices = assign(steps, cmsis_nn)
     graph = lowering.graph
     outputs = (output_tensor,) if output_tensor is not None else tuple(graph.outputs)
     if len(graph.inputs) != 1:
@@ -74,12 +91,21 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     kernel_files = tuple(sorted({s.source for s in steps if s.source}))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
     files = {
-        f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables),
+        f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables,
+                                        LIBRARY if any(s.library_call for s in steps) else None),
         f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs, variables,
                                         f"{ys[0].dtype_name}_t"),
     }
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)
+    library_sources: list[str] = []
+    calls = [s.library_call for s in steps if s.library_call is not None]
+    if cmsis_nn is not None and calls:
+        # The functions called, and the buffer-size functions test builds call.
+        wanted = {c.function for c in calls} | {c.scratch_check.split("(")[0] for c in calls if c.scratch_check}
+        library_sources = cmsis_nn.sources_for(sorted(wanted))
+        files[f"{name}.cmake"] = cmake_snippet(name, library_sources)
+        files["cmsis_nn_sources.txt"] = "".join(f"{s}\n" for s in library_sources)
     # Everything const the model brings to flash: weights, tables, constant operands, and
     # the variables' initial values.
     weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays) + sum(v.nbytes for v in variables)
@@ -88,7 +114,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
                "dtype": io.tensor.dtype_name, "scale": io.scale, "zero_point": io.zero_point}
               for io, offset in zip(io_outs, offsets)]
     return Generated(name, files, steps, arena, kernel_files, x.nbytes, sum(y.nbytes for y in ys), weight_bytes,
-                     _macs(steps), sum(v.nbytes for v in variables), layout)
+                     _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources)
 
 
 def _macs(steps: list[Step]) -> int:

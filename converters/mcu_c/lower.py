@@ -120,6 +120,28 @@ class Step:
     # The kernel's input arguments when some are constant arrays (Ref) rather than tensors;
     # None: ``inputs`` in order.
     call_inputs: tuple[int | Ref, ...] | None = None
+    # A library kernel called instead of ``kernel`` (cmsis_nn.py), and the scratch bytes it
+    # needs in the arena for this step only.
+    library_call: "LibraryCall | None" = None
+    scratch_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryCall:
+    """A call into a kernel library the user supplies (CMSIS-NN), as C text.
+
+    ``declarations`` are file-scope definitions (its parameter structs); ``arguments`` are
+    the call's argument expressions. In both, ``@P@`` stands for the model's prefix
+    (NAME_), ``@IN0@``/``@IN1@`` for the activation inputs, ``@OUT@`` for the output and
+    ``@SCRATCH@`` for the step's scratch buffer (NULL when it has none).
+    """
+
+    library: str  # "cmsis-nn"
+    function: str
+    declarations: tuple[str, ...]
+    arguments: tuple[str, ...]
+    returns_status: bool = True  # an arm_cmsis_nn_status the generated code checks
+    scratch_check: str | None = None  # a C expression of the bytes the build asks for (test builds)
 
 
 def _refuse(op: Operator, why: str) -> UnsupportedOperatorError:

@@ -7,8 +7,9 @@ Two decisions, in this order:
    softmax, global pooling) does so when nothing reads that input afterwards; tensors that
    share bytes form one *block* with fixed offsets inside it, and the in-place kernel's
    scratch buffer (one channel plane, or one pixel) is a block of its own that lives for
-   that step only. The model input stays in the caller's buffer (kernels read it there,
-   so it is never written) and is not part of the arena.
+   that step only, as is a library kernel's scratch (CMSIS-NN's im2col columns). The model
+   input stays in the caller's buffer (kernels read it there, so it is never written) and
+   is not part of the arena.
 2. Placement. Blocks are intervals in time with sizes; offsets are chosen so that blocks
    alive at the same step never overlap. The smallest possible arena is at least the
    largest sum of sizes alive at one step (the lower bound). Several orderings are tried
@@ -59,9 +60,15 @@ class Plan:
     inplace_steps: dict[int, int]  # step position -> scratch block id (-1: no scratch)
     inplace_sources: dict[int, int]  # step position -> the input its output overwrites
     search_nodes: int = 0
+    # step position -> the block of the scratch a library kernel asks for (Step.scratch_bytes)
+    scratch_steps: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def temp_offset(self, position: int) -> int | None:
         block_id = self.inplace_steps.get(position, -1)
+        return None if block_id < 0 else self.blocks[block_id].offset
+
+    def scratch_offset(self, position: int) -> int | None:
+        block_id = self.scratch_steps.get(position, -1)
         return None if block_id < 0 else self.blocks[block_id].offset
 
 
@@ -81,6 +88,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
     blocks: list[Block] = []
     inplace_steps: dict[int, int] = {}
     inplace_sources: dict[int, int] = {}
+    scratch_steps: dict[int, int] = {}
 
     def new_block(size: int, first: int, members: dict[int, int], temp_of: int | None = None) -> Block:
         block = Block(len(blocks), size, first, first, members, temp_of)
@@ -123,6 +131,8 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
                                        if rule.temp_bytes else -1)
             continue
         group[step.output] = new_block(0, position, {step.output: 0}).id
+        if step.scratch_bytes:  # a library kernel's scratch: alive for this step only
+            scratch_steps[position] = new_block(_aligned(step.scratch_bytes), position, {}, position).id
 
     # Normalise each block so its lowest member starts at 0; size = extent; lifetimes.
     for block in blocks:
@@ -145,7 +155,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
         else:
             location[t] = ("arena", blocks[block_id].offset + blocks[block_id].members[t])
     return Plan(peak, lower_bound, method, optimal, blocks, location, inplace_steps, inplace_sources,
-                nodes)
+                nodes, scratch_steps)
 
 
 def _inplace_offset(block: Block, align: str, source: int, in_size: int, out_size: int,
