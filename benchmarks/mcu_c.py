@@ -8,8 +8,12 @@ next to TFLM's arena head (activation memory; edgeserve's model of TFLM's planne
 what the tflite-micro interpreter reports, see tests/test_mcu_target.py) and their ratio.
 Cortex-M4 (qemu-system-arm -M mps2-an386 -icount shift=0, arm-none-eabi-gcc -O2): instructions
 per inference (40 x SysTick ticks), code flash (image text minus weights and the embedded test
-input; newlib's printf and the startup code included), the stack's high-water mark (painted
-before the run), and the time to generate the C.
+input, with newlib's printf and the startup code, and without newlib: its share read from the
+link map), RAM (static arena + state + the stack's high-water mark, painted before the run),
+and the time to generate the C.
+
+The same C calling CMSIS-NN (`-t mcu-c --cmsis-nn`, the CMSIS-NN under ../shared/tflm's
+downloads) runs on the same input, and must print the same outputs.
 
 TFLM itself runs beside it on the same emulated board (unless --no-tflm): what `-t mcu`
 generates (model data, exact op resolver, planned arena) is built with
@@ -40,6 +44,9 @@ TESTDATA = ROOT.parent / "shared" / "testdata"
 MODELS = ("mlperf-tiny/kws_ref_model", "mlperf-tiny/vww_96_int8", "mlperf-tiny/pretrainedResnet_quant",
           "mlperf-tiny/ad01_int8", "mlperf-tiny/str_ww_ref_model", "tflm/person_detect",
           "tflm/micro_speech_quantized", "tflm/hello_world_int8", "tflm/mobilenet_v2_quantized_1x3x224x224")
+# The CMSIS-NN TFLM pins: what the "mcu-c + CMSIS-NN" column calls (the project ships none).
+CMSIS_NN = ROOT.parent / "shared" / "tflm" / "src" / "tensorflow" / "lite" / "micro" / "tools" / "make" / "downloads" / \
+    "cmsis_nn"
 # Columns of TFLM's own builds: build.sh flavour per column.
 FLAVOURS = {"tflm_ref": "cortex-m4-ref", "tflm_cmsis_nn": "cortex-m4"}
 
@@ -87,8 +94,30 @@ def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[st
     else:
         raise RuntimeError(f"TFLM did not allocate {model_path.name} in {arena:,} B")
     return {"instructions": target.instructions[0], "code_bytes": target.code_bytes,
+            "code_bytes_without_newlib": target.code_bytes_without_newlib,
+            "ram_bytes": (arena or planned) + (target.stack_bytes or 0),
             "stack_bytes": target.stack_bytes, "arena_used_bytes": target.arena_used_bytes,
             "planned_arena_bytes": planned, "arena_note": note, "outputs": target.outputs[0].tolist()}
+
+
+def run_with_cmsis_nn(model: Any, rel: str, tree: Any, x: np.ndarray, work: Path) -> dict[str, Any]:
+    """The model through `-t mcu-c --cmsis-nn` on the emulated Cortex-M4 (without the test
+    builds' scratch checks, as a product is built)."""
+    from edgeserve.converters.mcu_c import check
+    from edgeserve.converters.mcu_c.generate import generate
+
+    generated = generate(model, "model", rel, cmsis_nn=tree)
+    for name, text in generated.files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    image = check.build_cortex_m4(work, "model", x, work / "m4", cmsis_nn=tree.root, checks=False)
+    target = check.run_cortex_m4(image, "model", generated.output_bytes)
+    layers = [c for c in generated.choices if c.library != "portable"]
+    return {"instructions": target.instructions[0], "code_bytes": target.code_bytes,
+            "code_bytes_without_newlib": target.code_bytes_without_newlib, "stack_bytes": target.stack_bytes,
+            "arena_bytes": generated.plan.arena_bytes,
+            "ram_bytes": generated.plan.arena_bytes + generated.state_bytes + (target.stack_bytes or 0),
+            "layers": f"{len(layers)}/{len(generated.choices)}", "outputs": target.outputs[0].tolist()}
 
 
 def run(with_tflm: bool) -> list[dict[str, Any]]:
@@ -98,8 +127,11 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
     from edgeserve.converters.mcu_c.generate import generate
     from edgeserve.tflite_model import TfliteModel
 
+    from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
+
     missing = check.qemu_available()
     builds = tflm_builds() if with_tflm and not missing else {}
+    tree = locate(CMSIS_NN) if CMSIS_NN.is_dir() else None
     rows = []
     for rel in MODELS:
         print(f"... {rel}", file=sys.stderr, flush=True)
@@ -124,7 +156,13 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
                 image = check.build_cortex_m4(out, "model", x, out / "m4")
                 target = check.run_cortex_m4(image, "model", graph.tensors[graph.outputs[0]].nbytes)
                 row.update(instructions=target.instructions[0], code_bytes=target.code_bytes,
-                           stack_bytes=target.stack_bytes)
+                           code_bytes_without_newlib=target.code_bytes_without_newlib,
+                           stack_bytes=target.stack_bytes,
+                           ram_bytes=generated.plan.arena_bytes + generated.state_bytes + (target.stack_bytes or 0))
+                if tree is not None:
+                    row["cmsis_nn"] = run_with_cmsis_nn(model, rel, tree, x, out / "cmsis-nn")
+                    if row["cmsis_nn"].pop("outputs") != target.outputs[0].tolist():
+                        raise RuntimeError(f"{rel}: mcu-c with CMSIS-NN and portable mcu-c differ on the same input")
                 for column, tflm in builds.items():
                     try:
                         theirs = run_tflm(TESTDATA / f"{rel}.tflite", tflm, x, out / "tflm")
@@ -157,6 +195,17 @@ def main() -> None:
         print(f"{r['model']:26} {r['tflm_head_bytes']:>10,} {r['arena_bytes']:>12,} {r['ratio']:>6.2f} "
               f"{r.get('instructions', 0):>13,} {r.get('code_bytes', 0):>8,} {r.get('stack_bytes') or 0:>8,} "
               f"{r['weight_bytes']:>10,} {r['generate_s']:>6.2f}  {r['planner']}{' (optimal)' if r['optimal'] else ''}")
+    if any("cmsis_nn" in r for r in rows):
+        print(f"\n{'model':26} {'M4 instr. mcu-c+CMSIS-NN':>25} {'vs portable':>11} {'vs TFLM+CMSIS-NN':>17} "
+              f"{'RAM vs TFLM':>11} {'code vs TFLM (no newlib)':>25} {'layers':>7}")
+        for r in rows:
+            c, t = r.get("cmsis_nn"), r.get("tflm_cmsis_nn")
+            if not c:
+                continue
+            versus = lambda key: f"{c[key] / t[key]:.2f}" if t and key in t and t[key] else "-"  # noqa: E731
+            print(f"{r['model']:26} {c['instructions']:>25,} {c['instructions'] / r['instructions']:>11.2f} "
+                  f"{versus('instructions'):>17} {versus('ram_bytes'):>11} {versus('code_bytes_without_newlib'):>25} "
+                  f"{c['layers']:>7}")
     if any(column in r for r in rows for column in FLAVOURS):
         print(f"\n{'model':26} {'TFLM kernels':14} {'M4 instr.':>13} {'mcu-c/TFLM':>10} {'code B':>8} "
               f"{'arena B':>9} {'stack B':>8}  note")

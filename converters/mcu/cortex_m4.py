@@ -53,7 +53,7 @@ def build_image(mcu_dir: Path, name: str, tflm: Path, inputs: np.ndarray, workdi
     run_tool([str(find_compiler("arm-c++")), *flags, "-O2", *includes, f"-I{mcu_dir}", f"-I{workdir}",
           *([f"-DES_ARENA_BYTES={arena_bytes}"] if arena_bytes else []), f"-DES_NS={ns}", f"-DES_DATA=g_{ns}_data", f'-DES_DATA_H="{ns}_data.h"', f'-DES_OPS_H="{ns}_ops.h"',
           f'-DES_ARENA_H="{ns}_arena.h"', "--specs=rdimon.specs", "-nostartfiles", "-T", str(board / "mps2_an386.ld"),
-          "-Wl,--gc-sections", str(startup), str(board / "tflm_main.cc"), str(mcu_dir / f"{ns}_data.cc"),
+          "-Wl,--gc-sections", f"-Wl,-Map={image.with_suffix('.map')}", str(startup), str(board / "tflm_main.cc"), str(mcu_dir / f"{ns}_data.cc"),
           str(tflm / "lib" / "libtensorflow-microlite.a"), "-o", str(image)])
     return image
 

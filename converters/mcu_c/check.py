@@ -120,11 +120,17 @@ class TargetRun:
     test_input_bytes: int  # the inputs embedded for the run (in .text, not part of a product)
     stack_bytes: int | None = None  # high-water mark of the stack (painted before the run)
     arena_used_bytes: int | None = None  # TFLM's harness only: the interpreter's arena_used_bytes()
+    newlib_bytes: int | None = None  # code and constants linked from newlib (printf for the harness)
 
     @property
     def code_bytes(self) -> int:
         """Image text minus weights and test inputs: code, kernel parameters, newlib, startup."""
         return self.text_bytes - self.weight_bytes - self.test_input_bytes
+
+    @property
+    def code_bytes_without_newlib(self) -> int | None:
+        """code_bytes less newlib's share (the harness's printf, memcpy, ...), from the link map."""
+        return None if self.newlib_bytes is None else self.code_bytes - self.newlib_bytes
 
 
 def qemu_available() -> str | None:
@@ -154,6 +160,7 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
     command = [str(gcc), *CORTEX_M4_C_FLAGS, *(CHECK_DEFINES if checks else ()), "--specs=rdimon.specs",
                "-nostartfiles", f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *include,
                *_model_defines(name, directory), "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
+               f"-Wl,-Map={image.with_suffix('.map')}",
                str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), *objects,
                "-o", str(image)]
     _compile(command)
@@ -184,7 +191,37 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None
                      sections.get(".data", 0), sections.get(".bss", 0),
                      _symbol_bytes(image, weights or rf"{re.escape(name)}_([wbmsrkt]\d+(_\d+)?|init_\d+)"),
                      _symbol_bytes(image, "es_inputs"),
-                     stack[-1] if stack else None, arena[-1] if arena else None)
+                     stack[-1] if stack else None, arena[-1] if arena else None,
+                     newlib_bytes(image.with_suffix(".map")) if image.with_suffix(".map").is_file() else None)
+
+
+# newlib's archives, as a link map names them: libc.a(lib_a-printf.o), librdimon_nano.a(...)
+_NEWLIB = re.compile(r"/lib(c|g|m|nosys|rdimon)(_nano)?\.a\(")
+_TEXT_SECTIONS = (".text", ".rodata", ".glue", ".ARM.extab", ".ARM.exidx")
+
+
+def newlib_bytes(link_map: Path) -> int:
+    """Bytes of code and constants the link took from newlib, read from GNU ld's -Map output
+    (an input section's size follows its name, on the same line or the next)."""
+    total, section = 0, None
+    in_memory_map = False
+    for line in link_map.read_text(errors="replace").splitlines():
+        if not in_memory_map:
+            in_memory_map = line.startswith("Linker script and memory map")
+            continue
+        fields = line.split()
+        if line.startswith(" .") and len(fields) == 1:
+            section = fields[0]  # the address, size and file are on the next line
+            continue
+        if line.startswith(" .") and len(fields) >= 4:
+            section, fields = fields[0], fields[1:]
+        elif section is None or len(fields) < 3 or not fields[0].startswith("0x"):
+            section = None
+            continue
+        if section.startswith(_TEXT_SECTIONS) and fields[1].startswith("0x") and _NEWLIB.search(fields[2]):
+            total += int(fields[1], 16)
+        section = None
+    return total
 
 
 def _symbol_bytes(image: Path, symbol_pattern: str) -> int:
