@@ -26,8 +26,13 @@ from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolE
 HOST_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
 SANITIZE_FLAGS = ("-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                   "-fno-omit-frame-pointer", "-DES_REGION_CHECK", "-Wall", "-Wextra", "-Werror")
+# -mgeneral-regs-only: the model's code is integer only, and with the FPU enabled GCC 12 spills
+# integer registers to the FPU's (VMOV there and back): measured 1.5% more instructions in
+# CMSIS-NN's 1x1 convolution and depthwise kernels on KWS. The hard-float ABI is unchanged,
+# so the objects link with an application that uses the FPU.
 CORTEX_M4_C_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4", "-mthumb",
-                     "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-ffunction-sections", "-fdata-sections")
+                     "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-mgeneral-regs-only", "-ffunction-sections",
+                     "-fdata-sections")
 QEMU = "qemu-system-arm"
 QEMU_PACKAGE = "qemu-system-arm"
 INSTRUCTIONS_PER_TICK = 40  # SysTick under -icount shift=0 (../shared/tflm/README.md)
