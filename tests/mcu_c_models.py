@@ -1,8 +1,8 @@
 """Small Keras models, built and fully quantized in the test, that exercise every mcu-c kernel
 the reference models do not: PAD (unfolded, before a max pool), STRIDED_SLICE, CONCATENATION on
 two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN,
-PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, and a
-model with two outputs."""
+PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, HARD_SWISH,
+and a model with two outputs."""
 
 from __future__ import annotations
 
@@ -59,6 +59,10 @@ def build(kind: str):  # -> tf.keras.Model
         down = tf.keras.layers.Resizing(11, 13, interpolation="bilinear")(up)
         odd = tf.keras.layers.Resizing(23, 9, interpolation="nearest")(down)
         y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(odd))
+    elif kind == "hswish":  # HARD_SWISH (MobileNetV3's activation), on inputs of two scales
+        a = tf.keras.layers.Activation("hard_swish")(conv(8, act=None)(x))
+        b = tf.keras.layers.Activation("hard_swish")(conv(8, act=None)(a) * 4.0)
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(b))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

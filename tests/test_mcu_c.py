@@ -220,10 +220,11 @@ def synthetic(tmp_path_factory):
     import mcu_c_models
 
     out = tmp_path_factory.mktemp("mcu_c_synthetic")
-    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move", "prelu", "misc", "resize", "heads")}
+    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move", "prelu", "misc", "resize", "hswish",
+                                                                     "heads")}
 
 
-@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize"])
+@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish"])
 def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
     _require("host-c")
     model = TfliteModel.from_file(synthetic[kind])
@@ -232,7 +233,7 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
                 "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"},
                 "prelu": {"PRELU", "LEAKY_RELU"},
                 "misc": {"SUB", "MAXIMUM", "MINIMUM", "RELU", "RELU6"},
-                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}}[kind]
+                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}, "hswish": {"HARD_SWISH"}}[kind]
     assert expected <= set(model.op_counts())
     generated = generate(model, "model", kind)
     directory = _write(generated, tmp_path / "out")

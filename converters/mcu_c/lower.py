@@ -42,6 +42,7 @@ KERNEL_SOURCES = {
     "RESIZE_NEAREST_NEIGHBOR": "es_resize.c",
     "RESIZE_BILINEAR": "es_resize.c",
     "RELU6": "es_lut.c",
+    "HARD_SWISH": "es_lut.c",
     "SUB": "es_elementwise.c",
     "MAXIMUM": "es_elementwise.c",
     "MINIMUM": "es_elementwise.c",
@@ -703,6 +704,15 @@ class Lowering:
     def _relu6(self, op: Operator) -> Step:
         sx, zx = _q(self._data_input(op))
         return self._table_step(op, quant.relu6_table(sx, zx))
+
+    def _hard_swish(self, op: Operator) -> Step:
+        """A table of TFLM's 16-bit fixed-point arithmetic for each of the 256 inputs."""
+        (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
+        try:
+            table = quant.hard_swish_table(sx, zx, sy, zy)
+        except ValueError as exc:
+            raise _refuse(op, f"({exc})") from exc
+        return self._table_step(op, table)
 
     def _leaky_relu(self, op: Operator) -> Step:
         """A table of TFLM's own arithmetic for each of the 256 inputs (quant.leaky_relu_table)."""

@@ -225,3 +225,78 @@ def resize_bilinear_axis(in_size: int, out_size: int, align_corners: bool,
         upper.append(min(_c_div(scaled + (1 << 10) - 1, 1 << 10), in_size - 1))
         weight.append(scaled - (1 << 10) * low)
     return lower, upper, weight
+
+
+# HARD_SWISH: TFLM's int8 kernel works in 16-bit fixed point (the reference hard_swish.h);
+# its result for each of the 256 inputs is computed here with the same integer steps, and
+# the C looks it up. The helpers below are those steps on int16 values.
+def _i16(v: int) -> int:
+    return max(-32768, min(32767, v))
+
+
+def _wrap16(v: int) -> int:
+    return (v + 32768) % 65536 - 32768  # a C++ static_cast<int16_t>
+
+
+def _c_div_trunc(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _rounding_doubling_high_mul16(a: int, b: int) -> int:
+    """gemmlowp::SaturatingRoundingDoublingHighMul on int16."""
+    if a == b == -32768:
+        return 32767
+    ab = a * b
+    nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
+    return _wrap16(_c_div_trunc(ab + nudge, 1 << 15))
+
+
+def _doubling_high_mul16(a: int, b: int) -> int:
+    """SaturatingDoublingHighMul: the same, rounding towards zero."""
+    if a == b == -32768:
+        return 32767
+    return _wrap16(_c_div_trunc(a * b, 1 << 15))
+
+
+def _rounding_divide_by_pot(x: int, exponent: int) -> int:
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier."""
+    fixed, exponent = quantize_multiplier(real)
+    if fixed >= 2**31 - 1 - (1 << 15):
+        return 32767, exponent
+    return (fixed + (1 << 15)) >> 16, exponent
+
+
+def hard_swish_table(input_scale: float, input_zero_point: int, output_scale: float,
+                     output_zero_point: int) -> np.ndarray:
+    f32 = np.float32
+    hires = f32(1.0 / 128.0) * f32(input_scale)
+    output_fixed, output_exponent = _int16_multiplier(float(f32(hires / f32(output_scale))))
+    reluish_fixed, reluish_exponent = _int16_multiplier(float(f32(hires / f32(3.0 / 32768.0))))
+    if output_exponent > 0:
+        raise ValueError("HARD_SWISH with an output scale TFLM refuses (output multiplier above 1)")
+    values = np.arange(-128, 128)
+    outputs = []
+    for x in values.tolist():
+        hires_value = _wrap16(_wrap16(x - input_zero_point) * (1 << 7))
+        preshift = _rounding_doubling_high_mul16(hires_value, output_fixed)
+        reluish = hires_value
+        if reluish_exponent > 0:
+            reluish = _i16(reluish * (1 << (reluish_exponent - 1)))
+        reluish = _rounding_doubling_high_mul16(reluish, reluish_fixed)
+        if reluish_exponent > 0:
+            reluish = _i16(reluish * 2)
+        if reluish_exponent < 0:
+            reluish = _rounding_divide_by_pot(reluish, -reluish_exponent)
+        reluish = _wrap16((reluish + (1 << 15)) >> 1)
+        value = _wrap16(_rounding_divide_by_pot(_doubling_high_mul16(reluish, preshift), -output_exponent)
+                        + output_zero_point)
+        outputs.append(min(127, max(-128, value)))
+    return _table(values, np.array(outputs))
