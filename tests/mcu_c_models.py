@@ -2,7 +2,7 @@
 the reference models do not: PAD (unfolded, before a max pool), STRIDED_SLICE, CONCATENATION on
 two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN,
 PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, HARD_SWISH,
-and a model with two outputs."""
+TRANSPOSE_CONV, and a model with two outputs."""
 
 from __future__ import annotations
 
@@ -63,6 +63,11 @@ def build(kind: str):  # -> tf.keras.Model
         a = tf.keras.layers.Activation("hard_swish")(conv(8, act=None)(x))
         b = tf.keras.layers.Activation("hard_swish")(conv(8, act=None)(a) * 4.0)
         y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(b))
+    elif kind == "tconv":  # TRANSPOSE_CONV: SAME and VALID, strides 2, kernels 3 and 4, a fused RELU
+        a = tf.keras.layers.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(conv(8)(x))
+        b = tf.keras.layers.Conv2DTranspose(4, 4, strides=2, padding="valid")(
+            conv(4, 3, None)(tf.keras.layers.MaxPool2D(4)(a)))
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(3)(b)))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

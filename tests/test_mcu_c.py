@@ -221,10 +221,10 @@ def synthetic(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("mcu_c_synthetic")
     return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move", "prelu", "misc", "resize", "hswish",
-                                                                     "heads")}
+                                                                     "tconv", "heads")}
 
 
-@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish"])
+@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish", "tconv"])
 def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
     _require("host-c")
     model = TfliteModel.from_file(synthetic[kind])
@@ -233,7 +233,7 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
                 "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"},
                 "prelu": {"PRELU", "LEAKY_RELU"},
                 "misc": {"SUB", "MAXIMUM", "MINIMUM", "RELU", "RELU6"},
-                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}, "hswish": {"HARD_SWISH"}}[kind]
+                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}, "hswish": {"HARD_SWISH"}, "tconv": {"TRANSPOSE_CONV"}}[kind]
     assert expected <= set(model.op_counts())
     generated = generate(model, "model", kind)
     directory = _write(generated, tmp_path / "out")

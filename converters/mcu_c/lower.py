@@ -22,6 +22,7 @@ from edgeserve.converters.mcu_c import quant, state
 KERNEL_SOURCES = {
     "CONV_2D": "es_conv.c",
     "DEPTHWISE_CONV_2D": "es_depthwise_conv.c",
+    "TRANSPOSE_CONV": "es_transpose_conv.c",
     "FULLY_CONNECTED": "es_fully_connected.c",
     "AVERAGE_POOL_2D": "es_pool.c",
     "MAX_POOL_2D": "es_pool.c",
@@ -391,6 +392,38 @@ class Lowering:
                    and params["out_h"] * params["out_w"] <= params["in_h"] * params["in_w"] else None)
         return Step(op.index, op.op_name, "es_depthwise_conv2d", "es_conv_params", params, arrays,
                     (self._conv_input(op)[0],), op.outputs[0], inplace, KERNEL_SOURCES[op.op_name])
+
+    def _transpose_conv(self, op: Operator) -> Step:
+        """Inputs: output shape (constant), filter [out_c, k_h, k_w, in_c], data, bias (optional)."""
+        x, w, y = self.tensor(op.inputs[2]), self.tensor(op.inputs[1]), self.tensor(op.outputs[0])
+        if x.is_constant or len(x.shape) != 4 or len(w.shape) != 4 or len(y.shape) != 4:
+            raise _refuse(op, "on a constant or non-4-D input")
+        n, in_h, in_w, in_c = x.shape
+        _, out_h, out_w, out_c = y.shape
+        o = op.options
+        k_h, k_w = w.shape[1], w.shape[2]
+        if w.shape[0] != out_c or w.shape[3] != in_c:
+            raise _refuse(op, f"with a filter of shape {list(w.shape)} for {in_c} -> {out_c} channels")
+        (sx, zx), (sy, zy) = _q(x), _q(y)
+        if w.quantization is None or any(z != 0 for z in w.quantization.zero_point):
+            raise _refuse(op, "with non-zero filter zero points")
+        multipliers, shifts = quant.per_channel_multipliers(sx, w.quantization.scale, sy, out_c)
+        act_min, act_max = quant.activation_range(o.get("fused_activation_function", 0), sy, zy)
+        same = o.get("padding", 0) == 0  # TFLite's Padding enum: SAME 0, VALID 1
+        params: dict[str, Any] = {
+            "batches": n, "in_h": in_h, "in_w": in_w, "in_c": in_c, "out_h": out_h, "out_w": out_w, "out_c": out_c,
+            "k_h": k_h, "k_w": k_w, "k_c": in_c, "stride_h": o["stride_h"], "stride_w": o["stride_w"],
+            "dil_h": 1, "dil_w": 1,
+            "pad_h": quant.transpose_conv_padding(out_h, k_h, o["stride_h"], same),
+            "pad_w": quant.transpose_conv_padding(out_w, k_w, o["stride_w"], same),
+            "depth_multiplier": 1, "in_offset": -zx, "out_offset": zy, "act_min": act_min, "act_max": act_max}
+        arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
+        if len(op.inputs) > 3 and op.inputs[3] >= 0:
+            arrays.append(ConstArray(f"b{op.index}", "int32_t", self.const(op.inputs[3], "int32")))
+        arrays.append(ConstArray(f"m{op.index}", "int32_t", np.array(multipliers, np.int32)))
+        arrays.append(ConstArray(f"s{op.index}", "int8_t", np.array(shifts, np.int8)))
+        return Step(op.index, op.op_name, "es_transpose_conv2d", "es_conv_params", params, arrays, (op.inputs[2],),
+                    op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 
     def _fully_connected(self, op: Operator) -> Step:
         x, w, y = self.tensor(op.inputs[0]), self.tensor(op.inputs[1]), self.tensor(op.outputs[0])

@@ -300,3 +300,10 @@ def hard_swish_table(input_scale: float, input_zero_point: int, output_scale: fl
                         + output_zero_point)
         outputs.append(min(127, max(-128, value)))
     return _table(values, np.array(outputs))
+
+
+def transpose_conv_padding(out_size: int, k: int, stride: int, same: bool) -> int:
+    """TFLM's TRANSPOSE_CONV padding: ComputePaddingHeightWidth over the *output* size, as if
+    it were the input of the forward convolution (dilation 1)."""
+    forward = (out_size + stride - 1) // stride if same else (out_size + stride - k) // stride
+    return max(0, (forward - 1) * stride + k - out_size) // 2

@@ -34,6 +34,9 @@ void es_conv2d_1x1_inplace(const es_conv_params *p, const int8_t *in, int8_t *ou
  * pad_h + 1 input rows (in_w * in_c bytes each). */
 void es_conv2d_rows_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *rows);
 void es_depthwise_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
+/* TRANSPOSE_CONV: filter [out_c][k_h][k_w][in_c]; pad_h/pad_w as TFLM computes them from the
+ * output size; no dilation. */
+void es_transpose_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
 /* depth_multiplier 1: out may start where in starts or end where it ends; `plane` holds
  * one input channel (in_h * in_w bytes). */
 void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *plane);
