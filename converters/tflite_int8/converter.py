@@ -12,6 +12,8 @@ verify     run each attempt with LiteRT, check every operator runs on integer te
 
 from __future__ import annotations
 
+import logging
+
 import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -97,6 +99,9 @@ class Attempt:
         }
 
 
+log = logging.getLogger(__name__)
+
+
 @register
 class TfliteInt8Converter(Converter):
     name = "tflite-int8"
@@ -168,9 +173,19 @@ class TfliteInt8Converter(Converter):
 
     # ----- calibrate --------------------------------------------------------------------
     def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> list[LayerError]:
+        """The per-layer error table; empty, with the reason kept for the report, when the
+        tool measuring it crashed (the conversion itself may still work)."""
+        from edgeserve.isolation import NativeCrashError
+
         debug = ctx.evaluation.head(opts.debug_samples)
+        self._layers_note: str | None = None
         with ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
-            return route.layer_errors(debug)
+            try:
+                return route.layer_errors(debug)
+            except NativeCrashError as exc:
+                self._layers_note = f"no per-layer table: {exc}"
+                log.warning("%s; converting without it", exc)
+                return []
 
     def _remedies(self, ctx: ConversionContext, layers: list[LayerError], opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
@@ -298,6 +313,7 @@ class TfliteInt8Converter(Converter):
         report = {
             "target": self.name,
             "layers": [l.to_dict() for l in layers],
+            **({"layers_note": self._layers_note} if getattr(self, "_layers_note", None) else {}),
             "attempts": [a.to_dict() for a in attempts],
             "rounding_noise_steps": round(1 / np.sqrt(12), 4),
         }

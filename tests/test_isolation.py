@@ -1,0 +1,78 @@
+"""Native steps that can die run in a forked child (edgeserve/isolation.py): a real signal
+there becomes one error line naming the tool and the step, and the user's process lives on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeserve.errors import EdgeServeError, ProfileError
+from edgeserve.isolation import CRASH_FOR_TESTS, NativeCrashError, run_isolated
+
+
+def test_results_and_exceptions_come_back_from_the_child():
+    big = np.arange(3_000_000, dtype=np.int32)  # 12 MB: more than a pipe holds at once
+    assert np.array_equal(run_isolated("numpy:multiply", big, 2, tool="t", what="w"), big * 2)
+    with pytest.raises(ProfileError):  # an edgeserve error comes back as itself
+        run_isolated("edgeserve.profiles:load_profile", "no-such-board", tool="t", what="w")
+    with pytest.raises(EdgeServeError, match="t failed while w: ValueError: math domain error"):
+        run_isolated("math:sqrt", -1.0, tool="t", what="w")
+
+
+# Real deaths of the child: a null-pointer read, an abort, an exit before any result.
+@pytest.mark.parametrize(("function", "args", "how"), [("ctypes:string_at", (0,), "SIGSEGV"),
+                                                       ("os:abort", (), "SIGABRT"),
+                                                       ("os:_exit", (3,), "exit 3 without a result")])
+def test_a_dying_child_is_one_named_error(function, args, how):
+    with pytest.raises(NativeCrashError) as caught:
+        run_isolated(function, *args, tool="TensorFlow's converter", what="quantizing (int8)")
+    assert str(caught.value) == f"TensorFlow's converter crashed ({how}) while quantizing (int8)"
+
+
+def test_a_hang_is_cut_at_the_timeout():
+    start = time.monotonic()
+    with pytest.raises(NativeCrashError, match="no result within 1 s"):
+        run_isolated("time:sleep", 60, tool="t", what="w", timeout_s=1)
+    assert time.monotonic() - start < 30
+
+
+def _convert(source: Path, out: Path, calib: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(source), "-t", "tflite-int8",
+                           "--calib", str(calib), "-o", str(out)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **(env or {})})
+
+
+def test_a_killed_tensorflow_step_is_reported_and_the_cli_exits_1(digits_example, tmp_path):
+    """A real SIGSEGV in every isolated TensorFlow step (the test hook kills the child)."""
+    done = _convert(digits_example / "digits_cnn.keras", tmp_path / "out", digits_example / "calib.npz",
+                    {CRASH_FOR_TESTS: str(int(signal.SIGSEGV))})
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    flat = " ".join(output.split())  # the warning is wrapped to the terminal's width
+    assert "quantization debugger crashed (SIGSEGV) while measuring the per-layer int8 error" in flat
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "TensorFlow's converter crashed (SIGSEGV) while quantizing (int8)" in errors[0]
+    assert "Traceback" not in output
+
+
+def test_a_keras_lstm_that_crashes_tensorflow_no_longer_kills_convert(tmp_path):
+    """TensorFlow 2.21's calibrator segfaults on a plain Keras LSTM (measured: exit 139, no
+    output). Now: the crash is named, exit 1. Should TensorFlow stop crashing here, this
+    test fails and should then assert the conversion instead."""
+    import tensorflow as tf
+
+    x = tf.keras.Input((20, 8), batch_size=1)
+    model = tf.keras.Model(x, tf.keras.layers.Dense(4)(tf.keras.layers.LSTM(16)(x)))
+    model.save(tmp_path / "lstm.keras")
+    np.savez(tmp_path / "seq.npz", x=np.random.default_rng(0).standard_normal((64, 20, 8)).astype(np.float32))
+    done = _convert(tmp_path / "lstm.keras", tmp_path / "out", tmp_path / "seq.npz")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "crashed (SIGSEGV)" in output and "Traceback" not in output
