@@ -251,12 +251,23 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
           profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
           labels: Path | None, public_key: Path | None, preprocess_file: Path | None, json_out: bool,
           **spec_flags: Any) -> None:
-    """Measure cold start, end-to-end latency (p50/p95/p99), stage times and allocations of ARTIFACT."""
+    """Measure cold start, end-to-end latency (p50/p95/p99), stage times and allocations of ARTIFACT.
+
+    ARTIFACT a conversion folder (OUT, without --target): every artifact in it that this
+    machine can run, on the same input, side by side in one table."""
     from edgeserve.runtime.bench import benchmark, synthetic_frame
     from edgeserve.runtime.inputs import iter_inputs
 
     if input_path is not None and synthetic is not None:
         raise click.UsageError("give either --input or --synthetic, not both")
+    if artifact.is_dir() and (artifact / "manifest.json").is_file() and target is None:
+        chosen = [flag for flag, on in (("--input", input_path), ("--synthetic", synthetic), ("--pipeline", pipeline),
+                                        ("--backend", backend != "auto"), ("--require", require)) if on]
+        if chosen:
+            raise click.UsageError(f"{', '.join(chosen)} apply to one artifact: add --target NAME (a conversion "
+                                   "folder without --target benchmarks every artifact side by side)")
+        _compare(artifact / "manifest.json", frames, warmup, threads, profile, public_key, json_out)
+        return
     t0 = time.perf_counter()
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
                            public_key)
@@ -387,6 +398,30 @@ def _placement(p: dict[str, Any]) -> str:
     if p["total_ops"] is None or p["accelerated_ops"] is None:
         return p["note"] or "placement unknown"
     return f"{p['accelerated_ops']}/{p['total_ops']} ops on {p['taken_by']}"
+
+
+def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, profile: str | None,
+             public_key: Path | None, json_out: bool) -> None:
+    """Every artifact of a conversion folder on the same input, one table (runtime/compare.py)."""
+    from edgeserve.runtime.compare import compare
+
+    rows = compare(manifest, frames=frames, warmup=warmup, threads=threads, profile=profile, public_key=public_key)
+    if json_out:
+        emit_json({"manifest": str(manifest), "frames": frames, "artifacts": rows})
+        return
+    click.echo(f"{'artifact':12} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9}  quality")
+    for r in rows:
+        size = f"{r['bytes'] / 1024:,.1f} KB"
+        if "p50_ms" in r:
+            click.echo(f"{r['target']:12} {r['backend']:22} {size:>10} {r['p50_ms']:>9.3f} {r['p95_ms']:>9.3f} "
+                       f"{r['ratio']:>9.2f}  {r['quality']}")
+        else:
+            click.echo(f"{r['target']:12} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9}  {r['quality']}")
+            click.echo(f"{'':12}   {r['skipped']}")
+    timed = [r for r in rows if "p50_ms" in r]
+    if timed:
+        click.echo(f"same input for every artifact: {timed[0]['input']}; {frames} timed runs each after {warmup} "
+                   "warm-up runs; quality as the manifest recorded it against the float source")
 
 
 def _print_bench(r: dict[str, Any]) -> None:

@@ -1,0 +1,93 @@
+"""``edgeserve bench OUT``: every artifact of a conversion folder, side by side, in one run.
+
+"Which format should I ship on this board?" is answered by running each artifact this
+machine can run on the same input, with the same Session path an application uses (frame in,
+dequantized outputs out), and putting latency beside size on disk and the quality the
+manifest recorded against the float source. Artifacts that cannot run here (microcontroller
+builds, a Core ML package off Apple hardware, a backend that refuses) get a row with the
+reason instead of vanishing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve.errors import EdgeServeError
+from edgeserve.manifest import load_manifest
+
+# Targets that build for a microcontroller: their figures come from the emulated board.
+_MICROCONTROLLER = ("mcu", "mcu-c")
+
+
+def disk_bytes(path: Path) -> int:
+    """A file's size, or every file's under a folder (an .mlpackage, OUT/mcu-c/)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def quality(entry: dict[str, Any]) -> str:
+    """What the manifest says the artifact keeps of the source, in a few words."""
+    metrics = entry.get("metrics") or {}
+    if metrics.get("metric") == "top1" and metrics.get("quantized") is not None:
+        return f"top1 {metrics['quantized']:.3f} (drop {metrics.get('drop_points', 0.0):.2f} pts)"
+    outputs = (entry.get("quality") or {}).get("outputs") or []
+    sqnr = [o["sqnr_db"] for o in outputs if o.get("sqnr_db") is not None]
+    if sqnr:
+        return f"SQNR {min(sqnr):.1f} dB" + (" (worst output)" if len(sqnr) > 1 else "")
+    check = entry.get("verification") or {}
+    if check.get("bit_exact"):
+        return f"bit-exact with {check.get('reference') or 'TFLM'}"
+    if check.get("max_abs_diff") is not None:
+        return f"max |diff| {check['max_abs_diff']:.3g}"
+    return "-"
+
+
+def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | None = None,
+            profile: str | None = None, public_key: Path | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """One row per artifact with status ok, in the manifest's order; ``ratio`` is p50 over the
+    fastest artifact's p50 (1.0 for the fastest)."""
+    from edgeserve.runtime.bench import benchmark, synthetic_frame
+    from edgeserve.runtime.session import Session
+
+    manifest = load_manifest(manifest_path)
+    root = manifest_path.parent
+    rows: list[dict[str, Any]] = []
+    shared_frame: np.ndarray | None = None
+    for entry in manifest["artifacts"]:
+        if entry.get("status") != "ok" or not entry.get("path"):
+            continue
+        target = entry["target"]
+        row: dict[str, Any] = {"target": target, "path": entry["path"], "bytes": disk_bytes(root / entry["path"]),
+                               "quality": quality(entry)}
+        rows.append(row)
+        if target in _MICROCONTROLLER:
+            m4 = ((entry.get("verification") or {}).get("cortex_m4") or {})
+            row["skipped"] = "a microcontroller build: it runs on the board" + (
+                f" (emulated Cortex-M4: {m4['instructions']:,} instructions per inference)" if "instructions" in m4 else "")
+            continue
+        try:
+            with Session(manifest_path, profile, target=target, threads=threads, public_key=public_key) as session:
+                if session.preprocess is not None:
+                    # One camera frame for every artifact, through each one's recorded preprocessing.
+                    if shared_frame is None:
+                        shared_frame = synthetic_frame(640, 480, seed=seed)
+                    frame, row["input"] = shared_frame, "640x480 frame"
+                else:
+                    frame, row["input"] = session.example_input(), "model tensor"
+                result = benchmark(session, frame, frames=frames, warmup=warmup)
+                row.update(backend=session.backend, p50_ms=result["latency_ms"]["p50"],
+                           p95_ms=result["latency_ms"]["p95"])
+        except EdgeServeError as exc:
+            # Each backend's own reason (BackendError lists them), not just "none worked".
+            failed = [f"{a.backend}: {a.reason}" for a in getattr(exc, "attempts", ()) if not a.ok]
+            row["skipped"] = "; ".join(failed)[:400] if failed else \
+                (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    timed = [r["p50_ms"] for r in rows if "p50_ms" in r]
+    for r in rows:
+        if "p50_ms" in r and timed:
+            r["ratio"] = round(r["p50_ms"] / min(timed), 2)
+    return rows
