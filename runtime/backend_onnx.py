@@ -37,7 +37,10 @@ _PLACEMENT = re.compile(r"(?:All nodes|Node\(s\)) placed on \[(\w+)\]\. Number o
 
 
 class OnnxRuntimeBackend(Backend):
-    def __init__(self, name: str, kind: str, provider: str, data: bytes, options: BackendOptions) -> None:
+    def __init__(self, name: str, kind: str, provider: str, data: bytes, options: BackendOptions,
+                 ep_device: Any = None, ep_options: dict[str, str] | None = None) -> None:
+        """``ep_device``: an OrtEpDevice of a plugin execution provider (the OpenVINO plugin)
+        to run on, with ``ep_options``, instead of a provider built into this onnxruntime."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -45,14 +48,17 @@ class OnnxRuntimeBackend(Backend):
         from edgeserve.console import capture_native_stderr
 
         available = ort.get_available_providers()
-        if provider not in available:
+        if ep_device is None and provider not in available:
             raise BackendUnavailable(f"this onnxruntime build has no {provider} (available: {', '.join(available)})")
         self.name, self.kind = name, kind
         so = ort.SessionOptions()
         so.log_severity_level = 0  # verbose: the only place ORT says which provider took which node
         if options.threads:
             so.intra_op_num_threads = int(options.threads)
-        providers = provider_list(provider, data)
+        providers: list[Any] | None = provider_list(provider, data)
+        if ep_device is not None:
+            so.add_provider_for_devices([ep_device], dict(ep_options or {}))
+            providers = None  # the devices added above, then ONNX Runtime's CPU provider
         failure: Exception | None = None
         with capture_native_stderr() as captured, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the provider check below says it better
@@ -134,6 +140,65 @@ def _tensor(arg: Any) -> TensorDetail:
     return TensorDetail(name=arg.name, index=-1, shape=shape, dtype=np.dtype(dtype), scale=0.0, zero_point=0)
 
 
+OPENVINO_PLUGIN = "onnxruntime-ep-openvino"
+_plugin_registered = False
+
+
+def openvino_device(device: str) -> Any:
+    """The OrtEpDevice the OpenVINO plugin offers for ``device`` ("NPU", "GPU" or "CPU"), or
+    BackendUnavailable with the reason: the plugin missing, ONNX Runtime refusing it, or the
+    plugin offering no such device on this machine (with what it and ONNX Runtime do see)."""
+    import importlib.metadata
+
+    import onnxruntime as ort
+
+    global _plugin_registered
+    try:
+        import onnxruntime_ep_openvino as plugin
+    except ImportError as exc:
+        raise BackendUnavailable(f"the OpenVINO execution provider plugin is not installed (pip install "
+                                 f"{OPENVINO_PLUGIN}, or 'edgeserve[onnx]')") from exc
+    if not _plugin_registered:
+        try:
+            ort.register_execution_provider_library("openvino", plugin.get_library_path())
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types
+            if "already registered" not in str(exc):
+                raise BackendUnavailable(f"onnxruntime could not load the OpenVINO plugin: "
+                                         f"{str(exc).splitlines()[0]}") from exc
+        _plugin_registered = True
+    devices = ort.get_ep_devices()
+    offered = [d for d in devices if d.ep_name == plugin.get_ep_name()]
+    wanted = [d for d in offered if str(d.ep_metadata.get("ov_device", "")).upper().startswith(device)]
+    if wanted:
+        return wanted[0]
+    version = importlib.metadata.version(OPENVINO_PLUGIN)
+    if offered:
+        names = sorted({str(d.ep_metadata.get("ov_device")) for d in offered})
+        raise BackendUnavailable(f"OpenVINO ({OPENVINO_PLUGIN} {version}) has no {device} device here; it offers "
+                                 f"{', '.join(names)}")
+    seen = ", ".join(f"{d.device.type.name.split('.')[-1]} by {d.device.vendor} (vendor 0x{d.device.vendor_id:04x})"
+                     for d in devices if d.ep_name == "CPUExecutionProvider") or "no hardware device"
+    raise BackendUnavailable(f"OpenVINO ({OPENVINO_PLUGIN} {version}) offers no device on this machine: its plugin "
+                             f"takes Intel hardware only (vendor 0x8086), and ONNX Runtime sees {seen}")
+
+
+def _openvino_factory(backend: str, kind: str, device: str) -> Any:
+    def open_backend(path: str, data: bytes, options: BackendOptions) -> Backend:
+        try:
+            import onnxruntime  # noqa: F401 - the backend's own message below says how to install it
+        except ImportError as exc:
+            raise BackendUnavailable("onnxruntime is not installed (pip install 'edgeserve[onnx]')") from exc
+        # OpenVINO's CPU plugin may run float models in bf16 on CPUs that have it (its
+        # default precision hint); ACCURACY keeps the model's own precision, so this backend
+        # computes what ONNX Runtime's CPU provider does. GPU and NPU keep their FP16
+        # default, and the Session's parity check compares them with the CPU.
+        ep_options = {"precision": "ACCURACY"} if device == "CPU" else {}
+        return OnnxRuntimeBackend(f"onnxruntime:{backend}", kind, "OpenVINOExecutionProvider", data, options,
+                                  ep_device=openvino_device(device), ep_options=ep_options)
+
+    return open_backend
+
+
 def _factory(backend: str, kind: str, provider: str) -> Any:
     def open_backend(path: str, data: bytes, options: BackendOptions) -> Backend:
         return OnnxRuntimeBackend(f"onnxruntime:{backend}", kind, provider, data, options)
@@ -152,4 +217,8 @@ PROVIDERS = (
     ("xnnpack", "cpu", "XnnpackExecutionProvider"),
     ("cpu", "cpu", "CPUExecutionProvider"),
 )
-BACKENDS = tuple((f"onnxruntime:{b}", kind, _factory(b, kind, provider)) for b, kind, provider in PROVIDERS)
+# The OpenVINO execution provider as ONNX Runtime's plugin (onnxruntime-ep-openvino), one
+# backend per OpenVINO device; `auto` tries them after CUDA, fastest first.
+OPENVINO_DEVICES = (("openvino-npu", "npu", "NPU"), ("openvino-gpu", "gpu", "GPU"), ("openvino-cpu", "cpu", "CPU"))
+BACKENDS = tuple((f"onnxruntime:{b}", kind, _factory(b, kind, provider)) for b, kind, provider in PROVIDERS) + \
+    tuple((f"onnxruntime:{b}", kind, _openvino_factory(b, kind, device)) for b, kind, device in OPENVINO_DEVICES)

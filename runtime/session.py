@@ -53,7 +53,11 @@ log = logging.getLogger(__name__)
 #: Chains used without a profile: every accelerator the engine can use, then the CPU.
 DEFAULT_CHAINS = {
     "litert": ("litert:edgetpu", "litert:gpu", "litert:xnnpack"),
-    "onnxruntime": ("onnxruntime:tensorrt", "onnxruntime:cuda", "onnxruntime:cpu"),
+    # OpenVINO's NPU and GPU devices (the ONNX Runtime plugin) are accelerators, checked against
+    # the CPU provider like any other; its CPU device is not tried by default, since ONNX
+    # Runtime's own CPU provider is that reference (name it, or list it in a profile).
+    "onnxruntime": ("onnxruntime:tensorrt", "onnxruntime:cuda", "onnxruntime:openvino-npu", "onnxruntime:openvino-gpu",
+                    "onnxruntime:cpu"),
     "coreml": ("coreml:ane", "coreml:cpu"),
 }
 

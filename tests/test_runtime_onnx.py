@@ -43,7 +43,8 @@ def test_default_chain_records_missing_gpu_providers(model: Path) -> None:
     s = Session(model)
     assert s.backend == "onnxruntime:cpu"
     assert [(a.backend, a.ok) for a in s.attempts] == [
-        ("onnxruntime:tensorrt", False), ("onnxruntime:cuda", False), ("onnxruntime:cpu", True)]
+        ("onnxruntime:tensorrt", False), ("onnxruntime:cuda", False), ("onnxruntime:openvino-npu", False),
+        ("onnxruntime:openvino-gpu", False), ("onnxruntime:cpu", True)]
     assert "this onnxruntime build has no TensorrtExecutionProvider" in s.attempts[0].reason
     assert s.placement.total == 6 and s.placement.accelerated == 6
     assert s.placement.taken_by == "CPUExecutionProvider"
