@@ -130,7 +130,7 @@ def test_a_variable_read_after_it_is_reassigned_is_refused():
     see the new value, so such a model is refused rather than miscomputed."""
     import dataclasses
 
-    from edgeserve.converters.mcu_c.lower import Step
+    from edgeserve.converters.mcu_c.steps import Step
     from edgeserve.converters.mcu_c.state import StateError, check_reads_precede_assigns
 
     read = Step(0, "READ_VARIABLE", None, None, {"name": "v"}, [], (), 10, state=0)

@@ -22,7 +22,7 @@ import numpy as np
 
 from edgeserve.converters.mcu.arena import align_up
 from edgeserve.converters.mcu_c.cmsis_nn_tree import HEADER, CmsisNnTree
-from edgeserve.converters.mcu_c.lower import ConstArray, LibraryCall, Step
+from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
 from edgeserve.errors import InputError
 
 LIBRARY = "cmsis-nn"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu_c.lower import Ref, Step
+from edgeserve.converters.mcu_c.steps import Ref, Step
 from edgeserve.converters.mcu_c.planner import Plan
 from edgeserve.converters.mcu_c.state import Variable
 from edgeserve.tflite_model import Tensor

@@ -10,7 +10,8 @@ import numpy as np
 from edgeserve.converters.mcu_c import emit
 from edgeserve.converters.mcu_c.cmsis_nn import LIBRARY, Choice, assign
 from edgeserve.converters.mcu_c.cmsis_nn_tree import CmsisNnTree, cmake_snippet
-from edgeserve.converters.mcu_c.lower import Lowering, Step, UnsupportedOperatorError, _q
+from edgeserve.converters.mcu_c.lower import Lowering, UnsupportedOperatorError, _q
+from edgeserve.converters.mcu_c.steps import Step
 from edgeserve.converters.mcu_c.planner import Plan, plan
 from edgeserve.errors import InputError
 from edgeserve.tflite_model import TfliteModel

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from edgeserve.converters.mcu_c.lower import Step
+from edgeserve.converters.mcu_c.steps import Step
 
 ALIGN = 4  # bytes; every block starts on a word (the scratch buffers are read as bytes, but
 # word-aligned tensors keep the door open for word loads in kernels)
