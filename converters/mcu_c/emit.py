@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu_c.steps import Ref, Step
 from edgeserve.converters.mcu_c.planner import Plan
 from edgeserve.converters.mcu_c.state import Variable
+from edgeserve.converters.mcu_c.steps import Ref, Step
 from edgeserve.tflite_model import Tensor
 
 VALUES_PER_LINE = 24
@@ -202,7 +202,7 @@ int {name}_invoke(const int8_t *input, {output_type} *output) {{
                          f"{sizes(step.inputs[0])});  /* {step.index}: ASSIGN_VARIABLE {step.params['name']} */")
             continue
         if step.library_call is not None:
-            parts.extend(_library_call(name, position, step, plan, sizes, regions))
+            parts.extend(_library_call(name, position, step, plan, regions))
             continue
         args = [f"&{name}_p{position}"]
         kernel = step.kernel
@@ -254,7 +254,7 @@ _LIBRARY_PRELUDE = """#include "arm_nnfunctions.h"
 """
 
 
-def _library_call(name: str, position: int, step: Step, plan: Plan, sizes: Any, regions: list[int]) -> list[str]:
+def _library_call(name: str, position: int, step: Step, plan: Plan, regions: list[int]) -> list[str]:
     """One library call in the invoke function: its scratch context, regions and status check."""
     call = step.library_call
     assert call is not None
