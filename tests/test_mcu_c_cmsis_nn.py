@@ -99,6 +99,41 @@ def test_cmsis_nn_layers_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
 
 
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    import mcu_c_models
+
+    out = tmp_path_factory.mktemp("cmsis_nn_synthetic")
+    return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "misc")}
+
+
+@pytest.mark.parametrize("kind", ["pad", "misc"])
+def test_models_built_here_mix_cmsis_nn_and_portable_kernels_bit_exactly(synthetic, cmsis_nn_dir, tmp_path, kind):
+    """MAXIMUM/MINIMUM (with CMSIS-NN's broadcasting), pooling with padding, and ADD/MUL of a
+    broadcast constant, which CMSIS-NN does not take and which stay portable, saying why."""
+    _need("host-c")
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    model = TfliteModel.from_file(synthetic[kind])
+    generated = generate(model, "model", kind, cmsis_nn=locate(cmsis_nn_dir))
+    on = {c.op for c in generated.choices if c.library == "cmsis-nn"}
+    portable = {c.op: c.why for c in generated.choices if c.library == "portable"}
+    if kind == "misc":
+        assert {"MAXIMUM", "MINIMUM", "CONV_2D", "FULLY_CONNECTED"} <= on and "SUB" in portable
+    else:
+        assert {"MAX_POOL_2D", "AVERAGE_POOL_2D", "CONV_2D"} <= on
+        assert any(why and "broadcast" in why for why in portable.values())
+    directory = _write(generated, tmp_path / "out")
+    harness = check.build_host(directory, "model", tmp_path / "harness", cmsis_nn=cmsis_nn_dir)
+    rng = np.random.default_rng(1)
+    levels = rng.integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
+    inputs = np.clip(_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
+    ours = check.run_host(harness, inputs, (generated.output_bytes,))
+    which, reference = reference_outputs(model.file_bytes, inputs)
+    assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
 @pytest.mark.parametrize("rel", ["mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/pretrainedResnet_quant.tflite"])
 def test_cortex_m4_runs_cmsis_nn_dsp_kernels_with_exactly_the_scratch_they_ask_for(testdata, cmsis_nn_dir, tmp_path,
                                                                                    rel):

@@ -36,6 +36,8 @@ FUNCTIONS = {
     "ADD": "arm_elementwise_add_s8",
     "MUL": "arm_elementwise_mul_s8",
     "SOFTMAX": "arm_softmax_s8",
+    "MAXIMUM": "arm_maximum_s8",
+    "MINIMUM": "arm_minimum_s8",
 }
 
 
@@ -170,6 +172,17 @@ def _elementwise(step: Step) -> tuple[LibraryCall, int]:
     return LibraryCall(LIBRARY, FUNCTIONS[step.op], (), arguments), 0
 
 
+def _extreme(step: Step) -> tuple[LibraryCall, int]:
+    """MAXIMUM/MINIMUM: CMSIS-NN broadcasts over 4-D shapes as TFLM's own CMSIS-NN build calls
+    it; an operand's shape is the output's, with 1 along the axes it is broadcast over."""
+    p, i = step.params, step.index
+    shapes = [[d if s else 1 for d, s in zip(p["dims"], p[key])] for key in ("stride1", "stride2")]
+    declarations = (f"static const cmsis_nn_dims @P@cd{i}[3] = {{{_dims(*shapes[0])}, {_dims(*shapes[1])}, "
+                    f"{_dims(*p['dims'])}}};",)
+    arguments = ("@CTX@", "@IN0@", f"&@P@cd{i}[0]", "@IN1@", f"&@P@cd{i}[1]", "@OUT@", f"&@P@cd{i}[2]")
+    return LibraryCall(LIBRARY, FUNCTIONS[step.op], declarations, arguments), 0
+
+
 def _softmax(step: Step) -> tuple[LibraryCall, int]:
     p = step.params
     arguments = ("@IN0@", str(p["rows"]), str(p["depth"]), str(p["input_multiplier"]), str(p["input_left_shift"]),
@@ -189,7 +202,7 @@ def _why_portable(step: Step) -> str | None:
 
 BUILDERS = {"CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
             "AVERAGE_POOL_2D": _pool, "MAX_POOL_2D": _pool, "ADD": _elementwise, "MUL": _elementwise,
-            "SOFTMAX": _softmax}
+            "SOFTMAX": _softmax, "MAXIMUM": _extreme, "MINIMUM": _extreme}
 
 
 def assign(steps: list[Step], tree: CmsisNnTree | None = None) -> tuple[list[Step], list[Choice]]:
@@ -234,4 +247,5 @@ def assign(steps: list[Step], tree: CmsisNnTree | None = None) -> tuple[list[Ste
 # left alone.
 _PORTABLE = {"CONV_2D": "es_conv2d", "DEPTHWISE_CONV_2D": "es_depthwise_conv2d",
              "FULLY_CONNECTED": "es_fully_connected", "AVERAGE_POOL_2D": "es_average_pool",
-             "MAX_POOL_2D": "es_max_pool", "ADD": "es_add", "MUL": "es_mul", "SOFTMAX": "es_softmax"}
+             "MAX_POOL_2D": "es_max_pool", "ADD": "es_add", "MUL": "es_mul", "SOFTMAX": "es_softmax",
+             "MAXIMUM": "es_maximum", "MINIMUM": "es_minimum"}
