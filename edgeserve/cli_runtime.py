@@ -245,12 +245,14 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
 @click.option("--pipeline", is_flag=True, help="Also time pipelined video (Session.stream: the next frame is "
                                                 "preprocessed while this one runs) against bare invoke() in the same run.")
 @click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed frames first.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+              help="A conversion folder: also draw latency against size on disk into this PNG.")
 @session_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, pipeline: bool, warmup: int,
-          profile: str | None, backend: str, require: str | None, threads: int | None, target: str | None,
-          labels: Path | None, public_key: Path | None, preprocess_file: Path | None, json_out: bool,
-          **spec_flags: Any) -> None:
+          plot: Path | None, profile: str | None, backend: str, require: str | None, threads: int | None,
+          target: str | None, labels: Path | None, public_key: Path | None, preprocess_file: Path | None,
+          json_out: bool, **spec_flags: Any) -> None:
     """Measure cold start, end-to-end latency (p50/p95/p99), stage times and allocations of ARTIFACT.
 
     ARTIFACT a conversion folder (OUT, without --target): every artifact in it that this
@@ -266,8 +268,11 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
         if chosen:
             raise click.UsageError(f"{', '.join(chosen)} apply to one artifact: add --target NAME (a conversion "
                                    "folder without --target benchmarks every artifact side by side)")
-        _compare(artifact / "manifest.json", frames, warmup, threads, profile, public_key, json_out)
+        _compare(artifact / "manifest.json", frames, warmup, threads, profile, public_key, json_out, plot)
         return
+    if plot is not None:
+        raise click.UsageError("--plot draws the artifacts of a conversion folder side by side: give the folder "
+                               "(OUT) without --target")
     t0 = time.perf_counter()
     session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
                            public_key)
@@ -401,11 +406,20 @@ def _placement(p: dict[str, Any]) -> str:
 
 
 def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, profile: str | None,
-             public_key: Path | None, json_out: bool) -> None:
+             public_key: Path | None, json_out: bool, plot: Path | None = None) -> None:
     """Every artifact of a conversion folder on the same input, one table (runtime/compare.py)."""
     from edgeserve.runtime.compare import compare
 
+    if plot is not None:
+        from edgeserve.profiling.report import check_available
+
+        check_available()  # before minutes of timing, not after
     rows = compare(manifest, frames=frames, warmup=warmup, threads=threads, profile=profile, public_key=public_key)
+    if plot is not None:
+        from edgeserve.atomic import write_bytes
+        from edgeserve.runtime.compare import render_png
+
+        write_bytes(plot, render_png(rows, f"{manifest.parent.name}: latency against size ({frames} runs each)"))
     if json_out:
         emit_json({"manifest": str(manifest), "frames": frames, "artifacts": rows})
         return

@@ -91,3 +91,35 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
         if "p50_ms" in r and timed:
             r["ratio"] = round(r["p50_ms"] / min(timed), 2)
     return rows
+
+
+def render_png(rows: list[dict[str, Any]], title: str) -> bytes:
+    """Latency (p50, with p95 as the bar's top) against size on disk, one point per artifact
+    that ran; matplotlib's object API, no global state (edgeserve[report])."""
+    import io
+
+    from edgeserve.profiling.report import check_available
+
+    check_available()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    timed = [r for r in rows if "p50_ms" in r]
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for r in timed:
+        kb = r["bytes"] / 1024
+        ax.errorbar([kb], [r["p50_ms"]], yerr=[[0.0], [r["p95_ms"] - r["p50_ms"]]], fmt="o", capsize=4)
+        ax.annotate(f"{r['target']} ({r['backend']})", (kb, r["p50_ms"]), textcoords="offset points", xytext=(6, 4),
+                    fontsize=8)
+    ax.set_xlabel("size on disk (KB)")
+    ax.set_ylabel("latency per frame, p50 to p95 (ms)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    skipped = [r["target"] for r in rows if "p50_ms" not in r]
+    if skipped:
+        fig.text(0.01, 0.01, f"not run here: {', '.join(skipped)}", fontsize=7)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

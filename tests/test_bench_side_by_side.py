@@ -59,3 +59,13 @@ def test_the_table_and_the_flags_that_need_one_artifact(four_formats):
     one = CliRunner().invoke(cli, ["bench", str(four_formats), "--target", "onnx", "--frames", "5", "--json"])
     assert one.exit_code == 0, one.output
     assert json.loads(one.output)["backend"].startswith("onnxruntime")
+
+
+def test_plot_draws_latency_against_size(four_formats, tmp_path):
+    plot = tmp_path / "side_by_side.png"
+    result = CliRunner().invoke(cli, ["bench", str(four_formats), "--frames", "5", "--warmup", "1", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    single = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--plot", str(tmp_path / "x.png")])
+    assert single.exit_code == 2 and "conversion folder" in single.output and not (tmp_path / "x.png").exists()
