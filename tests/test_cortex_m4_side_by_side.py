@@ -8,29 +8,19 @@ accepts on every shared model, measured on that board and pinned here."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tools_required import require_qemu
 
 MODEL = "mlperf-tiny/kws_ref_model.tflite"
 SAMPLES = 2
 
 
-def _require_qemu() -> None:
-    from edgeserve.converters.mcu_c import check
-
-    reason = check.qemu_available()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 def test_the_same_model_in_every_cortex_m4_column(testdata: Path, tflm_cortex_m4: dict[str, Path],
                                                   cmsis_nn_dir: Path, tmp_path: Path) -> None:
-    _require_qemu()
+    require_qemu()
     from edgeserve.converters.mcu.cortex_m4 import build_image, weights_symbol
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
 from edgeserve.tflite_model import TfliteModel
+from tools_required import require_compiler, require_qemu
 
 MODELS = {  # file -> TFLM arena head from ../shared/testdata/README.md (32-bit plan equals it)
     "mlperf-tiny/kws_ref_model.tflite": 16_000,
@@ -79,20 +79,9 @@ def cli():
     return run
 
 
-def _require(kind: str) -> None:
-    from edgeserve.converters.mcu.toolchain import MissingToolError, find_compiler
-
-    try:
-        find_compiler(kind)
-    except MissingToolError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-
-
 @pytest.mark.parametrize("rel", sorted(MODELS))
 def test_generated_c_is_bit_exact_with_the_reference_kernels(testdata, tmp_path, rel):
-    _require("host-c")
+    require_compiler("host-c")
     model, generated = _generate(testdata, rel)
     directory = _write(generated, tmp_path / "out")
     harness = check.build_host(directory, "model", tmp_path / "harness")
@@ -169,7 +158,7 @@ def test_mlperf_tiny_arena_figures(testdata):
 @pytest.mark.parametrize("rel", ["mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/pretrainedResnet_quant.tflite",
                                  "mlperf-tiny/vww_96_int8.tflite"])
 def test_sanitizers_and_region_check_are_clean(testdata, tmp_path, rel):
-    _require("host-c")
+    require_compiler("host-c")
     model, generated = _generate(testdata, rel)
     directory = _write(generated, tmp_path / "out")
     harness = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
@@ -179,7 +168,7 @@ def test_sanitizers_and_region_check_are_clean(testdata, tmp_path, rel):
 
 def test_region_check_catches_a_kernel_reading_outside_its_tensors(testdata, tmp_path):
     """Cut the input region of the last softmax short: the run must stop with a report."""
-    _require("host-c")
+    require_compiler("host-c")
     model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")
     directory = _write(generated, tmp_path / "out")
     source = directory / "model.c"
@@ -226,7 +215,7 @@ def synthetic(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish", "tconv"])
 def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
-    _require("host-c")
+    require_compiler("host-c")
     model = TfliteModel.from_file(synthetic[kind])
     expected = {"pad": {"PAD", "STRIDED_SLICE", "CONCATENATION", "MUL", "ADD", "MAX_POOL_2D", "AVERAGE_POOL_2D"},
                 "act": {"LOGISTIC", "TANH", "MEAN", "MUL", "ADD"},
@@ -253,7 +242,7 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
 
 
 def test_several_outputs_land_back_to_back_in_the_callers_buffer(synthetic, tmp_path):
-    _require("host-c")
+    require_compiler("host-c")
     model = TfliteModel.from_file(synthetic["heads"])
     graph = model.subgraphs[0]
     sizes = [graph.tensors[t].nbytes for t in graph.outputs]
@@ -315,7 +304,7 @@ def test_lookup_tables_equal_litert_on_all_256_inputs(synthetic):
 
 
 def test_cli_convert_verify_and_tamper(testdata, tmp_path, cli):
-    _require("host-c")
+    require_compiler("host-c")
     out = tmp_path / "kws"
     result = cli("convert", str(testdata / "mlperf-tiny/kws_ref_model.tflite"), "-t", "mcu-c", "--name", "kws",
                  "-p", "stm32f746-discovery", "-o", str(out), "--json")
@@ -345,11 +334,7 @@ def test_cli_refusal_writes_nothing(testdata, tmp_path, cli):
 
 
 def test_firmware_runs_on_an_emulated_cortex_m4(testdata, tmp_path):
-    reason = check.qemu_available()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_qemu()
     model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")
     directory = _write(generated, tmp_path / "out")
     inputs = _inputs(model, 3, seed=7)
@@ -409,7 +394,7 @@ def test_no_double_precision_arithmetic_reaches_the_cortex_m4(testdata, tmp_path
     import shutil
     import subprocess
 
-    _require("arm-c")
+    require_compiler("arm-c")
     nm = shutil.which("arm-none-eabi-nm")
     if nm is None:
         pytest.skip("arm-none-eabi-nm is not installed")

@@ -31,31 +31,13 @@ from edgeserve.converters.mcu_c.cmsis_nn import FUNCTIONS
 from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.tflite_model import TfliteModel
+from tools_required import require_compiler, require_qemu
 
 MODELS = ("mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/vww_96_int8.tflite",
           "mlperf-tiny/pretrainedResnet_quant.tflite", "mlperf-tiny/ad01_int8.tflite",
           "mlperf-tiny/str_ww_ref_model.tflite", "tflm/person_detect.tflite", "tflm/micro_speech_quantized.tflite",
           "tflm/hello_world_int8.tflite")
 SAMPLES = 50
-
-
-def _need(kind: str) -> None:
-    from edgeserve.converters.mcu.toolchain import MissingToolError, find_compiler
-
-    try:
-        find_compiler(kind)
-    except MissingToolError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-
-
-def _need_qemu() -> None:
-    reason = check.qemu_available()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
 
 
 def _generate(testdata: Path, rel: str, tree_dir: Path | None) -> tuple[TfliteModel, Generated]:
@@ -78,7 +60,7 @@ def _inputs(model: TfliteModel, count: int, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("rel", MODELS)
 def test_cmsis_nn_layers_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_dir, tmp_path, rel):
-    _need("host-c")
+    require_compiler("host-c")
     from edgeserve.converters.mcu_c.reference import reference_outputs
 
     model, generated = _generate(testdata, rel, cmsis_nn_dir)
@@ -111,7 +93,7 @@ def synthetic(tmp_path_factory):
 def test_models_built_here_mix_cmsis_nn_and_portable_kernels_bit_exactly(synthetic, cmsis_nn_dir, tmp_path, kind):
     """MAXIMUM/MINIMUM (with CMSIS-NN's broadcasting), pooling with padding, and ADD/MUL of a
     broadcast constant, which CMSIS-NN does not take and which stay portable, saying why."""
-    _need("host-c")
+    require_compiler("host-c")
     from edgeserve.converters.mcu_c.reference import reference_outputs
 
     model = TfliteModel.from_file(synthetic[kind])
@@ -137,7 +119,7 @@ def test_models_built_here_mix_cmsis_nn_and_portable_kernels_bit_exactly(synthet
 @pytest.mark.parametrize("rel", ["mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/pretrainedResnet_quant.tflite"])
 def test_cortex_m4_runs_cmsis_nn_dsp_kernels_with_exactly_the_scratch_they_ask_for(testdata, cmsis_nn_dir, tmp_path,
                                                                                    rel):
-    _need_qemu()
+    require_qemu()
     model, library = _generate(testdata, rel, cmsis_nn_dir)
     _, portable = _generate(testdata, rel, None)
     inputs = _inputs(model, 2, seed=5)
@@ -162,16 +144,16 @@ def test_cortex_m4_runs_cmsis_nn_dsp_kernels_with_exactly_the_scratch_they_ask_f
     symbols = subprocess.run([nm, str(tmp_path / "m4" / "model.elf")], capture_output=True, text=True,
                              check=True).stdout
     assert "arm_convolve_wrapper_s8" in symbols
-    objects = sorted((tmp_path / "m4" / "cmsis_nn").glob("*.o"))
+    _, objects = check.cortex_m4_library(lib_dir, cmsis_nn_dir)  # the objects that image linked
     assert len(objects) == len(library.library_sources)
     for obj in objects:
         undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True).stdout
-        assert "__aeabi_d" not in undefined, obj.name
+        assert "__aeabi_d" not in undefined, obj
 
 
 def test_a_scratch_reservation_one_byte_short_is_caught_on_the_board(testdata, cmsis_nn_dir, tmp_path):
     """The exact-scratch check can fail: cut one layer's reservation and the firmware says so."""
-    _need_qemu()
+    require_qemu()
     model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite", cmsis_nn_dir)
     directory = _write(generated, tmp_path / "lib")
     source = directory / "model.c"
@@ -185,7 +167,7 @@ def test_a_scratch_reservation_one_byte_short_is_caught_on_the_board(testdata, c
 
 
 def test_sanitizers_and_region_check_run_clean_with_cmsis_nn(testdata, cmsis_nn_dir, tmp_path):
-    _need("host-c")
+    require_compiler("host-c")
     # ResNet-8: im2col scratch on every convolution, and ADDs that write over an operand.
     model, generated = _generate(testdata, "mlperf-tiny/pretrainedResnet_quant.tflite", cmsis_nn_dir)
     assert any(s.scratch_bytes for s in generated.steps) and generated.plan.inplace_sources
@@ -198,7 +180,7 @@ def test_sanitizers_and_region_check_run_clean_with_cmsis_nn(testdata, cmsis_nn_
 
 
 def test_the_cmake_snippet_builds_the_model_with_the_listed_sources(testdata, cmsis_nn_dir, tmp_path):
-    _need("host-c")
+    require_compiler("host-c")
     cmake = shutil.which("cmake")
     if cmake is None:
         message = "cmake is not on PATH (Debian package cmake; `make toolchain` installs it)"
@@ -241,7 +223,7 @@ def cli():
 
 
 def test_convert_reports_the_library_per_layer_and_verify_regenerates(testdata, cmsis_nn_dir, tmp_path, cli):
-    _need("host-c")
+    require_compiler("host-c")
     out = tmp_path / "kws"
     result = cli("convert", str(testdata / "mlperf-tiny/kws_ref_model.tflite"), "-t", "mcu-c", "--name", "kws",
                  "--cmsis-nn", str(cmsis_nn_dir), "-o", str(out), "--json")

@@ -198,8 +198,8 @@ def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | 
         return None  # int16 and float keep other paths: not modelled for CMSIS-NN
     if name == "MAX_POOL_2D":
         return []
-    if name == "AVERAGE_POOL_2D":  # arm_avgpool_s8_get_buffer_size: an int32 sum per channel
-        return [("CMSIS-NN average pool sums", 4 * out.shape[-1])] if out.shape else []
+    if name == "AVERAGE_POOL_2D":
+        return [("CMSIS-NN average pool sums", cmsis_nn_avgpool_scratch(out.shape[-1]))] if out.shape else []
     if len(op.inputs) < 2 or op.inputs[1] < 0:
         return None
     weights = graph.tensors[op.inputs[1]]
@@ -228,20 +228,38 @@ def _cmsis_nn_scratch(graph: Subgraph, op: Operator) -> list[tuple[str, int]] | 
     pad_h = same_padding(in_h, k_h, stride_h, dil_h, out_h)
     pad_w = same_padding(in_w, k_w, stride_w, dil_w, out_w)
     if name == "CONV_2D":
-        # arm_convolve_wrapper_s8_get_buffer_size (DSP): a 1x1 convolution without padding
-        # or dilation needs nothing (GCC build); every other form im2col's two columns of
-        # kernel-size int16 values, rounded up to 4.
-        if pad_h == pad_w == 0 and k_h == k_w == 1 and dil_h == dil_w == 1 and in_c == k_c:
-            return []
-        return [("CMSIS-NN im2col", 4 * align_up(k_w * k_h * in_c, 4))]
-    # arm_depthwise_conv_wrapper_s8_get_buffer_size (DSP): only channel multiplier 1, batch
-    # 1, no dilation and not the 3x3 fast path (padding at most 1) needs a buffer.
-    out_c = weights.shape[3]
-    if in_c == out_c and data.shape[0] == 1 and dil_h == dil_w == 1:
+        bytes_ = cmsis_nn_conv_scratch(k_h, k_w, in_c, k_c, pad_h, pad_w, dil_h, dil_w)
+        return [("CMSIS-NN im2col", bytes_)] if bytes_ else []
+    bytes_ = cmsis_nn_depthwise_scratch(data.shape[0], in_c, weights.shape[3], k_h, k_w, pad_h, pad_w, dil_h, dil_w)
+    return [("CMSIS-NN depthwise im2col", bytes_)] if bytes_ else []
+
+
+# CMSIS-NN's scratch on a DSP core (Cortex-M4/M7/M33, GCC), as its arm_*_get_buffer_size_dsp
+# functions compute it; the plain C path never asks for more. Shared by -t mcu's arena plan
+# (TFLM's CMSIS-NN build) and -t mcu-c --cmsis-nn (converters/mcu_c/cmsis_nn.py).
+def cmsis_nn_conv_scratch(k_h: int, k_w: int, in_c: int, k_c: int, pad_h: int, pad_w: int, dil_h: int,
+                          dil_w: int) -> int:
+    """arm_convolve_wrapper_s8: a 1x1 convolution without padding, dilation or groups needs
+    nothing; every other form im2col's two columns of kernel-size int16 values, rounded up to 4."""
+    if pad_h == pad_w == 0 and k_h == k_w == 1 and dil_h == dil_w == 1 and in_c == k_c:
+        return 0
+    return 4 * align_up(k_w * k_h * in_c, 4)
+
+
+def cmsis_nn_depthwise_scratch(batches: int, in_c: int, out_c: int, k_h: int, k_w: int, pad_h: int, pad_w: int,
+                               dil_h: int, dil_w: int) -> int:
+    """arm_depthwise_conv_wrapper_s8: only channel multiplier 1, batch 1, no dilation and not the
+    3x3 fast path (padding at most 1) needs a buffer, one int16 im2col column."""
+    if in_c == out_c and batches == 1 and dil_h == dil_w == 1:
         if k_w == k_h == 3 and pad_h <= 1 and pad_w <= 1:
-            return []
-        return [("CMSIS-NN depthwise im2col", in_c * k_w * k_h * 2)]
-    return []
+            return 0
+        return in_c * k_w * k_h * 2
+    return 0
+
+
+def cmsis_nn_avgpool_scratch(channels: int) -> int:
+    """arm_avgpool_s8: an int32 sum per channel."""
+    return 4 * channels
 
 
 def _offline_offsets(model: TfliteModel) -> list[int] | None:

@@ -9,6 +9,7 @@ check, so a kernel touching bytes outside its own tensors stops the run.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeserve.converters.mcu.cortex_m4 import board_dir, write_inputs_header
-from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolError, find_compiler
+from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolError, find_compiler, run_tool
 
 HOST_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
 SANITIZE_FLAGS = ("-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
@@ -41,12 +42,6 @@ RUN_TIMEOUT_S = 600
 
 def _board_file(*parts: str) -> Path:
     return Path(str(resources.files("edgeserve._firmware").joinpath("boards", *parts)))
-
-
-def _compile(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        raise CompileError(command, done.stderr or done.stdout)
 
 
 def _model_defines(name: str, directory: Path) -> list[str]:
@@ -69,35 +64,56 @@ LIBRARY_SANITIZE_FLAGS = ("-std=c11", "-O1", "-g", "-fsanitize=address", "-fno-o
 CHECK_DEFINES = ("-DES_SCRATCH_CHECK",)
 
 
-def _library(directory: Path, compiler: Path, flags: Sequence[str], workdir: Path,
+def _library(directory: Path, compiler: Path, flags: Sequence[str],
              cmsis_nn: Path | None) -> tuple[list[str], list[str]]:
-    """(include flags, object files) of the CMSIS-NN sources the generated code lists."""
+    """(include flags, object files) of the CMSIS-NN sources the generated code lists.
+
+    Objects are kept under ~/.cache/edgeserve/cmsis-nn-objects (EDGESERVE_CACHE moves it),
+    keyed by the compiler, the flags, the tree's headers and the source's bytes, so a
+    conversion's host, sanitizer and probe builds, and the next conversion, compile each
+    file once."""
     listing = directory / "cmsis_nn_sources.txt"
     if not listing.is_file():
         return [], []
     if cmsis_nn is None:
         raise CompileError(["cc"], f"{directory} calls CMSIS-NN; give the CMSIS-NN folder it was generated against")
     include = f"-I{cmsis_nn / 'Include'}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    jobs = []
+    cache = Path(os.environ.get("EDGESERVE_CACHE") or Path.home() / ".cache" / "edgeserve") / "cmsis-nn-objects"
+    cache.mkdir(parents=True, exist_ok=True)
+    stat = compiler.stat()
+    common = hashlib.sha256(repr((str(compiler), stat.st_size, stat.st_mtime_ns, tuple(flags))).encode())
+    for header in sorted((cmsis_nn / "Include").rglob("*.h")):
+        common.update(header.read_bytes())
+    objects, jobs = [], []
     for rel in listing.read_text().split():
-        obj = workdir / (rel.replace("/", "_") + ".o")
-        jobs.append(([str(compiler), *flags, include, "-c", str(cmsis_nn / rel), "-o", str(obj)], str(obj)))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        list(pool.map(_compile, [command for command, _ in jobs]))
-    return [include], [obj for _, obj in jobs]
+        key = common.copy()
+        key.update((cmsis_nn / rel).read_bytes())
+        obj = cache / f"{Path(rel).stem}-{key.hexdigest()[:20]}.o"
+        objects.append(str(obj))
+        if not obj.is_file():
+            jobs.append((cmsis_nn / rel, obj))
+
+    def compile_one(job: tuple[Path, Path]) -> None:
+        source, obj = job
+        partial = obj.with_name(f"{obj.name}.{os.getpid()}.partial")
+        run_tool([str(compiler), *flags, include, "-c", str(source), "-o", str(partial)])
+        os.replace(partial, obj)  # whole objects only, even with two builds at once
+
+    if jobs:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            list(pool.map(compile_one, jobs))
+    return [include], objects
 
 
 def build_host(directory: Path, name: str, out: Path, sanitize: bool = False, cmsis_nn: Path | None = None) -> Path:
     """The host harness around OUT/mcu-c's files; raises MissingToolError or CompileError."""
     gcc = find_compiler("host-c")
     flags = SANITIZE_FLAGS if sanitize else HOST_FLAGS
-    include, objects = _library(directory, gcc, LIBRARY_SANITIZE_FLAGS if sanitize else LIBRARY_HOST_FLAGS,
-                                out.parent / f"{out.name}_cmsis_nn", cmsis_nn)
+    include, objects = _library(directory, gcc, LIBRARY_SANITIZE_FLAGS if sanitize else LIBRARY_HOST_FLAGS, cmsis_nn)
     command = [str(gcc), *flags, *CHECK_DEFINES, f"-I{directory}", f"-I{directory / 'kernels'}", *include,
                *_model_defines(name, directory), *_sources(directory, name), str(_board_file("host", "es_harness.c")),
                *objects, "-o", str(out)]
-    _compile(command)
+    run_tool(command)
     return out
 
 
@@ -150,6 +166,13 @@ def qemu_available() -> str | None:
     return None
 
 
+def cortex_m4_library(directory: Path, cmsis_nn: Path | None) -> tuple[list[str], list[str]]:
+    """(include flags, objects) of the CMSIS-NN sources in a Cortex-M4 build: the firmware's
+    flags without its warnings (the library is the user's, not ours to -Werror)."""
+    library_flags = [f for f in CORTEX_M4_C_FLAGS if not f.startswith(("-W", "-std"))]
+    return _library(directory, find_compiler("arm-c"), ["-std=c11", *library_flags], cmsis_nn)
+
+
 def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path, cmsis_nn: Path | None = None,
                     checks: bool = True) -> Path:
     """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const).
@@ -160,15 +183,14 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
     image = workdir / f"{name}.elf"
     board = board_dir()
     gcc = find_compiler("arm-c")
-    library_flags = [f for f in CORTEX_M4_C_FLAGS if not f.startswith(("-W", "-std"))]
-    include, objects = _library(directory, gcc, ["-std=c11", *library_flags], workdir / "cmsis_nn", cmsis_nn)
+    include, objects = cortex_m4_library(directory, cmsis_nn)
     command = [str(gcc), *CORTEX_M4_C_FLAGS, *(CHECK_DEFINES if checks else ()), "--specs=rdimon.specs",
                "-nostartfiles", f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *include,
                *_model_defines(name, directory), "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
                f"-Wl,-Map={image.with_suffix('.map')}",
                str(board / "startup.c"), str(board / "es_main.c"), *_sources(directory, name), *objects,
                "-o", str(image)]
-    _compile(command)
+    run_tool(command)
     return image
 
 

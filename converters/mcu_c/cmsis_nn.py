@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu.arena import align_up
+from edgeserve.converters.mcu.arena import cmsis_nn_avgpool_scratch, cmsis_nn_conv_scratch, cmsis_nn_depthwise_scratch
 from edgeserve.converters.mcu_c.cmsis_nn_tree import HEADER, CmsisNnTree
 from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
 from edgeserve.errors import InputError
@@ -108,18 +108,12 @@ def _conv(step: Step) -> tuple[LibraryCall, int]:
 
 
 def _conv_scratch(p: dict[str, Any], depthwise: bool) -> int:
-    """The DSP build's arm_*_wrapper_s8_get_buffer_size_dsp for these parameters."""
+    """The DSP build's arm_*_wrapper_s8_get_buffer_size_dsp for these parameters (the rules
+    -t mcu plans TFLM's CMSIS-NN arena with)."""
     if depthwise:
-        if p["in_c"] == p["out_c"] and p["batches"] == 1 and p["dil_h"] == p["dil_w"] == 1:
-            if p["k_h"] == p["k_w"] == 3 and p["pad_h"] <= 1 and p["pad_w"] <= 1:
-                return 0  # the 3x3 path works from the input directly
-            return p["in_c"] * p["k_h"] * p["k_w"] * 2  # one im2col column of int16
-        return 0
-    one_by_one = (p["k_h"], p["k_w"], p["pad_h"], p["pad_w"], p["dil_h"], p["dil_w"]) == (1, 1, 0, 0, 1, 1) and \
-        p["k_c"] == p["in_c"]
-    if one_by_one:
-        return 0  # GCC's DSP build of the 1x1 path needs no buffer
-    return 2 * align_up(p["k_h"] * p["k_w"] * p["in_c"], 4) * 2  # two im2col columns of int16
+        return cmsis_nn_depthwise_scratch(p["batches"], p["in_c"], p["out_c"], p["k_h"], p["k_w"], p["pad_h"],
+                                          p["pad_w"], p["dil_h"], p["dil_w"])
+    return cmsis_nn_conv_scratch(p["k_h"], p["k_w"], p["in_c"], p["k_c"], p["pad_h"], p["pad_w"], p["dil_h"], p["dil_w"])
 
 
 def _fully_connected(step: Step) -> tuple[LibraryCall, int]:
@@ -154,7 +148,7 @@ def _pool(step: Step) -> tuple[LibraryCall, int]:
                        ("@CTX@", f"&@P@cp{i}", f"&@P@cd{i}[0]", "@IN0@", f"&@P@cd{i}[1]", f"&@P@cd{i}[2]", "@OUT@"),
                        scratch_check=(f"arm_avgpool_s8_get_buffer_size({p['out_w']}, {p['channels']})"
                                       if average else None))
-    return call, 4 * p["channels"] if average else 0  # an int32 sum per channel
+    return call, cmsis_nn_avgpool_scratch(p["channels"]) if average else 0
 
 
 def _elementwise(step: Step) -> tuple[LibraryCall, int]:

@@ -146,7 +146,7 @@ class TfliteInt8Converter(Converter):
             if not directory.exists():
                 with ctx.progress.step("export batch-1 SavedModel"), capture_native_stderr():
                     ctx.source.export_batch1_saved_model(directory)
-            return TensorFlowRoute(directory, ctx.calibration, opts.io, ctx.progress, opts.debug_samples)
+            return TensorFlowRoute(directory, ctx.calibration, opts.io, opts.debug_samples)
         with ctx.progress.step("float .tflite"), capture_native_stderr():
             floated = ctx.source.float_tflite(ctx.workdir)
         self._floated = floated

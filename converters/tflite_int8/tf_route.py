@@ -24,11 +24,10 @@ class TensorFlowRoute:
     name = NAME
     io_types = ("int8", "uint8", "float")
 
-    def __init__(self, saved_model: Path, calibration: Any, io: str, progress: Any, debug_samples: int) -> None:
+    def __init__(self, saved_model: Path, calibration: Any, io: str, debug_samples: int) -> None:
         self.saved_model = saved_model
         self.calibration = calibration
         self.io = io
-        self.progress = progress
         self.debug_samples = debug_samples
 
     def tools(self) -> dict[str, str | None]:
