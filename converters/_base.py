@@ -37,6 +37,7 @@ class ConversionContext:
     progress: Progress
     workdir: Path
     artifacts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # target -> entry, this run
+    shared: dict[str, Any] = dataclasses.field(default_factory=dict)  # work one target does for others
     _reference: list[np.ndarray] | None = None
 
     def reference_outputs(self) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ import click
 from edgeserve import __version__
 from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError, EdgeServeError
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
 log = logging.getLogger("edgeserve")
 
@@ -112,8 +112,12 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               help="Use at most this many calibration samples.")
 @click.option("--eval", "eval_data", type=click.Path(path_type=Path), help="Evaluation .npz with x and y (labels).")
 @click.option("--max-drop", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Largest accepted drop of the task metric: accuracy points (top1), or percent more error "
-                   "(mae/mse, with --eval labels or --metric). Judges output 0 when it is a classifier or labelled.")
+              help="Largest accepted drop of the task metric against --eval labels: accuracy points (top1), or "
+                   "percent more error (mae/mse, or with --metric). Judges output 0.")
+@click.option("--min-agreement", type=click.FloatRange(min=0, max=100), default=DEFAULT_MIN_AGREEMENT,
+              show_default=True, metavar="PCT",
+              help="Without labels, a classifier's output 0: smallest accepted share of samples (percent) whose "
+                   "top-1 equals the float source's.")
 @click.option("--min-sqnr", "min_sqnr_db", type=float, default=DEFAULT_MIN_SQNR_DB, show_default=True, metavar="DB",
               help="Smallest accepted SQNR in dB against the float source, for every output the task metric "
                    "does not judge (regression, landmarks, embeddings, detector heads, extra outputs).")
@@ -152,7 +156,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
-            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_sqnr_db: float,
+            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float, min_sqnr_db: float,
             metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
@@ -175,7 +179,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
         output = {"kind": "detect", "decoder": decoder, "options": decoder_settings}
         if spec is None and family.preprocess is not None:
             spec = family.preprocess
-    options = {"output": output, "io": io, "max_drop": max_drop, "min_sqnr_db": min_sqnr_db, "metric": metric,
+    options = {"output": output, "io": io, "max_drop": max_drop, "min_agreement": min_agreement, "min_sqnr_db": min_sqnr_db, "metric": metric,
                "debug_samples": debug_samples,
                "name": name, "fit_check": not no_fit_check, "cmsis_nn": cmsis_nn,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
@@ -271,8 +275,9 @@ def targets(json_out: bool) -> None:
     if json_out:
         emit_json(rows)
     else:
+        width = max(len(r["name"]) for r in rows)
         for r in rows:
-            click.echo(f"{r['name']:<14} {r['summary']}")
+            click.echo(f"{r['name']:<{width}}  {r['summary']}")
 
 
 @cli.group(cls=_Group, invoke_without_command=True)

@@ -423,15 +423,16 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
     if json_out:
         emit_json({"manifest": str(manifest), "frames": frames, "artifacts": rows})
         return
-    click.echo(f"{'artifact':12} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9}  quality")
+    w = max([12] + [len(r["target"]) for r in rows])
+    click.echo(f"{'artifact':{w}} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9}  quality")
     for r in rows:
         size = f"{r['bytes'] / 1024:,.1f} KB"
         if "p50_ms" in r:
-            click.echo(f"{r['target']:12} {r['backend']:22} {size:>10} {r['p50_ms']:>9.3f} {r['p95_ms']:>9.3f} "
+            click.echo(f"{r['target']:{w}} {r['backend']:22} {size:>10} {r['p50_ms']:>9.3f} {r['p95_ms']:>9.3f} "
                        f"{r['ratio']:>9.2f}  {r['quality']}")
         else:
-            click.echo(f"{r['target']:12} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9}  {r['quality']}")
-            click.echo(f"{'':12}   {r['skipped']}")
+            click.echo(f"{r['target']:{w}} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9}  {r['quality']}")
+            click.echo(f"{'':{w}}   {r['skipped']}")
     timed = [r for r in rows if "p50_ms" in r]
     if timed:
         click.echo(f"same input for every artifact: {timed[0]['input']}; {frames} timed runs each after {warmup} "

@@ -78,6 +78,16 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
                 "dtype": dtype}
 
     ops = collections.Counter(node.op_type for node in graph.node)
+    routes = routes_for("onnx")
+    # Say now what convert would say later: an operator the reader has no translation for
+    # closes every route through it (torch is imported for the reader's table).
+    from edgeserve.routes import ONNX_READER, Route
+    from edgeserve.sources.onnx_torch import OPS
+
+    untranslated = sorted(op for op in ops if op not in OPS)
+    if untranslated:
+        reason = f"edgeserve's ONNX reader has no translation for {', '.join(untranslated)}"
+        routes = [Route(r.target, (), reason) if ONNX_READER in r.steps else r for r in routes]
     return {
         "kind": "source",
         "path": str(path),
@@ -86,7 +96,7 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
         "inputs": [info(v) for v in graph.input if v.name not in constants],
         "outputs": [info(v) for v in graph.output],
         "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "routes": [r.to_dict() for r in routes_for("onnx")],
+        "routes": [r.to_dict() for r in routes],
     }
 
 

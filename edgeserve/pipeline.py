@@ -310,11 +310,15 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
         attempts = f"after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
         quality = entry.get("quality")
         failed = [o for o in (quality or {}).get("outputs", []) if not o["ok"]]
-        if failed and not (len(failed) == 1 and failed[0]["judged_by"] == "metric"):
+        if failed and not (len(failed) == 1 and failed[0]["judged_by"] in ("metric", "agreement")):
             # Outputs judged by SQNR: name each, and the flag that sets the bound.
             below = ", ".join(f"{o['name']} {o['sqnr_db'] if o['sqnr_db'] is not None else '-'} dB" for o in failed)
             lines.append(f"{entry['target']}: best attempt has output(s) below --min-sqnr {quality['min_sqnr_db']:g} "
                          f"dB against the float source ({below}) {attempts}")
+            continue
+        if failed and failed[0]["judged_by"] == "agreement":
+            lines.append(f"{entry['target']}: best top-1 agreement with the float source {100 - m['drop_points']:.1f} % "
+                         f"is below --min-agreement {quality['min_agreement']:g} % {attempts}")
             continue
         lines.append(f"{entry['target']}: best {m['metric']} drop {m['drop_points']:.2f} {unit} exceeds --max-drop "
                      f"{m['max_drop']} {attempts}")

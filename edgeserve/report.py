@@ -47,6 +47,9 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
     if entry["target"] == "coreml":
         _print_coreml(console, entry)
         return
+    if entry["target"] in ("executorch", "executorch-int8"):
+        _print_executorch(console, entry)
+        return
     if entry["target"] in ("onnx", "onnx-int8"):
         _print_onnx(console, entry)
         return
@@ -104,6 +107,11 @@ def _print_quality(console: Console, entry: dict[str, Any]) -> None:
         mark = "ok" if o["ok"] else "[bold red]FAILED[/]"
         if o["judged_by"] == "metric":
             parts.append(f"{escape(o['name'])} by the task metric {mark}")
+            continue
+        if o["judged_by"] == "agreement":
+            agreed = (entry.get("metrics") or {}).get("quantized")
+            figure = f" {100 * agreed:.1f} %" if isinstance(agreed, (int, float)) else ""
+            parts.append(f"{escape(o['name'])} top-1 agreement{figure} (min {quality.get('min_agreement', 0):g} %) {mark}")
             continue
         sqnr = "exact" if o["sqnr_db"] is None and o["ok"] else f"{o['sqnr_db']} dB"
         parts.append(f"{escape(o['name'])} SQNR {sqnr} {mark}")
@@ -276,6 +284,24 @@ def print_inspection(info: dict[str, Any]) -> None:
         e = info["edgeserve"]
         console.print(f"made by edgeserve {e.get('edgeserve_version')} ({e.get('target')}, {e.get('remedy')}), "
                       f"calibration {e.get('calibration_origin')} {str(e.get('calibration_sha256'))[:12]}")
+
+
+def _print_executorch(console: Console, entry: dict[str, Any]) -> None:
+    status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
+    console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
+    _print_quality(console, entry)
+    d = entry["delegation"]
+    share = f"{100 * d['delegated_share']:.1f} %" if d.get("delegated_share") is not None else "-"
+    console.print(f"  XNNPACK: {d['delegated_nodes']} of {d['delegated_nodes'] + d['portable_nodes']} nodes "
+                  f"({share}) in {d['delegated_subgraphs']} delegated subgraph(s)", soft_wrap=True)
+    if d.get("portable_ops"):
+        console.print(f"  on ExecuTorch's portable kernels: {_e(', '.join(d['portable_ops']))}", soft_wrap=True)
+    if d.get("xnnpack_error"):
+        console.print(f"  [yellow]note[/]: XNNPACK could not take the graph ({_e(d['xnnpack_error'])}); "
+                      "lowered without a delegate", soft_wrap=True)
+    v = entry["verification"]
+    console.print(f"  verified by {v['method']} on {v['samples']} samples; route: {entry['route']['export']}",
+                  soft_wrap=True)
 
 
 def _print_onnx(console: Console, entry: dict[str, Any]) -> None:

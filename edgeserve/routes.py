@@ -24,6 +24,8 @@ _TOOLS = {
     "onnxruntime.quantization": ("onnxruntime", "onnx"),
     "coremltools": ("coremltools", "convert"),
     "tflite-micro": ("tflite_micro", "convert"),
+    "executorch (XNNPACK)": ("executorch", "executorch"),
+    "torchao PT2E": ("torchao", "executorch"),
 }
 
 _KERAS = ("keras", "keras-h5")
@@ -81,11 +83,27 @@ def routes_for(kind: str, control_flow: bool = False) -> list[Route]:
 def _all_routes(kind: str) -> list[Route]:
     if kind == "tflite":
         return _routes(kind) + [Route(t, (), "a full-integer .tflite has no ONNX route; convert the float source")
-                                for t in ("onnx", "onnx-int8")]
+                                for t in ("onnx", "onnx-int8")] + \
+            [Route(t, (), "a full-integer .tflite has no PyTorch program; convert the float source")
+             for t in ("executorch", "executorch-int8")]
     float_onnx = {"onnx": ("onnx",), "tflite-float": ("tf2onnx",)}.get(
         kind, ("torch.onnx.export",) if kind in _TORCH else ("tensorflow", "tf2onnx"))
     onnx = Route("onnx", float_onnx)
-    return _routes(kind) + [onnx, Route("onnx-int8", (*float_onnx, "onnxruntime.quantization"))]
+    return _routes(kind) + [onnx, Route("onnx-int8", (*float_onnx, "onnxruntime.quantization"))] + \
+        _executorch_routes(kind)
+
+
+def _executorch_routes(kind: str) -> list[Route]:
+    """ExecuTorch lowers a PyTorch program: PyTorch sources directly, ONNX through the reader,
+    a float .tflite through tf2onnx and the reader; TensorFlow sources have no way there."""
+    first = {"onnx": ("onnx", ONNX_READER, "torch.export"),
+             "tflite-float": ("tf2onnx", ONNX_READER, "torch.export")}.get(
+        kind, ("torch",) if kind in _TORCH else None)
+    if first is None:
+        reason = "ExecuTorch lowers a PyTorch program; convert the PyTorch or ONNX model this one was made from"
+        return [Route("executorch", (), reason), Route("executorch-int8", (), reason)]
+    lower = ("executorch (XNNPACK)",)
+    return [Route("executorch", (*first, *lower)), Route("executorch-int8", (*first, "torchao PT2E", *lower))]
 
 
 def _routes(kind: str) -> list[Route]:
@@ -99,7 +117,8 @@ def _routes(kind: str) -> list[Route]:
         coreml = Route("coreml", ("torch", "coremltools"))
     elif kind == "tflite-float":
         int8 = Route("tflite-int8", ("ai-edge-quantizer",))
-        coreml = Route("coreml", (), "coremltools has no TFLite frontend; convert the model the .tflite was made from")
+        # coremltools has no TFLite frontend: through the ONNX the onnx target makes.
+        coreml = Route("coreml", ("tf2onnx", ONNX_READER, "torch.export", "coremltools"))
     elif kind == "tflite":
         return [
             Route("tflite-int8", (), "already a full-integer .tflite: use it as it is, or with -t mcu"),

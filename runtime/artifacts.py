@@ -145,7 +145,7 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
         if target:
             raise ManifestError(f"{path} has no artifact of target {target!r} with status ok; it lists {targets}")
         raise ManifestError(
-            f"{path} holds nothing the runtime serves (a .tflite, .onnx or .mlpackage with status ok): it lists "
+            f"{path} holds nothing the runtime serves (a .tflite, .onnx, .mlpackage or .pte with status ok): it lists "
             f"{targets}. A microcontroller build runs on the board, not in Session; convert with -t tflite-int8 "
             "(or -t coreml) to get an artifact to run here")
     spec = PreprocessSpec.from_dict(manifest["preprocess"], where=f"{path} preprocess") if manifest.get("preprocess") else None

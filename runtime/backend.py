@@ -22,7 +22,7 @@ Factory = Callable[[str, bytes, BackendOptions], Backend]  # (artifact path, byt
 @dataclasses.dataclass(frozen=True)
 class BackendInfo:
     name: str
-    engine: str  # "litert" | "onnxruntime" | "coreml": which artifact format it runs
+    engine: str  # "litert" | "onnxruntime" | "coreml" | "executorch": which artifact format it runs
     kind: str
     factory: Factory
 
@@ -34,6 +34,7 @@ ENGINE_SUFFIXES: Mapping[str, tuple[str, ...]] = {
     "litert": (".tflite",),
     "onnxruntime": (".onnx",),
     "coreml": (".mlpackage", ".mlmodel"),
+    "executorch": (".pte",),
 }
 
 
@@ -73,6 +74,6 @@ def _register_builtins() -> None:
     # By name: the engine modules import this package's types, and a static import back
     # into them would tie the registry and every engine into one knot.
     for module in (importlib.import_module(f"edgeserve.runtime.backend_{engine}")
-                   for engine in ("litert", "onnx", "coreml")):
+                   for engine in ("litert", "onnx", "coreml", "executorch")):
         for name, kind, factory in module.BACKENDS:
             _REGISTRY.setdefault(name, BackendInfo(name, module.ENGINE, kind, factory))

@@ -33,6 +33,8 @@ def quality(entry: dict[str, Any]) -> str:
     """What the manifest says the artifact keeps of the source, in a few words."""
     metrics = entry.get("metrics") or {}
     if metrics.get("metric") == "top1" and metrics.get("quantized") is not None:
+        if not metrics.get("labelled", True):  # against the float model's own top-1
+            return f"top-1 agreement {100 * metrics['quantized']:.1f} %"
         return f"top1 {metrics['quantized']:.3f} (drop {metrics.get('drop_points', 0.0):.2f} pts)"
     outputs = (entry.get("quality") or {}).get("outputs") or []
     sqnr = [o["sqnr_db"] for o in outputs if o.get("sqnr_db") is not None]

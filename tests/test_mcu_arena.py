@@ -132,3 +132,20 @@ def test_scratch_of_mean_and_transpose_conv_matches_tflm(tmp_path):
     from edgeserve.converters.mcu.persistent import estimate_arena
 
     assert estimate_arena(model, use.head, pointer_bytes=8, recording=True).tail_bytes == use.tail
+
+
+def test_depth_to_space_and_space_to_depth_tail_matches_tflm(tmp_path):
+    """DEPTH_TO_SPACE and SPACE_TO_DEPTH (MediaPipe's pose detector upsamples with the first)
+    keep their options and a copy of the output's dims in the tail: planned as the wheel has it."""
+    import mcu_c_models
+
+    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.mcu.persistent import estimate_arena
+
+    path = mcu_c_models.int8_tflite("d2s", tmp_path)
+    data = path.read_bytes()
+    model = TfliteModel.from_bytes(data)
+    assert {"DEPTH_TO_SPACE", "SPACE_TO_DEPTH"} <= set(model.op_counts())
+    use = tflm.arena_use(data, 1 << 20)
+    assert plan_head(model, pointer_bytes=8).head_bytes == use.head
+    assert estimate_arena(model, use.head, pointer_bytes=8, recording=True).tail_bytes == use.tail

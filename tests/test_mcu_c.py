@@ -210,10 +210,10 @@ def synthetic(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("mcu_c_synthetic")
     return {kind: mcu_c_models.int8_tflite(kind, out) for kind in ("pad", "act", "move", "prelu", "misc", "resize", "hswish",
-                                                                     "tconv", "heads")}
+                                                                     "tconv", "d2s", "heads")}
 
 
-@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish", "tconv"])
+@pytest.mark.parametrize("kind", ["pad", "act", "move", "prelu", "misc", "resize", "hswish", "tconv", "d2s"])
 def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kind):
     require_compiler("host-c")
     model = TfliteModel.from_file(synthetic[kind])
@@ -222,7 +222,8 @@ def test_every_kernel_is_bit_exact_on_models_built_here(synthetic, tmp_path, kin
                 "move": {"TRANSPOSE", "CONCATENATION", "RESHAPE"},
                 "prelu": {"PRELU", "LEAKY_RELU"},
                 "misc": {"SUB", "MAXIMUM", "MINIMUM", "RELU", "RELU6"},
-                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}, "hswish": {"HARD_SWISH"}, "tconv": {"TRANSPOSE_CONV"}}[kind]
+                "resize": {"RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}, "hswish": {"HARD_SWISH"}, "tconv": {"TRANSPOSE_CONV"},
+                "d2s": {"DEPTH_TO_SPACE", "SPACE_TO_DEPTH"}}[kind]
     assert expected <= set(model.op_counts())
     generated = generate(model, "model", kind)
     directory = _write(generated, tmp_path / "out")

@@ -250,3 +250,25 @@ def test_tflm_refusals_cross_the_process_boundary_with_their_type(testdata):
     # while writing this test); in the child it is an error, in-process it killed the caller.
     with pytest.raises(TflmError, match=r"TFLM crashed \(SIGSEGV\) while allocating"):
         call_in_child("edgeserve.converters.mcu.tflm:fits", data, 64, what="allocating")
+
+
+def test_a_remedy_that_kept_layers_in_float_is_named_with_the_bound_it_saved(tmp_path):
+    """tflite-int8 may pass its gate by keeping layers in float (MediaPipe's hand landmarks at
+    --min-sqnr 7); a microcontroller target then says which layers, and which bound the
+    all-INT8 model missed, instead of "allow a larger --max-drop" whatever the bound was."""
+    from types import SimpleNamespace
+
+    from edgeserve.converters.mcu.converter import full_int8_model
+
+    entry = {"status": "ok", "path": "model_int8.tflite",
+             "quantization": {"float_layers": ["Identity_3", "model/re_lu_31/Relu6"]},
+             "attempts": [{"remedy": "int8", "reason": "Identity_1_dequant: SQNR 5.1 dB < min 7 dB"},
+                          {"remedy": "float-layers", "reason": ""}]}
+    ctx = SimpleNamespace(source=SimpleNamespace(kind="tflite-float"), artifacts={"tflite-int8": entry},
+                          out_dir=tmp_path)
+    with pytest.raises(InputError) as err:
+        full_int8_model(ctx, "mcu-c")
+    assert str(err.value) == (
+        "the mcu-c target needs a full-integer model, and tflite-int8 met its quality gate only by keeping 2 layer(s) "
+        "in float (Identity_3, model/re_lu_31/Relu6); all-INT8 it missed Identity_1_dequant: SQNR 5.1 dB < min 7 dB "
+        "(--min-sqnr). Give calibration data closer to what the model sees, or accept that error with the bound named")

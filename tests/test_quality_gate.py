@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, judge, relative_rmse
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge, relative_rmse
 
 
 def _noisy(reference: np.ndarray, sqnr_db: float, seed: int = 0) -> np.ndarray:
@@ -52,6 +52,39 @@ def test_every_output_is_judged_and_a_broken_second_head_fails_by_name() -> None
     assert verdict.shortfall() == (1, pytest.approx(6.7, abs=0.01))
     passing = judge("top1", [probs, boxes], [probs, _noisy(boxes, 10.5)], None, max_drop=1.0, min_sqnr_db=10.0)
     assert passing.ok and passing.shortfall() == (0, 0.0)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_an_unlabelled_classifier_is_judged_by_top1_agreement_not_by_one_flip() -> None:
+    """One flip in 32 samples was "a 3.1-point drop" and refused a classifier that works
+    (fer's emotion model through tflite-int8, 96.9 % agreement). Without labels, output 0 of a
+    classifier is judged by agreement with the float model's top-1 against --min-agreement."""
+    probs = _softmax(np.random.default_rng(3).normal(size=(32, 7)) * 3)
+    one_flip = probs.copy()
+    one_flip[0] = one_flip[0][::-1]  # sample 0's top-1 moves to another class
+    assert one_flip[0].argmax() != probs[0].argmax()
+    verdict = judge("top1", [probs], [one_flip], None, max_drop=1.0, min_sqnr_db=10.0)
+    assert verdict.metrics.drop_points == pytest.approx(100 / 32)  # what the old gate refused
+    assert verdict.ok and verdict.outputs[0].judged_by == "agreement"
+    # A broken classifier (half of its answers moved) fails, with the figure and the bound named.
+    broken = probs.copy()
+    broken[::2] = broken[::2, ::-1]
+    moved = int(np.sum(broken.argmax(1) != probs.argmax(1)))
+    verdict = judge("top1", [probs], [broken], None, max_drop=1.0, min_sqnr_db=10.0)
+    agreed = 100 * (32 - moved) / 32
+    assert not verdict.ok and agreed < 60
+    assert verdict.reason == (f"top-1 agreement with the float model {agreed:.1f} % < min {DEFAULT_MIN_AGREEMENT:g} % "
+                              "on 32 samples")
+    assert verdict.shortfall() == (1, pytest.approx(DEFAULT_MIN_AGREEMENT - agreed))
+    # With labels, --max-drop judges accuracy points as before: the one flip fails at 1.0.
+    labelled = judge("top1", [probs], [one_flip], probs.argmax(1), max_drop=1.0, min_sqnr_db=10.0)
+    assert not labelled.ok and labelled.outputs[0].judged_by == "metric"
+    strict = judge("top1", [probs], [one_flip], None, max_drop=1.0, min_sqnr_db=10.0, min_agreement=100.0)
+    assert not strict.ok
 
 
 def test_exact_and_silent_outputs() -> None:
@@ -100,7 +133,7 @@ def test_both_heads_pass_as_converted(two_heads: Path, tmp_path: Path) -> None:
     quality = entry["quality"]
     assert entry["status"] == "ok" and quality["ok"], quality
     kinds = [o["judged_by"] for o in quality["outputs"]]
-    assert kinds == ["metric", "sqnr"], quality  # output 0 is the softmax: top-1 against the float model
+    assert kinds == ["agreement", "sqnr"], quality  # output 0 is the softmax: top-1 against the float model
     assert quality["outputs"][1]["sqnr_db"] >= DEFAULT_MIN_SQNR_DB + 10, quality
 
 

@@ -139,7 +139,7 @@ def _one_node(op: str, inputs: list, shape: list[int], out_shape: list[int], ops
     graph = helper.make_graph(
         [helper.make_node(op, ["x", *inputs], names, name="n0", **attrs)], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names], initializers or [])
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, out_shape or None) for n in names], initializers or [])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
 
 
@@ -201,6 +201,37 @@ def test_conv_transpose_translations_equal_onnx_runtime(pads: list, output_paddi
     model = _one_node("ConvTranspose", ["w", "b"], [1, 4, 5, 7], [], initializers=[w, b], strides=[2, 2],
                       pads=pads, output_padding=output_padding, group=group)
     assert _reader_vs_ort(model, [1, 4, 5, 7]) < 1e-4
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("DepthToSpace", {"mode": "DCR"}),  # tf2onnx's form of TFLite's DEPTH_TO_SPACE (MediaPipe's pose detector)
+    ("DepthToSpace", {"mode": "CRD"}),
+    ("SpaceToDepth", {}),
+])
+def test_depth_moves_equal_onnx_runtime(op: str, attrs: dict) -> None:
+    # Values move, none is computed: equal to the bit.
+    assert _reader_vs_ort(_one_node(op, [], [1, 8, 4, 6], [], blocksize=2, **attrs), [1, 8, 4, 6]) == 0.0
+
+
+def test_clip_bounds_given_as_initializers_trace(tmp_path: Path) -> None:
+    """tf2onnx writes ReLU6 as Clip with float initializers for min and max (MediaPipe's hand
+    landmarks): read as buffers they were .item() calls torch.export could not trace."""
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper
+
+    from edgeserve.sources import load_source
+
+    path = tmp_path / "clip.onnx"
+    path.write_bytes(_one_node("Clip", ["lo", "hi"], [1, 3, 4, 4], [1, 3, 4, 4], initializers=[
+        helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]), helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0])]))
+    source = load_source(path)  # traces with torch.export
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32) * 8
+    (expected,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with torch.no_grad():
+        got = source.module(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(got, expected)
+    assert got.min() == 0.0 and got.max() == 6.0
 
 
 def test_split_translations_equal_onnx_runtime() -> None:
@@ -472,3 +503,19 @@ def test_inspect_reads_external_data_as_convert_does(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     assert info["ops"] == {"MatMul": 1} and [i["shape"] for i in info["inputs"]] == [[1, 64]]
+
+
+def test_inspect_closes_the_reader_routes_an_untranslated_operator_would_fail(tmp_path: Path) -> None:
+    """inspect said "ready" for every target of silero-vad (If, Equal), which convert then refused."""
+    path = tmp_path / "cumsum.onnx"
+    from onnx import TensorProto, helper
+
+    path.write_bytes(_one_node("CumSum", ["axis"], [1, 8], [1, 8], initializers=[
+        helper.make_tensor("axis", TensorProto.INT64, [], [1])]))
+    result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    routes = {r["target"]: r for r in json.loads(result.stdout)["routes"]}
+    for target in ("tflite-int8", "mcu", "mcu-c", "coreml"):
+        assert not routes[target]["exists"], routes[target]
+        assert routes[target]["reason"] == "edgeserve's ONNX reader has no translation for CumSum"
+    assert routes["onnx"]["ready"] and routes["onnx-int8"]["exists"]  # ONNX Runtime runs the file itself

@@ -46,7 +46,8 @@ from edgeserve.metrics import (
     choose_metric,
     degenerate,
 )
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, Verdict, judge
+from edgeserve.converters._torch_source import ROUTE_FROM_TFLITE, torch_source
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
 
 ARTIFACT_NAME = "model.mlpackage"
 FIXTURE_SAMPLES = 32
@@ -56,7 +57,7 @@ REVERIFY_ATOL = 1e-2
 # The oldest deployment target each precision can use (ML program; constexpr weights;
 # activation quantize/dequantize ops).
 MIN_TARGET = {"fp16": "iOS15", "int8-weights": "iOS16", "w8a8": "iOS17"}
-SOURCE_KINDS = ("keras", "keras-h5", "torch-export", "torchscript", "torch-module", "onnx")
+SOURCE_KINDS = ("keras", "keras-h5", "torch-export", "torchscript", "torch-module", "onnx", "tflite-float")
 ARITHMETIC = "float32 arithmetic, every value rounded to its declared type (fp16 activations)"
 
 
@@ -72,6 +73,7 @@ class Options:
     deployment_target: str = "iOS17"
     max_drop: float = 1.0
     min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
     metric: str | None = None
     labels: tuple[str, ...] | None = None
     author: str | None = None
@@ -92,6 +94,9 @@ class Options:
             precision=precision,
             deployment_target=options.get("deployment_target") or "iOS17",
             max_drop=1.0 if max_drop is None else float(max_drop),
+            # --min-sqnr was not passed on to Core ML's gate before: it judged every output at 10 dB.
+            min_sqnr_db=_given(options, "min_sqnr_db", DEFAULT_MIN_SQNR_DB),
+            min_agreement=_given(options, "min_agreement", DEFAULT_MIN_AGREEMENT),
             metric=options.get("metric"),
             labels=_labels(options.get("labels")),
             author=options.get("author"),
@@ -142,14 +147,13 @@ class CoreMLConverter(Converter):
         from edgeserve.converters.coreml.frontend import deployment_target
 
         if ctx.source.kind not in SOURCE_KINDS or ctx.calibration is None or ctx.evaluation is None:
-            what = {"tflite": "is already a .tflite",
-                    "tflite-float": "is a float .tflite, and coremltools has no TFLite frontend (it converts "
-                    "TensorFlow and PyTorch models only)",
+            what = {"tflite": "is a full-integer .tflite (nothing to convert it back to float from)",
                     "saved_model": "is a SavedModel directory, which coremltools "
                     "does not take from Keras 3"}.get(ctx.source.kind, f"is a {ctx.source.kind} model")
             raise SourceModelError(
-                f"{ctx.source.path.name} {what}; the coreml target converts a .keras or Keras 2 .h5 model, or a "
-                "PyTorch ExportedProgram (.pt2) or TorchScript (.pt). Convert the model the file was made from"
+                f"{ctx.source.path.name} {what}; the coreml target converts a .keras or Keras 2 .h5 model, a "
+                "PyTorch ExportedProgram (.pt2) or TorchScript (.pt), an ONNX file or a float .tflite. Convert the "
+                "model the file was made from"
             )
         opts = Options.from_mapping(ctx.options)
         with ctx.progress.step("coreml: import coremltools"):
@@ -163,7 +167,7 @@ class CoreMLConverter(Converter):
             )
         plans = self.prepare(ctx, opts)
         messages: list[str] = []
-        package, stats, table = self.emit(ctx, opts, ct, target, plans, messages)
+        package, stats, table = self.emit(ctx, opts, ct, target, plans, messages, torch_source(ctx))
         verification = self.verify(ctx, opts, package, plans)
         return self._write(ctx, opts, package, plans, verification, stats, table, messages)
 
@@ -187,13 +191,14 @@ class CoreMLConverter(Converter):
 
     # ----- calibrate + emit -------------------------------------------------------------
     def emit(self, ctx: ConversionContext, opts: Options, ct: Any, target: Any, plans: list[Any],
-             messages: list[str]) -> tuple[Path, Any, list[dict[str, Any]]]:
-        """Convert, quantize and save the package into the work directory (not yet OUT)."""
+             messages: list[str], source: Any) -> tuple[Path, Any, list[dict[str, Any]]]:
+        """Convert ``source`` (what coremltools is given: ``torch_source``), quantize and save
+        the package into the work directory (not yet OUT)."""
         from edgeserve.converters.coreml import quantize, toolchain
         from edgeserve.converters.coreml.frontend import convert
 
         with ctx.progress.step(f"coreml: convert {ctx.source.kind} with coremltools"), toolchain.captured() as said:
-            mlmodel = convert(ct, ctx.source, plans, target=target, labels=opts.labels)
+            mlmodel = convert(ct, source, plans, target=target, labels=opts.labels)
         messages += said.messages
         stats = None
         if opts.precision == "w8a8":
@@ -278,7 +283,8 @@ class CoreMLConverter(Converter):
         outputs = predict_out if predict_out is not None else numpy_out
         assert outputs is not None
         verdict = judge(metric, reference, outputs, evaluation.labels, max_drop=opts.max_drop,
-                        min_sqnr_db=opts.min_sqnr_db, metric_requested=opts.metric is not None,
+                        min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
+                        metric_requested=opts.metric is not None,
                         names=[t.name for t in ctx.source.signature.outputs])
         agree = agreement(reference[0], outputs[0], classifier=metric == "top1")
         agree["max_abs_diff"] = max(float(np.max(np.abs(r - o))) for r, o in zip(reference, outputs))
@@ -423,6 +429,11 @@ def _same_outputs(name: str, outputs: Sequence[np.ndarray], recorded: Sequence[n
     return Check(name, ok, f"max difference {diff:.3g} over {len(outputs[0])} samples (allowed {REVERIFY_ATOL})")
 
 
+def _given(options: Mapping[str, Any], key: str, default: float) -> float:
+    value = options.get(key)
+    return default if value is None else float(value)
+
+
 def _labels(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -504,6 +515,8 @@ def _provenance(ctx: ConversionContext, opts: Options) -> dict[str, Any]:
         "calibration_sha256": ctx.calibration.sha256,
         "calibration_origin": ctx.calibration.origin,
         "coremltools_version": package_versions("coremltools")["coremltools"],
+        **({"route": f"{ROUTE_FROM_TFLITE} -> coremltools",
+            "tf2onnx_version": package_versions("tf2onnx")["tf2onnx"]} if ctx.source.kind == "tflite-float" else {}),
         "preprocess": ctx.preprocess.to_dict() if ctx.preprocess else None,
     }
 

@@ -112,6 +112,15 @@ class ImageInput:
 InputPlan = TensorInput | ImageInput
 
 
+def package_name(name: str) -> str:
+    """The name coremltools gives a feature (its NameSanitizer's rule): every character other
+    than [A-Za-z0-9_] becomes '_', and a name not starting with a letter or '_' gets a '_'
+    in front. tf2onnx's 'serving_default_image:0' and torch's 'onnx::Flatten_0' change so;
+    planning with the package's own names keeps every feed of the package by name right."""
+    name = re.sub("[^a-zA-Z0-9_]", "_", name)
+    return name if re.match("[a-zA-Z_]", name) else "_" + name
+
+
 def plan_inputs(source: SourceModel, spec: PreprocessSpec | None, sample_shapes: Sequence[tuple[int, ...]]
                 ) -> list[InputPlan]:
     """One plan per source input: an image when the pipeline bound a PreprocessSpec to it."""
@@ -119,10 +128,11 @@ def plan_inputs(source: SourceModel, spec: PreprocessSpec | None, sample_shapes:
     for info, sample in zip(source.signature.inputs, sample_shapes):
         if not info.dtype.startswith("float"):
             raise SourceModelError(f"input {info.name} is {info.dtype}; the coreml target converts float inputs")
+        name = package_name(info.name)
         if spec is not None and len(source.signature.inputs) == 1:
-            plans.append(ImageInput.from_spec(spec, TensorInfo(info.name, (1, *sample), info.dtype)))
+            plans.append(ImageInput.from_spec(spec, TensorInfo(name, (1, *sample), info.dtype)))
         else:
-            plans.append(TensorInput(info.name, (1, *(int(d) for d in sample))))
+            plans.append(TensorInput(name, (1, *(int(d) for d in sample))))
     return plans
 
 
@@ -222,10 +232,12 @@ def _keras_function(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
 
 def _torch_model(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
     torch = require("torch", "Core ML conversion of a PyTorch model")
-    affines = [_graph_affine(plan, channels_last=False) for plan in plans]
+    # A torch program from a float .tflite (through ONNX) keeps the .tflite's NHWC inputs.
+    affines = [_graph_affine(plan, channels_last=getattr(plan, "layout", "nchw") == "nhwc") for plan in plans]
     program = getattr(source, "program", None)
+    table = _prelu_as_where(torch) if program is not None and _prelu_off_rank_4(program) else {}
     if all(a is None for a in affines):
-        return program.run_decompositions({}) if program is not None else source.module  # type: ignore[attr-defined]
+        return program.run_decompositions(table) if program is not None else source.module  # type: ignore[attr-defined]
 
     class Preprocessed(torch.nn.Module):
         """The source with the per-channel affine ImageType cannot express in front of it."""
@@ -247,8 +259,32 @@ def _torch_model(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
     wrapped = Preprocessed(source.module)  # type: ignore[attr-defined]
     example = tuple(torch.zeros(plan.shape) for plan in plans)
     if program is not None:
-        return torch.export.export(wrapped, example).run_decompositions({})
+        return torch.export.export(wrapped, example).run_decompositions(table)
     return torch.jit.trace(wrapped, example)
+
+
+def _prelu_off_rank_4(program: Any) -> bool:
+    """True when a PReLU with one alpha per channel reads other than a rank-4 tensor (MTCNN's
+    dense layers): coremltools' prelu takes a per-channel alpha on rank 4 only, and refuses
+    ("rank 3 or rank 5 input is only supported when all the values of alpha are same")."""
+    for node in program.graph.nodes:
+        if node.op != "call_function" or "prelu" not in str(node.target) or len(node.args) < 2:
+            continue
+        x, alpha = (getattr(a, "meta", {}).get("val") for a in node.args[:2])
+        if x is not None and alpha is not None and x.dim() != 4 and alpha.numel() > 1:
+            return True
+    return False
+
+
+def _prelu_as_where(torch: Any) -> dict[Any, Any]:
+    """A decomposition table writing PReLU as where(x >= 0, x, alpha * x), alpha on dim 1."""
+    def prelu(x: Any, weight: Any) -> Any:
+        shape = [1] * x.dim()
+        if weight.numel() > 1:
+            shape[1] = weight.numel()
+        return torch.where(x >= 0, x, x * weight.reshape(shape))
+
+    return {torch.ops.aten.prelu.default: prelu, torch.ops.aten._prelu_kernel.default: prelu}
 
 
 def _graph_affine(plan: InputPlan, channels_last: bool) -> tuple[np.ndarray, np.ndarray] | None:

@@ -553,6 +553,34 @@ def _upsample_nearest(p: Params) -> np.ndarray:
     return x[..., rows, :][..., cols]
 
 
+@op("upsample_bilinear")
+def _upsample_bilinear(p: Params) -> np.ndarray:
+    """The grid of MIL's upsample_bilinear documentation: spacing (in-1)/(out-1) from 0 with
+    align_corners, else in/out with half-pixel centres; each point clamped to [0, in-1]
+    and read by linear interpolation between its two neighbours, along H then W."""
+    x = np.asarray(p["x"], np.float32)
+    sh, sw = float(_get(p, "scale_factor_height", 1)), float(_get(p, "scale_factor_width", 1))
+    corners = bool(_get(p, "align_corners", True))
+    h, w = x.shape[-2:]
+    for axis, size, factor in ((-2, h, sh), (-1, w, sw)):
+        out = math.floor(size * factor)
+        i = np.arange(out, dtype=np.float64)
+        if corners:
+            grid = i * ((size - 1) / (out - 1) if out > 1 else 0.0)
+        else:
+            spacing = size / out
+            grid = i * spacing + 0.5 * spacing - 0.5
+        grid = np.clip(grid, 0, size - 1)
+        lo = np.floor(grid).astype(int)
+        hi = np.minimum(lo + 1, size - 1)
+        frac = (grid - lo).astype(np.float32)
+        shape = [1] * x.ndim
+        shape[axis] = out
+        frac = frac.reshape(shape)
+        x = np.take(x, lo, axis=axis) * (1 - frac) + np.take(x, hi, axis=axis) * frac
+    return x
+
+
 # ----- classifier ---------------------------------------------------------------------------------
 @op("classify")
 def _classify(p: Params) -> tuple[str, dict[str, float]]:

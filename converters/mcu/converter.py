@@ -62,7 +62,22 @@ def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
     entry = ctx.artifacts.get("tflite-int8")
     if entry is None or entry.get("status") != "ok":
         raise VerificationError(f"the {target} target is built from tflite-int8's artifact, which this run did not produce")
+    floated = (entry.get("quantization") or {}).get("float_layers") or []
+    if floated:  # a remedy kept layers in float: nothing a microcontroller runtime can hold
+        raise InputError(
+            f"the {target} target needs a full-integer model, and tflite-int8 met its quality gate only by keeping "
+            f"{len(floated)} layer(s) in float ({', '.join(floated[:4])}{', ...' if len(floated) > 4 else ''}); "
+            f"all-INT8 it missed {_missed_bound(entry)}. Give calibration data closer to what the model sees, or "
+            "accept that error with the bound named")
     return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
+
+
+def _missed_bound(entry: dict[str, Any]) -> str:
+    """The bound the all-INT8 attempt missed, with its flag ("... < min 10 dB (--min-sqnr)")."""
+    first = next((a for a in entry.get("attempts") or [] if a.get("remedy") == "int8"), None)
+    reason = (first or {}).get("reason") or "its bound"
+    flag = "--min-agreement" if "agreement" in reason else "--min-sqnr" if "SQNR" in reason else "--max-drop"
+    return f"{reason} ({flag})"
 
 
 def default_name(stem: str) -> str:

@@ -93,6 +93,9 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     # padding enum, two ints, activation enum, quantized bias type enum; probed with g++ and
     # arm-none-eabi-g++ -mcpu=cortex-m4 against ../shared/tflm (Nov 2026).
     "TfLiteTransposeConvParams": row((20, 4), (16, 4)),
+    # Read from builtin_op_data.h (Nov 2026), not probed: one int block_size each.
+    "TfLiteDepthToSpaceParams": row((4, 4), (4, 4)),
+    "TfLiteSpaceToDepthParams": row((4, 4), (4, 4)),
 }
 
 #: The structs kernels allocate in Init (each kernel's OpData), by their TFLM name and the
@@ -311,6 +314,12 @@ KERNELS: dict[str, KernelData] = {
                                  _fixed("o0 i2 i1 i2 i1 i3 o0"), _conv_arrays(0), source="transpose_conv.cc"),
     # TanhPrepare fetches the input, then CalculateArithmeticOpData input and output.
     "TANH": KernelData(None, "OpDataTanh", _fixed("i0 i0 o0"), source="tanh.cc"),
+    # No Init; Prepare fetches input and output and copies the output's dims into the tail
+    # (CreateWritableTensorDimsWithCopy: a TfLiteIntArray of rank 4).
+    "DEPTH_TO_SPACE": KernelData("TfLiteDepthToSpaceParams", None, _fixed("i0 o0"), lambda node: (4 + 4 * 4,),
+                                 source="depth_to_space.cc"),
+    "SPACE_TO_DEPTH": KernelData("TfLiteSpaceToDepthParams", None, _fixed("i0 o0"), lambda node: (4 + 4 * 4,),
+                                 source="space_to_depth.cc"),
     # No Init; TransposeContext fetches input, permutation, output.
     "TRANSPOSE": KernelData(None, None, _fixed("i0 i1 o0"), source="transpose_common.cc"),
     # StridedSliceContext fetches input, begin, end, strides, output.

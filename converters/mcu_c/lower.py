@@ -34,6 +34,8 @@ KERNEL_SOURCES = {
     "PAD": "es_copy.c",
     "PADV2": "es_copy.c",
     "CONCATENATION": "es_copy.c",
+    "DEPTH_TO_SPACE": "es_copy.c",
+    "SPACE_TO_DEPTH": "es_copy.c",
     "QUANTIZE": "es_quantize.c",
     "LOGISTIC": "es_lut.c",
     "MEAN": "es_mean.c",
@@ -582,6 +584,37 @@ class Lowering:
         array = StructArray(f"c{op.index}", "es_copy_params", parts)
         return self._copy_step(op, "es_concatenation", "es_concat_params",
                                {"count": len(parts), "parts": Ref(array.name)}, tuple(op.inputs),
+                               struct_arrays=[array], pack_inputs=True)
+
+    def _depth_to_space(self, op: Operator) -> Step:
+        """out[h*b + i, w*b + j, c] = in[h, w, (i*b + j)*C + c] (TFLite's order, NHWC): one 4-D
+        copy per block row i, all of them reading the one input (es_concatenation's parts)."""
+        return self._block_moves(op, to_space=True)
+
+    def _space_to_depth(self, op: Operator) -> Step:
+        """The inverse: out[h, w, (i*b + j)*C + c] = in[h*b + i, w*b + j, c]."""
+        return self._block_moves(op, to_space=False)
+
+    def _block_moves(self, op: Operator, to_space: bool) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)  # TFLM's kernels require it too
+        b = int(op.options.get("block_size", 0))
+        if len(x.shape) != 4 or x.shape[0] != 1 or b < 1:
+            raise _refuse(op, "other than batch 1 NHWC with a block size")
+        deep, wide = (x, y) if to_space else (y, x)  # the [H, W, b*b*C] side and the [H*b, W*b, C] side
+        _, h, w, depth = deep.shape
+        c = depth // (b * b)
+        deep_strides, deep_offset = [w * depth, depth, c, 1], lambda i: i * b * c
+        wide_strides, wide_offset = [b * w * b * c, b * c, c, 1], lambda i: i * w * b * c
+        parts = []
+        for i in range(b):
+            src, dst = ((deep_strides, deep_offset(i)), (wide_strides, wide_offset(i))) if to_space else \
+                ((wide_strides, wide_offset(i)), (deep_strides, deep_offset(i)))
+            parts.append({"dims": [h, w, b, c], "in_offset": src[1], "in_strides": src[0],
+                          "out_offset": dst[1], "out_strides": dst[0]})
+        array = StructArray(f"c{op.index}", "es_copy_params", parts)
+        return self._copy_step(op, "es_concatenation", "es_concat_params",
+                               {"count": b, "parts": Ref(array.name)}, (op.inputs[0],) * b,
                                struct_arrays=[array], pack_inputs=True)
 
     def _quantize(self, op: Operator) -> Step:

@@ -21,7 +21,7 @@ from edgeserve.converters.onnx.export import float_onnx
 from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, judge
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge
 
 ARTIFACT_NAME = "model.onnx"
 FIXTURE_SAMPLES = 32
@@ -31,6 +31,7 @@ FIXTURE_SAMPLES = 32
 class Options:
     max_drop: float = 1.0
     min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
     metric: str | None = None
     dynamic_batch: bool = False
 
@@ -45,7 +46,8 @@ def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, An
     reference = ctx.reference_outputs()
     metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
     verdict = judge(metric, reference, outputs, ctx.evaluation.labels, max_drop=opts.max_drop,
-                    min_sqnr_db=opts.min_sqnr_db, metric_requested=opts.metric is not None,
+                    min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
+                        metric_requested=opts.metric is not None,
                     names=[t.name for t in ctx.source.signature.outputs])
     return {
         "metrics": verdict.metrics.to_dict() | {"max_drop": opts.max_drop},

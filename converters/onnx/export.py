@@ -55,7 +55,11 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
         made = _tf2onnx(["--saved-model", str(directory)], ctx.workdir / "tf2onnx.onnx", source)
         result = FloatOnnx(made, "batch-1 SavedModel -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
     elif source.kind == "tflite-float":
-        made = _tf2onnx(["--tflite", str(source.path)], ctx.workdir / "tf2onnx.onnx", source)
+        path = source.path
+        if source.rewrites:  # tf2onnx reads no sparse tensor and no MediaPipe op: the rewritten bytes
+            path = ctx.workdir / "readable.tflite"
+            path.write_bytes(source.readable)
+        made = _tf2onnx(["--tflite", str(path)], ctx.workdir / "tf2onnx.onnx", source)
         result = FloatOnnx(made, "float .tflite -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
     elif source.framework == "pytorch":
         result = _torch_export(source, ctx.workdir / "torch.onnx", dynamic_batch)

@@ -95,7 +95,8 @@ class OnnxInt8Converter(Converter):
                 # what a device with exact int8 dot products (Arm, x86 with VNNI) computes.
                 outputs = check.run(check.session(data, exact=True), list(ctx.evaluation.inputs))
             scored = score(ctx, outputs, opts)
-            failed_by_metric = any(o["judged_by"] == "metric" and not o["ok"] for o in scored["quality"]["outputs"])
+            failed_by_metric = any(o["judged_by"] in ("metric", "agreement") and not o["ok"]
+                                   for o in scored["quality"]["outputs"])
             status = "ok" if scored["ok"] else "drop too large" if failed_by_metric else "sqnr too low"
             attempts.append({"float_nodes": list(excluded), "status": status, "reason": scored["reason"],
                              "metrics": scored["metrics"], "agreement": scored["agreement"],

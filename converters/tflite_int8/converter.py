@@ -32,7 +32,7 @@ from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError, first_line
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, Verdict, judge
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -50,6 +50,7 @@ class Options:
     io: str = "int8"
     max_drop: float = 1.0
     min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
     metric: str | None = None
     debug_samples: int = 32
 
@@ -256,7 +257,8 @@ class TfliteInt8Converter(Converter):
         details = [runner.outputs[p] for p in order]
         reference = ctx.reference_outputs()
         verdict = judge(metric, reference, quantized, evaluation.labels, max_drop=opts.max_drop,
-                        min_sqnr_db=opts.min_sqnr_db, metric_requested=opts.metric is not None,
+                        min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
+                        metric_requested=opts.metric is not None,
                         names=[d.name for d in details])
         attempt.verdict, attempt.metrics = verdict, verdict.metrics
         attempt.agreement = agreement(reference[0], quantized[0], classifier=metric == "top1")
@@ -264,8 +266,8 @@ class TfliteInt8Converter(Converter):
         if attempt.remedy.name == "int8" and attempt.integer_problems:
             attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
         elif not verdict.ok:
-            attempt.status = "drop too large" if not verdict.outputs[0].ok and verdict.outputs[0].judged_by == "metric" \
-                else "sqnr too low"
+            attempt.status = "drop too large" if not verdict.outputs[0].ok and \
+                verdict.outputs[0].judged_by in ("metric", "agreement") else "sqnr too low"
             attempt.reason = verdict.reason
         else:
             attempt.status = "ok"

@@ -8,7 +8,16 @@ zoos) were written for the float runtime, and three of their habits stop a quant
   dynamic-range model): the quantizer needs float32 constants to pick int8 weight scales;
 * ``builtin_code`` left at 0 by schema versions before 3a, with the real operator in
   ``deprecated_builtin_code``: read naively, every operator of such a file is an ADD;
-* tensors sharing a name: the quantizer keys calibration ranges by name.
+* tensors sharing a name: the quantizer keys calibration ranges by name;
+* sparse weights behind ``DENSIFY`` ops (MediaPipe's pose detector: 38 of them): the
+  quantizer quantizes a DENSIFY output as an activation, with a zero point LiteRT's int8
+  convolution refuses (conv.cc: "zero_point ... -128 != 0"), and tf2onnx cannot read sparse
+  tensors at all. LiteRT densifies them itself; its dense values replace the op;
+* MediaPipe's custom ``Convolution2DTransposeBias`` (selfie segmentation's upsampling head):
+  no runtime but MediaPipe's has it, so LiteRT cannot even run the float file. It is a
+  transposed convolution plus a per-channel bias, which the builtin ``TRANSPOSE_CONV`` (version
+  3, with its optional bias input) computes, with the same weight layout [O, H, W, I] and the
+  same padding rule (``rewrite_mediapipe_ops``).
 
 Each fix is exact: fp16 and int8 values widen to float32 without rounding, so the prepared
 model computes what the original does (the tflite-int8 target checks that on real data).
@@ -28,6 +37,7 @@ SIGNATURE_KEY = "serving_default"
 # TensorType values of the TFLite schema.
 _FLOAT32, _FLOAT16, _UINT8, _INT8 = 0, 1, 3, 9
 _DEQUANTIZE = 6
+_DENSIFY = 124
 _TRANSPOSE_CONV = 67
 # Before schema 3a the operator lived in a signed byte; 127 means "look in builtin_code".
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
@@ -57,7 +67,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
 
     external = sum(1 for b in TfliteModel.from_bytes(data).buffers if b.external)
     inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None
-    steps = [s for s in (inlined, _restore_op_codes(model), _widen_constant_weights(model),
+    steps = [s for s in (inlined, _restore_op_codes(model), _fold_densify(model, data), _widen_constant_weights(model),
                          _flat_transpose_conv_bias(model),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
@@ -66,6 +76,139 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     builder = flatbuffers.Builder(len(data) * 2 + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return Prepared(bytes(builder.Output()), tuple(steps))
+
+
+def _densify_ops(model: Any) -> list[tuple[Any, Any]]:
+    codes = model.operatorCodes or []
+    return [(graph, op) for graph in model.subgraphs or [] for op in graph.operators or []
+            if max(codes[op.opcodeIndex].builtinCode or 0, codes[op.opcodeIndex].deprecatedBuiltinCode or 0) == _DENSIFY]
+
+
+def _fold_densify(model: Any, data: bytes) -> str | None:
+    """DENSIFY(constant sparse weights) -> a dense constant of the same type, as LiteRT computes it.
+
+    LiteRT's own DENSIFY kernel is the decoder (the sparse formats, CSR and block maps, are
+    its to define): the model runs once on zeros with every tensor kept, and each DENSIFY
+    output is read back. Weights do not depend on the input, so any input gives the same values.
+    """
+    found = _densify_ops(model)
+    if not found:
+        return None
+    if any(graph is not model.subgraphs[0] for graph, _ in found):
+        raise SourceModelError("DENSIFY outside the main subgraph: sparse weights there are not supported")
+    import warnings
+
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from edgeserve.console import capture_native_stderr
+
+    # Without XNNPACK: it takes the sparse weights itself, and DENSIFY's output is never written.
+    with warnings.catch_warnings(), capture_native_stderr():
+        warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is what is wanted here
+        interpreter = Interpreter(model_content=data, experimental_preserve_all_tensors=True,
+                                  experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+        interpreter.invoke()
+    graph = model.subgraphs[0]
+    schema = schema_module()
+    for _, op in found:
+        tensor = graph.tensors[op.outputs[0]]
+        values = np.ascontiguousarray(interpreter.get_tensor(op.outputs[0]))
+        buffer = schema.BufferT()
+        buffer.data = np.frombuffer(values.tobytes(), np.uint8)
+        model.buffers.append(buffer)
+        tensor.buffer = len(model.buffers) - 1  # same type (fp16 here), now a constant
+    drop = {id(op) for _, op in found}
+    graph.operators = [op for op in graph.operators if id(op) not in drop]
+    drop_unused(model)
+    return f"folded {len(found)} DENSIFY op(s) of sparse constants into dense weights (LiteRT's own densify)"
+
+
+# MediaPipe's TfLiteTransposeConvParams as the custom op's options: padding (TfLitePadding:
+# 1 same, 2 valid), stride_width, stride_height, as int32.
+_MEDIAPIPE_PADDING = {1: "SAME", 2: "VALID"}
+
+
+def rewrite_mediapipe_ops(model: Any) -> str | None:
+    """Convolution2DTransposeBias -> TRANSPOSE_CONV(output_shape, weights, input, bias)."""
+    schema = schema_module()
+    custom = {i for i, code in enumerate(model.operatorCodes or [])
+              if code.customCode in (b"Convolution2DTransposeBias", "Convolution2DTransposeBias")}
+    if not custom:
+        return None
+    rewritten = 0
+    for graph in model.subgraphs or []:
+        for op in graph.operators or []:
+            if op.opcodeIndex not in custom:
+                continue
+            options = bytes(op.customOptions if op.customOptions is not None else b"")
+            if len(options) < 12 or len(op.inputs) != 3 or len(op.outputs) != 1:
+                raise SourceModelError("a Convolution2DTransposeBias op without its three inputs and 12 bytes of "
+                                       "options (padding, stride_width, stride_height)")
+            padding, stride_w, stride_h = np.frombuffer(options[:12], "<i4").tolist()
+            if padding not in _MEDIAPIPE_PADDING or stride_w < 1 or stride_h < 1:
+                raise SourceModelError(f"a Convolution2DTransposeBias op with padding {padding} and strides "
+                                       f"{stride_w}x{stride_h}: not MediaPipe's documented options")
+            out = graph.tensors[op.outputs[0]]
+            shape = schema.TensorT()
+            shape.shape, shape.type, shape.name = [4], 2, f"{_name(out)}_output_shape"  # int32
+            buffer = schema.BufferT()
+            buffer.data = np.frombuffer(np.asarray(out.shape, "<i4").tobytes(), np.uint8)
+            model.buffers.append(buffer)
+            shape.buffer = len(model.buffers) - 1
+            graph.tensors.append(shape)
+            x, weights, bias = (int(i) for i in op.inputs)
+            op.inputs = [len(graph.tensors) - 1, weights, x, bias]
+            op.opcodeIndex = _builtin_code(model, _TRANSPOSE_CONV, version=3)
+            op.builtinOptionsType = schema.BuiltinOptions.TransposeConvOptions
+            op.builtinOptions = schema.TransposeConvOptionsT()
+            op.builtinOptions.padding = getattr(schema.Padding, _MEDIAPIPE_PADDING[padding])
+            op.builtinOptions.strideW, op.builtinOptions.strideH = stride_w, stride_h
+            op.customOptions, op.customOptionsFormat = None, 0
+            rewritten += 1
+    return f"rewrote {rewritten} Convolution2DTransposeBias (MediaPipe custom op) as TRANSPOSE_CONV with its bias"
+
+
+def _name(tensor: Any) -> str:
+    return tensor.name.decode() if isinstance(tensor.name, bytes) else (tensor.name or "")
+
+
+def _builtin_code(model: Any, builtin: int, version: int) -> int:
+    """The index of ``builtin``'s operator code, added when the model has none."""
+    for i, code in enumerate(model.operatorCodes or []):
+        if not code.customCode and max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == builtin:
+            code.version = max(code.version or 1, version)
+            return i
+    code = schema_module().OperatorCodeT()
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), version
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
+
+
+def runnable(data: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """The model as LiteRT, tf2onnx and the quantizer can read it, and what was changed:
+    MediaPipe's custom ops rewritten as builtins (LiteRT cannot run the file otherwise), then
+    DENSIFY folded by LiteRT (tf2onnx reads no sparse tensor). The bytes come back as given
+    when nothing was needed."""
+    import flatbuffers
+
+    if b"Convolution2DTransposeBias" not in data and not _densify_ops(unpack_model(data)):
+        return data, ()
+    model = unpack_model(data)
+    steps = [rewrite_mediapipe_ops(model)]
+    if steps[0]:  # LiteRT densifies below, so it must be able to run the model first
+        builder = flatbuffers.Builder(len(data) * 2 + 1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        data = bytes(builder.Output())
+        model = unpack_model(data)
+    steps.append(_fold_densify(model, data))
+    if not steps[1]:
+        return data, tuple(s for s in steps if s)
+    builder = flatbuffers.Builder(len(data) * 2 + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output()), tuple(s for s in steps if s)
 
 
 def _restore_op_codes(model: Any) -> str | None:

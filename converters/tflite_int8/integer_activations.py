@@ -1,4 +1,4 @@
-"""Make integer the activations ai-edge-quantizer leaves in float: PRELU and LEAKY_RELU.
+"""Make integer the operators ai-edge-quantizer leaves in float: PRELU, LEAKY_RELU, DEPTH_TO_SPACE.
 
 ai-edge-quantizer 0.10 has no quantization rule for PRELU or LEAKY_RELU (neither its
 opcode map nor its default policy names them), so it leaves each such operator in float
@@ -17,6 +17,12 @@ An operator in any other pattern (a float model input, a consumer that reads the
 value, an int16 scheme, whose PRELU kernels want int8 alpha beside int16 data) is left as
 it was, and the caller's integer-only check names it.
 
+DEPTH_TO_SPACE and SPACE_TO_DEPTH (MediaPipe's pose detector upsamples with three) only move
+values: LiteRT's and TFLM's int8 kernels want the output on the input's scale and zero
+point, so ``int8 x -> DEQUANTIZE -> float op -> QUANTIZE(s)`` becomes ``int8 x -> op -> int8 y``
+with ``y`` on ``x``'s scale, and each QUANTIZE that read the float output requantizes ``y``
+to the scale the quantizer calibrated for it (int8 to int8, which both runtimes run).
+
 The rewrite is checked where every tflite-int8 artifact is: LiteRT runs it against the
 float source on the evaluation set; tests/test_integer_activations.py compares each int8
 PRELU with the float operator on its own dequantized input.
@@ -33,7 +39,9 @@ from edgeserve.tflite_metadata import schema_module, unpack_model
 # TensorType and BuiltinOperator values of the TFLite schema.
 _FLOAT32, _INT8 = 0, 9
 _DEQUANTIZE, _LEAKY_RELU, _PRELU, _QUANTIZE = 6, 98, 54, 114
+_DEPTH_TO_SPACE, _SPACE_TO_DEPTH = 5, 26
 ACTIVATIONS = {_PRELU: "PRELU", _LEAKY_RELU: "LEAKY_RELU"}
+MOVES = {_DEPTH_TO_SPACE: "DEPTH_TO_SPACE", _SPACE_TO_DEPTH: "SPACE_TO_DEPTH"}
 
 
 def integerize_activations(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
@@ -44,7 +52,7 @@ def integerize_activations(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     model = unpack_model(model_bytes)
     done: dict[str, int] = {}
     for graph in model.subgraphs or []:
-        for name in _rewrite_graph(model, graph):
+        for name in _rewrite_graph(model, graph) + _rewrite_moves(model, graph):
             done[name] = done.get(name, 0) + 1
     if not done:
         return model_bytes, {}
@@ -97,6 +105,49 @@ def _rewrite_graph(model: Any, graph: Any) -> list[str]:
         if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
             removed.add(id(dequantize))
         readers.setdefault(source, []).append(op)
+        rewritten.append(kind)
+    if removed:
+        graph.operators = [op for op in ops if id(op) not in removed]
+        from edgeserve.converters.tflite_int8.float_prep import drop_unused
+
+        drop_unused(model)
+    return rewritten
+
+
+def _rewrite_moves(model: Any, graph: Any) -> list[str]:
+    """int8 x -> DEQUANTIZE -> DEPTH_TO_SPACE -> QUANTIZE... as int8 x -> DEPTH_TO_SPACE -> int8 y
+    on x's scale, each former QUANTIZE requantizing y (see the module docstring)."""
+    ops = list(graph.operators or [])
+    producer = {int(t): op for op in ops for t in (op.outputs if op.outputs is not None else []) if t >= 0}
+    readers: dict[int, list[Any]] = {}
+    for op in ops:
+        for t in op.inputs if op.inputs is not None else []:
+            if t >= 0:
+                readers.setdefault(int(t), []).append(op)
+    graph_outputs = {int(t) for t in graph.outputs}
+    removed: set[int] = set()
+    rewritten: list[str] = []
+    for op in ops:
+        kind = MOVES.get(_code(model, op))
+        if kind is None or not _float(graph, int(op.inputs[0])):
+            continue
+        x, y = int(op.inputs[0]), int(op.outputs[0])
+        dequantize = producer.get(x)
+        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
+            continue
+        source = graph.tensors[int(dequantize.inputs[0])]
+        consumers = readers.get(y, [])
+        if source.type != _INT8 or not _per_tensor(source) or y in graph_outputs or not consumers or \
+                any(_code(model, c) != _QUANTIZE for c in consumers):
+            continue
+        out = graph.tensors[y]
+        params = schema_module().QuantizationParametersT()
+        q = source.quantization
+        params.scale, params.zeroPoint = list(q.scale), list(q.zeroPoint) if q.zeroPoint is not None else [0]
+        out.type, out.quantization = _INT8, params
+        op.inputs[0] = int(dequantize.inputs[0])
+        if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
+            removed.add(id(dequantize))
         rewritten.append(kind)
     if removed:
         graph.operators = [op for op in ops if id(op) not in removed]

@@ -73,7 +73,7 @@ class OnnxGraph(torch.nn.Module):
         self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
         self._names: dict[str, str] = {}
         self._constants: dict[str, np.ndarray] = {}
-        # Float operands that are parameters, not data (Resize's roi and scales): values the
+        # Float operands that are parameters, not data (Resize's roi and scales, Clip's bounds): values the
         # translation must read while tracing, so they stay numpy arrays.
         known = {name for op, ins, _, _, _ in nodes if op in _READS_CONSTANTS for name in ins[1:]}
         for i, (name, array) in enumerate(initializers.items()):
@@ -102,7 +102,9 @@ class OnnxGraph(torch.nn.Module):
 
 
 # ----- operators ----------------------------------------------------------------------------
-_READS_CONSTANTS = ("Resize", "Upsample")
+# Clip's min and max as float initializers (tf2onnx writes ReLU6 so) would otherwise be buffers
+# read with .item() while tracing, which torch.export cannot guard on.
+_READS_CONSTANTS = ("Resize", "Upsample", "Clip")
 
 
 def _torch() -> Any:
@@ -492,6 +494,26 @@ def _transpose(args: list[Value], attrs: dict[str, Any]) -> Value:
     return np.transpose(x, perm) if isinstance(x, np.ndarray) else x.permute(perm)
 
 
+def _depth_to_space(args: list[Value], attrs: dict[str, Any]) -> Value:
+    """DepthToSpace: DCR (the default; what tf2onnx writes for TFLite's DEPTH_TO_SPACE) moves
+    depth in (block row, block column, channel) order; CRD in (channel, row, column), which
+    is torch's pixel_shuffle."""
+    x, b = _tensor(args[0]), int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    if attrs.get("mode", b"DCR") in (b"CRD", "CRD"):
+        return _torch().nn.functional.pixel_shuffle(x, b)
+    y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth(args: list[Value], attrs: dict[str, Any]) -> Value:
+    """SpaceToDepth, the inverse of DepthToSpace in DCR order (the only order ONNX defines)."""
+    x, b = _tensor(args[0]), int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
 def _hard_sigmoid(args: list[Value], attrs: dict[str, Any]) -> Value:
     # clamp(alpha*x + beta, 0, 1), written as relu6(6*(alpha*x + beta)) / 6: a clamp to [0, 1]
     # lowers to RELU_0_TO_1, which ai-edge-quantizer 0.10 leaves in float; RELU6 quantizes.
@@ -560,6 +582,8 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Transpose": _transpose,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
     "Squeeze": _squeeze,
     "Unsqueeze": _unsqueeze,
     "Concat": _concat,

@@ -39,10 +39,17 @@ class TfliteSource(SourceModel):
         super().__init__(path, "tflite" if integer else "tflite-float", sig, f"tflite schema {self.model.version}")
         self.framework = "tflite"
         self.tflite_route = "float-tflite"
-        self._data = data
+        self._data = self.readable = data
         self._runner = None
+        self.rewrites: tuple[str, ...] = ()
         if not integer:  # LiteRT runs this file in-process: check what it trusts first
             validate_tflite(data)
+            from edgeserve.converters.tflite_int8.float_prep import runnable
+
+            # What the routes read: MediaPipe's custom ops as builtins, sparse weights dense
+            # (float_prep.runnable). The reference stays the file as given: LiteRT's XNNPACK
+            # delegate runs MediaPipe's Convolution2DTransposeBias and DENSIFY itself.
+            self.readable, self.rewrites = runnable(data)
 
     def operator_counts(self) -> dict[str, int]:
         return self.model.op_counts()
@@ -63,7 +70,8 @@ class TfliteSource(SourceModel):
     def float_tflite(self, workdir: Path) -> FloatTflite:
         if self.kind == "tflite":
             self._predict_batch([])
-        return FloatTflite(self._data, "float .tflite as given", {})
+        described = "float .tflite" + (f" ({'; '.join(self.rewrites)})" if self.rewrites else " as given")
+        return FloatTflite(self.readable, described, {})
 
 
 KINDS = (

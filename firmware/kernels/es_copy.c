@@ -1,4 +1,5 @@
-/* Data movement: TRANSPOSE, STRIDED_SLICE, PAD, CONCATENATION. No arithmetic, so they are
+/* Data movement: TRANSPOSE, STRIDED_SLICE, PAD, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH (as
+ * concatenations of block rows). No arithmetic, so they are
  * exact by construction; the generator turns each into strides over at most 4 axes. */
 #include <string.h>
 

@@ -1,0 +1,182 @@
+"""Targets ``executorch`` (float) and ``executorch-int8``: a .pte lowered to XNNPACK.
+
+prepare  the source as a torch ExportedProgram (PyTorch sources as they are, ONNX through
+         edgeserve's reader, a float .tflite through tf2onnx and the reader: _torch_source)
+lower    in a child process (lower.py): INT8 through PT2E with XNNPACKQuantizer (symmetric
+         per-channel int8 weights, int8 activations observed over the --calib samples), then
+         to_edge_transform_and_lower with the XNNPACK partitioner and to_executorch
+verify   executorch.runtime runs the .pte on the evaluation set, judged against the source by
+         the same quality gate as every other target; the share of operators XNNPACK took and
+         the ones left on ExecuTorch's portable kernels are in the entry and the report
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeserve._deps import package_version
+from edgeserve.atomic import write_bytes, write_json
+from edgeserve.converters import register
+from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.converters._torch_source import ROUTE_FROM_TFLITE, torch_source
+from edgeserve.converters.onnx.check import read_fixture, write_fixture
+from edgeserve.converters.onnx.converter import score
+from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
+from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.metrics import degenerate
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+
+FIXTURE_SAMPLES = 32
+# A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only
+# threading order could move a float sum; the bound says "the same program".
+REVERIFY_RTOL = 1e-4
+_CHILD = "edgeserve.converters.executorch.lower"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    max_drop: float = 1.0
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
+    metric: str | None = None
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
+
+
+class _ExecutorchBase(Converter):
+    precision = "fp32"
+    artifact = "model.pte"
+
+    def uses_calibration(self, options: Mapping[str, Any]) -> bool:
+        return self.precision == "int8"
+
+    def convert(self, ctx: ConversionContext) -> dict[str, Any]:
+        import importlib.util
+
+        if importlib.util.find_spec("executorch") is None:
+            raise MissingDependencyError("executorch", "convert", f"the {self.name} target")
+        if ctx.evaluation is None:
+            raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the {self.name} target "
+                                   "lowers a float PyTorch program (a PyTorch, ONNX or float .tflite source)")
+        opts = Options.from_mapping(ctx.options)
+        source = torch_source(ctx)
+        program = getattr(source, "program", None)
+        if program is None:
+            raise SourceModelError(
+                f"{ctx.source.path.name} ({ctx.source.kind}) has no route to a PyTorch ExportedProgram, which "
+                f"ExecuTorch lowers; the {self.name} target takes a PyTorch (.pt2, TorchScript, nn.Module), ONNX or "
+                "float .tflite source. Convert the PyTorch model the file was made from")
+        import torch
+
+        saved = ctx.workdir / self.name / "program.pt2"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        torch.export.save(program, str(saved))
+        pte = ctx.workdir / self.name / self.artifact
+        calibration = list(ctx.calibration.inputs) if self.precision == "int8" and ctx.calibration else None
+        inputs = [np.asarray(x, np.float32) for x in ctx.evaluation.inputs]
+        with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime (child process)"):
+            built = _in_child("build", str(saved), self.precision, calibration, str(pte), inputs,
+                              what=f"lowering and running the {self.name} .pte")
+        outputs = built.pop("outputs")
+        scored = score(ctx, outputs, opts)
+        out = ctx.out_dir
+        artifact = write_bytes(out / self.artifact, pte.read_bytes())
+        head = ctx.evaluation.head(FIXTURE_SAMPLES)
+        fixture = write_fixture(out / "verify" / f"{self.name}.npz", list(head.inputs),
+                                [r[: len(head)] for r in ctx.reference_outputs()], [o[: len(head)] for o in outputs])
+        total = built["delegated_nodes"] + built["portable_nodes"]
+        delegation = built | {"delegated_share": round(built["delegated_nodes"] / total, 4) if total else None}
+        report = write_json(out / "reports" / f"{self.name}.json", {"target": self.name, "delegation": delegation,
+                                                                   "quality": scored["quality"]})
+        route = {"tflite-float": f"{ROUTE_FROM_TFLITE} -> ", "onnx": "onnx -> edgeserve ONNX reader -> torch.export -> "
+                 }.get(ctx.source.kind, "torch.export -> ")
+        route += ("PT2E (XNNPACKQuantizer, per-channel int8 weights) -> " if self.precision == "int8" else "") + \
+            "to_edge_transform_and_lower (XNNPACK) -> to_executorch"
+        return {
+            "target": self.name,
+            "status": "ok" if scored["ok"] else "failed",
+            **file_record(out, artifact),
+            "precision": self.precision,
+            "inputs": [{"name": t.name, "shape": [1, *[int(d) for d in x.shape[1:]]], "dtype": "float32"}
+                       for t, x in zip(ctx.source.signature.inputs, inputs)],
+            "outputs": [{"name": t.name, "shape": [1, *o.shape[1:]]} for t, o in zip(ctx.source.signature.outputs,
+                                                                                     outputs)],
+            "delegation": delegation,
+            "metrics": scored["metrics"],
+            "agreement": scored["agreement"],
+            "output_sqnr_db": scored["output_sqnr_db"],
+            "quality": scored["quality"],
+            "attempts": [],
+            "route": {"export": route, "tools": {"executorch": package_version("executorch"),
+                                                 "torch": package_version("torch"),
+                                                 "torchao": package_version("torchao")}},
+            "report": file_record(out, report),
+            "verification": {
+                "method": "executorch.runtime (XNNPACK delegate)",
+                "samples": len(outputs[0]),
+                "fixture": file_record(out, fixture),
+                "degenerate": degenerate(ctx.reference_outputs()),
+            },
+            "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256,
+                           **({"calibration_sha256": ctx.calibration.sha256} if calibration is not None else {})},
+        }
+
+    def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
+        """Hashes, then executorch.runtime (in a child) gives the recorded outputs again."""
+        checks: list[Check] = []
+        for label, record in (("artifact", entry), ("fixture", entry["verification"]["fixture"])):
+            problem = check_file(root, record)
+            checks.append(Check(f"{label} sha256", problem is None, problem or record["sha256"][:16]))
+        if not all(c.ok for c in checks):
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+        inputs, _, recorded = read_fixture(root / entry["verification"]["fixture"]["path"])
+        try:
+            outputs = _in_child("run", str(root / entry["path"]), inputs, what=f"running the {self.name} .pte")
+        except EdgeServeError as exc:
+            checks.append(Check("runs in executorch.runtime", False, str(exc)))
+            return VerifyResult(self.name, entry["path"], tuple(checks))
+        worst = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, recorded))
+        scale = max(float(np.max(np.abs(r))) for r in recorded) or 1.0
+        checks.append(Check("outputs equal the recorded ones (executorch.runtime)", worst <= REVERIFY_RTOL * scale + 1e-6,
+                            f"max |diff| {worst:.3g} over {len(inputs[0])} samples"))
+        reason = entry["verification"].get("degenerate")
+        checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))
+        return VerifyResult(self.name, entry["path"], tuple(checks))
+
+
+def _in_child(function: str, *args: Any, what: str) -> Any:
+    """A step of lower.py in a child: a crash or an exception there is this target's refusal
+    (one line naming ExecuTorch and the step), never the end of the other targets' work."""
+    from edgeserve.isolation import NativeCrashError, run_isolated
+
+    try:
+        return run_isolated(f"{_CHILD}:{function}", *args, tool="ExecuTorch", what=what)
+    except NativeCrashError as exc:
+        raise VerificationError(f"{exc}; no .pte was written") from exc
+    except EdgeServeError as exc:
+        version = package_version("executorch") or ""
+        message = str(exc).splitlines()[0][:500].replace("ExecuTorch failed", f"ExecuTorch {version} failed", 1)
+        raise SourceModelError(message) from exc
+
+
+@register
+class ExecutorchConverter(_ExecutorchBase):
+    name = "executorch"
+    summary = "float .pte for ExecuTorch (XNNPACK delegate), checked in executorch.runtime against the source"
+
+
+@register
+class ExecutorchInt8Converter(_ExecutorchBase):
+    name = "executorch-int8"
+    summary = ("INT8 .pte for ExecuTorch (PT2E, XNNPACKQuantizer, per-channel weights, the run's calibration), "
+               "checked in executorch.runtime against the source")
+    precision = "int8"
+    artifact = "model_int8.pte"

@@ -1,0 +1,119 @@
+"""The ExecuTorch steps, run by converter.py in a child process (edgeserve.isolation).
+
+ExecuTorch's runtime (and its XNNPACK delegate) is C++ loaded into the process that runs a
+.pte; lowering runs torch's export passes. Both happen here, in a fresh Python, so that a
+crash costs the child, and the parent only ever sees arrays and dictionaries.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
+          check_inputs: list[np.ndarray]) -> dict[str, Any]:
+    """Lower the saved ExportedProgram to a .pte (quantized first for "int8"), write it, and run
+    it on ``check_inputs`` (N-first arrays, one per model input) with executorch.runtime."""
+    import torch
+
+    warnings.filterwarnings("ignore")
+    program = torch.export.load(program_path)
+    example = tuple(torch.from_numpy(np.ascontiguousarray(x[:1])) for x in check_inputs)
+    # Weights the ONNX reader computed while tracing arrive as lifted constants, which XNNPACK
+    # takes for activations (measured: half of a MobileNetV3's convolutions left on the
+    # portable kernels) and PT2E cannot fold: as parameters, then exported again.
+    program = torch.export.export(_constants_as_parameters(program.module()), example)
+    if precision == "int8":
+        program = _quantized(program, example, calibration or [])
+    # Fold what only depends on weights (a transpose the reader's Gemm applies to its weight):
+    # XNNPACK's linear and convolution take constant weights only.
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    program = constant_prop_pass(program)
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.exir import to_edge_transform_and_lower
+
+    xnnpack_error = None
+    try:
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    except Exception as exc:  # an XNNPACK pass that cannot take the graph: say so, lower without it
+        xnnpack_error = _root_cause(exc)
+        if precision == "int8":
+            import executorch.kernels.quantized  # noqa: F401  (the portable quantize/dequantize kernels)
+        edge = to_edge_transform_and_lower(program)
+    info = get_delegation_info(edge.exported_program().graph_module)
+    portable = sorted(op for op, b in getattr(info, "delegation_by_operator", {}).items()
+                      if b.non_delegated and op != "getitem")  # getitem picks a tuple element: no kernel
+    pte = edge.to_executorch().buffer
+    Path(pte_path).write_bytes(pte)
+    return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
+            "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
+            "xnnpack_error": xnnpack_error, "outputs": run(pte_path, check_inputs)}
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost exception's first line: ExecuTorch wraps a pass's assertion in "an error
+    occurred when running the 'ChannelsLastTaggedReshapePass' pass", which names no reason."""
+    passes = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    inner = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"{passes[:200]}: {inner[:200]}" if inner not in passes else passes[:300]
+
+
+def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The .pte's outputs, sample by sample (batch 1, as it was lowered), stacked."""
+    import torch
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(pte_path).load_method("forward")
+    rows: list[list[np.ndarray]] = []
+    for i in range(len(inputs[0])):
+        outputs = method.execute([torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in inputs])
+        rows.append([o.detach().numpy().copy() for o in outputs])
+    return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
+
+
+def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray]) -> Any:
+    """PT2E static INT8 with XNNPACK's quantizer: symmetric per-channel int8 weights, int8
+    activations with ranges observed over every calibration sample, then exported again."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    module = program.module()
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(module, quantizer)
+    for i in range(len(calibration[0]) if calibration else 0):
+        prepared(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in calibration))
+    return torch.export.export(convert_pt2e(prepared), example)
+
+
+def _constants_as_parameters(module: Any) -> Any:
+    """Tensors the program lifted as plain constants (weights edgeserve's ONNX reader computed
+    while tracing) as parameters: PT2E's conv + batch-norm folding reads a weight only from an
+    attribute, and writes the folded one back as a parameter of the same name."""
+    import torch
+
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target == torch.ops.aten.lift_fresh_copy.default \
+                and node.args[0].op == "get_attr":
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+    for node in graph.nodes:
+        if node.op == "get_attr" and "." not in node.target and node.target not in module._parameters \
+                and node.target not in module._buffers and isinstance(getattr(module, node.target), torch.Tensor):
+            value = getattr(module, node.target)
+            delattr(module, node.target)
+            module.register_parameter(node.target, torch.nn.Parameter(value, requires_grad=False))
+    module.recompile()
+    return module

