@@ -1,6 +1,7 @@
 """The corpus matrix: every real model of tests/corpus.py through every target, as a user runs it.
 
     python benchmarks/corpus.py [--model NAME ...] [--target T ...] [--json] [--markdown]
+    python benchmarks/corpus.py --from-rows rows.jsonl     # the matrix of a test run's rows
 
 One `edgeserve convert` process per model with all its targets (every requested target is
 accounted for: built and checked against the source, or REFUSED with its reason), run with
@@ -33,7 +34,8 @@ def markdown(rows: list[dict], targets: tuple[str, ...]) -> str:
         for target in targets:
             cell = row["cells"].get(target, {})
             status = cell.get("status", "-")
-            cells.append(f"ok: {figure(cell)}" if status == "ok" else status)
+            measured = figure(cell)
+            cells.append(f"{status}: {measured}" if status in ("ok", "failed") and measured else status)
         lines.append(f"| {row['model']} ({row['family']}) | " + " | ".join(cells) + f" | {row['seconds']:.0f} |")
     return "\n".join(lines)
 
@@ -45,7 +47,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--keep", type=Path, help="convert into this folder and keep it (default: a temporary one)")
+    parser.add_argument("--from-rows", type=Path, help="print the matrix of rows a run wrote (tests/test_corpus.py "
+                        "with EDGESERVE_CORPUS_JSON=FILE: one JSON row per line) instead of converting")
     args = parser.parse_args()
+    if args.from_rows:
+        rows = [json.loads(line) for line in args.from_rows.read_text().splitlines() if line.strip()]
+        order = {m.name: i for i, m in enumerate(CORPUS)}
+        print(markdown(sorted(rows, key=lambda r: order.get(r["model"], len(order))), TARGETS))
+        return
     models = [m for m in CORPUS if not args.model or m.name in args.model]
     rows = []
     with tempfile.TemporaryDirectory(prefix="edgeserve-corpus-") as temporary:

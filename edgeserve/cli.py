@@ -146,6 +146,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               help="Sign the manifest with this Ed25519 private key (PEM): writes manifest.json.sig.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="ONNX and .pt2 sources: fix an input's dynamic dimensions (repeatable).")
+@click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
+              help="ONNX sources: fix an input to a value (a sample rate: sr=16000); it becomes a constant of "
+                   "every artifact (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
 @click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
               help="Record the detector's decoder in the manifest (`run` then gives boxes with no flag); a named "
@@ -160,7 +163,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
-            input_shapes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
+            input_shapes: Sequence[str], input_values: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
             preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
     float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
@@ -191,12 +194,24 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
+                input_values=parse_input_values(input_values),
             )
     except AccuracyError as exc:
         if exc.result is not None and not json_out:  # with --json, the error object carries the manifest
             _show_manifest(exc.result.manifest, json_out)  # type: ignore[attr-defined]
         raise
     _show_manifest(result.manifest, json_out)
+
+
+def parse_input_values(values: Sequence[str]) -> dict[str, str] | None:
+    """``NAME=VALUE`` options as {name: value text} (the source parses it as the input's type)."""
+    fixed: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name or not text:
+            raise click.BadParameter(f"expected NAME=VALUE (sr=16000); got {value!r}", param_hint="--input-value")
+        fixed[name] = text
+    return fixed or None
 
 
 def parse_input_shapes(values: Sequence[str]) -> dict[str, tuple[int, ...]] | None:

@@ -57,6 +57,7 @@ def convert(
     sign_key: str | Path | None = None,
     example_inputs: Any = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, str] | None = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -67,7 +68,8 @@ def convert(
 
     ``source`` is a model file or directory, or a ``torch.nn.Module`` with
     ``example_inputs`` (batch-1 tensors): it is exported with ``torch.export`` first.
-    ``input_shapes`` fixes an ONNX input's dynamic dimensions by name.
+    ``input_shapes`` fixes an ONNX input's dynamic dimensions by name; ``input_values`` fixes
+    an ONNX input to a value (a sample rate), so it is a constant in every artifact.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -90,7 +92,8 @@ def convert(
     with contextlib.ExitStack() as stack:
         if isinstance(source, (str, Path)):
             with progress.step(f"load {Path(source).name}"), capture_native_stderr():
-                model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None)
+                model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None,
+                                    {k: str(v) for k, v in input_values.items()} if input_values else None)
         else:  # an nn.Module: its ExportedProgram lives in a folder kept for the whole conversion
             from edgeserve.sources.pytorch import from_module
 

@@ -45,6 +45,21 @@ DEFAULT_MIN_AGREEMENT = 85.0
 
 
 @dataclasses.dataclass(frozen=True)
+class GateOptions:
+    """The gate's bounds as a target reads them from the convert options (CLI flags)."""
+
+    max_drop: float = 1.0
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
+    metric: str | None = None
+
+    @classmethod
+    def from_mapping(cls, options: Any) -> Any:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
+
+
+@dataclasses.dataclass(frozen=True)
 class OutputQuality:
     """One output's figures and whether it passed its bound."""
 

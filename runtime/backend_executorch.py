@@ -38,6 +38,8 @@ class ExecutorchBackend(Backend):
         from edgeserve.console import capture_native_stderr
 
         try:
+            import executorch.kernels.quantized  # noqa: F401  (q/dq kernels an INT8 .pte may use)
+
             # ExecuTorch's cpuinfo prints what it could not read of the CPU (an x86 host has no
             # Arm MIDR file) on the process's stderr: kept out of the user's terminal.
             with capture_native_stderr():

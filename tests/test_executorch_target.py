@@ -160,3 +160,24 @@ def test_session_serves_the_pte_as_executorch_runs_it(example: TorchExample, tmp
         np.testing.assert_array_equal(got, expected[i:i + 1])
         backend = session._active
         assert np.shares_memory(backend.input_buffer(0), backend._in_tensors[0].numpy())
+
+
+def test_int8_weights_stay_int8_in_the_pte(tmp_path: Path) -> None:
+    """PT2E's weights reach XNNPACK as int8: the INT8 .pte of a network with 300 K weights is
+    under a third of the float one (measured 0.27x on PP-LCNet; an earlier build folded each
+    weight's dequantize into a float constant and wrote an "INT8" file as big as the float)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 128, 3), torch.nn.ReLU(),
+                              torch.nn.Conv2d(128, 128, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(128, 10)).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 16, 16),)), tmp_path / "net.pt2")
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).normal(size=(32, 3, 16, 16)).astype(np.float32))
+    from edgeserve.pipeline import convert
+
+    result = convert(tmp_path / "net.pt2", ["executorch", "executorch-int8"], tmp_path / "out",
+                     calib=tmp_path / "calib.npz", options={"max_drop": 100.0, "min_agreement": 0.0})
+    entries = {a["target"]: a for a in result.manifest["artifacts"]}
+    weights = sum(p.numel() for p in net.parameters())
+    assert entries["executorch"]["bytes"] > 4 * weights  # float32
+    assert entries["executorch-int8"]["bytes"] < entries["executorch"]["bytes"] / 3
+    assert entries["executorch-int8"]["delegation"]["delegated_share"] >= 0.9

@@ -519,3 +519,47 @@ def test_inspect_closes_the_reader_routes_an_untranslated_operator_would_fail(tm
         assert not routes[target]["exists"], routes[target]
         assert routes[target]["reason"] == "edgeserve's ONNX reader has no translation for CumSum"
     assert routes["onnx"]["ready"] and routes["onnx-int8"]["exists"]  # ONNX Runtime runs the file itself
+
+
+def test_an_input_fixed_with_input_value_becomes_a_constant(tmp_path: Path) -> None:
+    """An int64 sample-rate input (silero-vad's `sr`) fixed at conversion: the model keeps one
+    float input and computes what ONNX Runtime computes on the original given that value."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from edgeserve.sources import load_source
+
+    nodes = [helper.make_node("Cast", ["sr"], ["srf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "srf"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                                           helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "rate.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    before = path.read_bytes()
+    with pytest.raises(SourceModelError, match="input 'sr' is int64"):
+        load_source(path)
+    source = load_source(path, input_values={"sr": "16000"})
+    assert [t.name for t in source.signature.inputs] == ["x"] and source.describe()["fixed_inputs"] == {"sr": 16000}
+    x = np.arange(4, dtype=np.float32)[None]
+    (expected,) = ort.InferenceSession(str(path)).run(None, {"x": x, "sr": np.array(16000, np.int64)})
+    np.testing.assert_array_equal(source.predict([x])[0], expected)
+    assert path.read_bytes() == before  # the file is never changed
+    with pytest.raises(SourceModelError, match="expected one int64 number for input 'sr', got '16k'"):
+        load_source(path, input_values={"sr": "16k"})
+    with pytest.raises(SourceModelError, match="--input-value names rate, which rate.onnx has no input called"):
+        load_source(path, input_values={"rate": "1"})
+    result = CliRunner().invoke(cli, ["convert", str(path), "--input-value", "sr", "-t", "onnx", "-o",
+                                      str(tmp_path / "o"), "--calib-random"])
+    assert result.exit_code == 2 and "expected NAME=VALUE" in result.output
+
+
+def test_an_input_whose_first_dimension_is_not_the_batch_is_refused_by_name(tmp_path: Path) -> None:
+    """silero-vad's LSTM state is [2, batch, 128]: fed one sample at a time as x[i:i+1] it would
+    reach ONNX Runtime as [1, 1, 128], which ended convert in ONNX Runtime's traceback."""
+    from edgeserve.sources import load_source
+
+    path = tmp_path / "state.onnx"
+    path.write_bytes(_one_node("Relu", [], [2, 1, 8], [2, 1, 8]))
+    with pytest.raises(SourceModelError, match=r"input 'x' has shape \[2, 1, 8\]: edgeserve feeds inputs one sample"):
+        load_source(path)

@@ -12,7 +12,6 @@ verify   executorch.runtime runs the .pte on the evaluation set, judged against 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,26 +28,13 @@ from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import degenerate
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+from edgeserve.quality import GateOptions
 
 FIXTURE_SAMPLES = 32
 # A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only
 # threading order could move a float sum; the bound says "the same program".
 REVERIFY_RTOL = 1e-4
 _CHILD = "edgeserve.converters.executorch.lower"
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    max_drop: float = 1.0
-    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
-    min_agreement: float = DEFAULT_MIN_AGREEMENT
-    metric: str | None = None
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
 
 
 class _ExecutorchBase(Converter):
@@ -66,7 +52,7 @@ class _ExecutorchBase(Converter):
         if ctx.evaluation is None:
             raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the {self.name} target "
                                    "lowers a float PyTorch program (a PyTorch, ONNX or float .tflite source)")
-        opts = Options.from_mapping(ctx.options)
+        opts = GateOptions.from_mapping(ctx.options)
         source = torch_source(ctx)
         program = getattr(source, "program", None)
         if program is None:

@@ -28,12 +28,16 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     # portable kernels) and PT2E cannot fold: as parameters, then exported again.
     program = torch.export.export(_constants_as_parameters(program.module()), example)
     if precision == "int8":
+        quantized_kernels()
         program = _quantized(program, example, calibration or [])
-    # Fold what only depends on weights (a transpose the reader's Gemm applies to its weight):
-    # XNNPACK's linear and convolution take constant weights only.
-    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+    else:
+        # Fold what only depends on weights (a transpose the reader's Gemm applies to its
+        # weight): XNNPACK's float linear takes constant weights only. Not after PT2E: it would
+        # fold each weight's dequantize too, leaving float weights in an "INT8" .pte (measured:
+        # the INT8 file as big as the float one).
+        from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 
-    program = constant_prop_pass(program)
+        program = constant_prop_pass(program)
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -43,17 +47,40 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
         edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
     except Exception as exc:  # an XNNPACK pass that cannot take the graph: say so, lower without it
         xnnpack_error = _root_cause(exc)
-        if precision == "int8":
-            import executorch.kernels.quantized  # noqa: F401  (the portable quantize/dequantize kernels)
         edge = to_edge_transform_and_lower(program)
+    Path(pte_path).write_bytes(edge.to_executorch().buffer)
+    outputs, refusal = _run_or_why(pte_path, check_inputs)
+    if refusal is not None and xnnpack_error is None:
+        # XNNPACK took the graph at lowering but refuses to build it at load time (BlazeFace's
+        # INT8 depthwise convolutions: "xnn_status_invalid_parameter"): the portable kernels.
+        xnnpack_error = refusal
+        edge = to_edge_transform_and_lower(program)
+        Path(pte_path).write_bytes(edge.to_executorch().buffer)
+        outputs, refusal = _run_or_why(pte_path, check_inputs)
+    if refusal is not None:
+        raise RuntimeError(refusal)
     info = get_delegation_info(edge.exported_program().graph_module)
     portable = sorted(op for op, b in getattr(info, "delegation_by_operator", {}).items()
-                      if b.non_delegated and op != "getitem")  # getitem picks a tuple element: no kernel
-    pte = edge.to_executorch().buffer
-    Path(pte_path).write_bytes(pte)
+                      if b.non_delegated and op not in ("getitem", "alloc"))  # tuple access, memory planning
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
-            "xnnpack_error": xnnpack_error, "outputs": run(pte_path, check_inputs)}
+            "xnnpack_error": xnnpack_error, "outputs": outputs}
+
+
+def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarray] | None, str | None]:
+    """The outputs, or why the runtime would not load the program (its native log's last error
+    line, which names the node; the exception only says "error: 0x1")."""
+    from edgeserve.console import capture_native_stderr
+
+    native = None
+    try:
+        with capture_native_stderr() as native:
+            return run(pte_path, inputs), None
+    except RuntimeError as exc:
+        if "Failed to load method" not in str(exc):
+            raise
+        said = [line.split("] ", 1)[-1] for line in (native.text if native else "").splitlines() if "ailed" in line]
+        return None, f"the runtime could not load the lowered program: {said[0] if said else str(exc)}"
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -66,10 +93,18 @@ def _root_cause(exc: BaseException) -> str:
     return f"{passes[:200]}: {inner[:200]}" if inner not in passes else passes[:300]
 
 
+def quantized_kernels() -> None:
+    """Register ExecuTorch's quantize/dequantize kernels (for lowering and for the runtime):
+    a q/dq node XNNPACK did not take needs them, or the method fails to load ("error 0x1")."""
+    import executorch.kernels.quantized  # noqa: F401
+
+
 def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The .pte's outputs, sample by sample (batch 1, as it was lowered), stacked."""
     import torch
     from executorch.runtime import Runtime
+
+    quantized_kernels()
 
     method = Runtime.get().load_program(pte_path).load_method("forward")
     rows: list[list[np.ndarray]] = []
@@ -110,10 +145,15 @@ def _constants_as_parameters(module: Any) -> Any:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
     for node in graph.nodes:
+        # Buffers too (the reader registers float initializers as buffers): PT2E writes the folded
+        # weight back with register_parameter, which refuses a name a buffer holds.
         if node.op == "get_attr" and "." not in node.target and node.target not in module._parameters \
-                and node.target not in module._buffers and isinstance(getattr(module, node.target), torch.Tensor):
+                and isinstance(getattr(module, node.target), torch.Tensor):
             value = getattr(module, node.target)
-            delattr(module, node.target)
+            if node.target in module._buffers:
+                del module._buffers[node.target]
+            else:
+                delattr(module, node.target)
             module.register_parameter(node.target, torch.nn.Parameter(value, requires_grad=False))
     module.recompile()
     return module

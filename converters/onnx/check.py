@@ -40,8 +40,14 @@ def run(model_or_session: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]
     """N samples, one at a time (the artifacts take batch 1), outputs in graph order, N first."""
     sess = session(model_or_session) if isinstance(model_or_session, bytes) else model_or_session
     names = [i.name for i in sess.get_inputs()]
-    chunks = [sess.run(None, {n: np.ascontiguousarray(x[i:i + 1], np.float32) for n, x in zip(names, inputs)})
-              for i in range(len(inputs[0]))]
+    try:
+        chunks = [sess.run(None, {n: np.ascontiguousarray(x[i:i + 1], np.float32) for n, x in zip(names, inputs)})
+                  for i in range(len(inputs[0]))]
+    except Exception as exc:  # ORT's own error types: a kernel that fails on these values
+        from edgeserve.errors import VerificationError, first_line
+
+        raise VerificationError(f"ONNX Runtime cannot run the model on the check samples: {first_line(exc)[:400]}") \
+            from exc
     return [np.concatenate([c[k] for c in chunks]) for k in range(len(chunks[0]))]
 
 

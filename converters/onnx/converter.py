@@ -21,24 +21,15 @@ from edgeserve.converters.onnx.export import float_onnx
 from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge
+from edgeserve.quality import GateOptions, judge
 
 ARTIFACT_NAME = "model.onnx"
 FIXTURE_SAMPLES = 32
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
-    max_drop: float = 1.0
-    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
-    min_agreement: float = DEFAULT_MIN_AGREEMENT
-    metric: str | None = None
+class Options(GateOptions):
     dynamic_batch: bool = False
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
 
 
 def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, Any]:

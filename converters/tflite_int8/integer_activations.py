@@ -66,7 +66,8 @@ def _code(model: Any, op: Any) -> int:
     return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
 
 
-def _rewrite_graph(model: Any, graph: Any) -> list[str]:
+def _wiring(graph: Any) -> tuple[list[Any], dict[int, Any], dict[int, list[Any]], set[int]]:
+    """The graph's ops, the op producing each tensor, the ops reading it, its output tensors."""
     ops = list(graph.operators or [])
     producer = {int(t): op for op in ops for t in (op.outputs if op.outputs is not None else []) if t >= 0}
     readers: dict[int, list[Any]] = {}
@@ -74,7 +75,20 @@ def _rewrite_graph(model: Any, graph: Any) -> list[str]:
         for t in op.inputs if op.inputs is not None else []:
             if t >= 0:
                 readers.setdefault(int(t), []).append(op)
-    graph_outputs = {int(t) for t in graph.outputs}
+    return ops, producer, readers, {int(t) for t in graph.outputs}
+
+
+def _remove(model: Any, graph: Any, ops: list[Any], removed: set[int]) -> None:
+    """Take the ops whose id() is in ``removed`` out, and the tensors only they used."""
+    if removed:
+        graph.operators = [op for op in ops if id(op) not in removed]
+        from edgeserve.converters.tflite_int8.float_prep import drop_unused
+
+        drop_unused(model)
+
+
+def _rewrite_graph(model: Any, graph: Any) -> list[str]:
+    ops, producer, readers, graph_outputs = _wiring(graph)
     removed: set[int] = set()  # id() of ops taken out
     rewritten: list[str] = []
     for op in ops:
@@ -106,25 +120,14 @@ def _rewrite_graph(model: Any, graph: Any) -> list[str]:
             removed.add(id(dequantize))
         readers.setdefault(source, []).append(op)
         rewritten.append(kind)
-    if removed:
-        graph.operators = [op for op in ops if id(op) not in removed]
-        from edgeserve.converters.tflite_int8.float_prep import drop_unused
-
-        drop_unused(model)
+    _remove(model, graph, ops, removed)
     return rewritten
 
 
 def _rewrite_moves(model: Any, graph: Any) -> list[str]:
     """int8 x -> DEQUANTIZE -> DEPTH_TO_SPACE -> QUANTIZE... as int8 x -> DEPTH_TO_SPACE -> int8 y
     on x's scale, each former QUANTIZE requantizing y (see the module docstring)."""
-    ops = list(graph.operators or [])
-    producer = {int(t): op for op in ops for t in (op.outputs if op.outputs is not None else []) if t >= 0}
-    readers: dict[int, list[Any]] = {}
-    for op in ops:
-        for t in op.inputs if op.inputs is not None else []:
-            if t >= 0:
-                readers.setdefault(int(t), []).append(op)
-    graph_outputs = {int(t) for t in graph.outputs}
+    ops, producer, readers, graph_outputs = _wiring(graph)
     removed: set[int] = set()
     rewritten: list[str] = []
     for op in ops:
@@ -149,11 +152,7 @@ def _rewrite_moves(model: Any, graph: Any) -> list[str]:
         if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
             removed.add(id(dequantize))
         rewritten.append(kind)
-    if removed:
-        graph.operators = [op for op in ops if id(op) not in removed]
-        from edgeserve.converters.tflite_int8.float_prep import drop_unused
-
-        drop_unused(model)
+    _remove(model, graph, ops, removed)
     return rewritten
 
 

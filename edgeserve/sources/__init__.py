@@ -51,16 +51,24 @@ def source_kind(path: Path) -> str:
     return _find(Path(path)).name
 
 
-def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> SourceModel:
+def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                input_values: dict[str, str] | None = None) -> SourceModel:
     """Load any registered source kind, or raise :class:`SourceModelError`.
 
     ``input_shapes`` fixes dynamic input dimensions by input name (``--input-shape``); the
-    kinds that can have them (ONNX, ExportedProgram) take it.
+    kinds that can have them (ONNX, ExportedProgram) take it. ``input_values`` fixes an ONNX
+    input to a value (``--input-value sr=16000``): it becomes a constant of the graph.
     """
     path = Path(path)
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
     kind = _find(path)
+    if input_values:
+        if kind.name != "onnx":
+            raise SourceModelError(f"--input-value applies to ONNX sources; {path.name} is {kind.described}")
+        from edgeserve.sources.onnx_file import OnnxSource
+
+        return OnnxSource(path, input_shapes, input_values)
     if input_shapes:
         if kind.name not in ("onnx", "torch-export"):
             raise SourceModelError(f"--input-shape applies to ONNX and ExportedProgram (.pt2) sources; {path.name} "

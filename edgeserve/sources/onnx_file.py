@@ -48,7 +48,8 @@ def _size(nbytes: int) -> str:
 class OnnxSource(SourceModel):
     tflite_route = "float-tflite"
 
-    def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+    def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                 input_values: dict[str, str] | None = None) -> None:
         from edgeserve.onnx_check import read_onnx_file, validate_onnx
 
         self.path = path
@@ -57,6 +58,9 @@ class OnnxSource(SourceModel):
         onnx = require("onnx", "reading an ONNX model")
         self._onnx = onnx
         self.proto = onnx.load_model_from_string(data)
+        self.fixed_inputs = _fix_inputs(onnx, self.proto, path, input_values or {})
+        if self.fixed_inputs:  # every route and the reference start from the model with them as constants
+            data = self.proto.SerializeToString()
         self._data = data
         graph = self.proto.graph
         constants = {i.name for i in graph.initializer}
@@ -67,6 +71,14 @@ class OnnxSource(SourceModel):
             raise SourceModelError(f"--input-shape names {', '.join(sorted(unknown))}, which {path.name} has no "
                                    f"input called; its inputs: {', '.join(names)}")
         inputs = tuple(_input_info(onnx, v, shapes) for v in graph.input if v.name not in constants)
+        for info in inputs:
+            if not info.shape or info.shape[0] != 1:
+                # Samples are fed one at a time as x[i:i+1]: a first dimension that is not a
+                # batch of 1 (a recurrent state laid out [layers, batch, units]) cannot be fed so.
+                raise SourceModelError(
+                    f"input '{info.name}' has shape {list(info.shape)}: edgeserve feeds inputs one sample at a time "
+                    "with a batch of 1 first, and this one's first dimension is not that batch. Re-export the "
+                    "model with the batch first, or fix the input with --input-value")
         _check_sizes(path, graph, inputs)
         opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self._session: Any = None
@@ -76,6 +88,9 @@ class OnnxSource(SourceModel):
                         for v, o in zip(graph.output, self._run([np.zeros(t.shape, np.float32) for t in inputs])))
         super().__init__(path, "onnx", Signature(inputs, outputs), f"onnx {onnx.__version__}, opset {opset}")
         self.framework = "onnx"
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | ({"fixed_inputs": self.fixed_inputs} if self.fixed_inputs else {})
 
     @property
     def data(self) -> bytes:
@@ -148,6 +163,32 @@ class OnnxSource(SourceModel):
                                    f"{first_line(exc)}. Route tried: {ROUTE}") from exc
         return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,
                                          "litert-torch": package_version("litert-torch")})
+
+
+def _fix_inputs(onnx: Any, proto: Any, path: Path, values: dict[str, str]) -> dict[str, Any]:
+    """Each named graph input becomes an initializer holding the given value (a sample rate,
+    a mode flag): the model then has one input fewer, and ONNX Runtime folds what depends on
+    it. The value is parsed as the input's own type and must fit its declared shape."""
+    fixed: dict[str, Any] = {}
+    graph = proto.graph
+    constants = {i.name for i in graph.initializer}
+    inputs = {v.name: v for v in graph.input if v.name not in constants}
+    for name, text in values.items():
+        if name not in inputs:
+            raise SourceModelError(f"--input-value names {name}, which {path.name} has no input called; its inputs: "
+                                   f"{', '.join(inputs)}")
+        tensor = inputs[name].type.tensor_type
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor.shape.dim]
+        try:
+            number = np.array(float(text) if dtype.kind == "f" else int(text), dtype)
+        except (ValueError, OverflowError) as exc:
+            raise SourceModelError(f"--input-value {name}={text}: expected one {dtype.name} number for input "
+                                   f"'{name}', got {text!r}") from exc
+        graph.initializer.append(onnx.numpy_helper.from_array(np.full(dims, number, dtype), name))
+        graph.input.remove(inputs[name])
+        fixed[name] = number.item()
+    return fixed
 
 
 def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:
