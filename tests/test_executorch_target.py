@@ -102,8 +102,8 @@ def test_a_keras_model_has_no_route_and_says_why(tmp_path: Path) -> None:
     routes = {r["target"]: r for r in info["routes"]}
     assert not routes["executorch"]["exists"] and "PyTorch program" in routes["executorch"]["reason"]
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32))
-    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "executorch", "--calib", str(tmp_path / "calib.npz"),
-                                      "-o", str(tmp_path / "out")])
+    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "executorch", "--calib",
+                                      str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("error: m.keras (keras) has no route to a PyTorch "
                                                              "ExportedProgram")
@@ -119,7 +119,8 @@ def test_a_graph_xnnpack_refuses_is_lowered_to_portable_kernels_and_says_so(tmp_
         def __init__(self) -> None:
             super().__init__()
             self.conv, self.prelu = torch.nn.Conv2d(3, 8, 3), torch.nn.PReLU(8)
-            self.dense, self.prelu2, self.out = torch.nn.Linear(8 * 6 * 6, 16), torch.nn.PReLU(16), torch.nn.Linear(16, 4)
+            self.dense, self.prelu2 = torch.nn.Linear(8 * 6 * 6, 16), torch.nn.PReLU(16)
+            self.out = torch.nn.Linear(16, 4)
 
         def forward(self, x):  # type: ignore[no-untyped-def]
             x = self.prelu(self.conv(x)).permute(0, 3, 2, 1).contiguous()

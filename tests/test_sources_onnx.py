@@ -224,7 +224,8 @@ def test_clip_bounds_given_as_initializers_trace(tmp_path: Path) -> None:
 
     path = tmp_path / "clip.onnx"
     path.write_bytes(_one_node("Clip", ["lo", "hi"], [1, 3, 4, 4], [1, 3, 4, 4], initializers=[
-        helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]), helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0])]))
+        helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]),
+        helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0])]))
     source = load_source(path)  # traces with torch.export
     x = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32) * 8
     (expected,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
@@ -398,7 +399,8 @@ def test_inspect_shows_the_signature_operators_and_routes_before_converting(
     assert [i["shape"] for i in info["inputs"]] == [[None if kind == "onnx" else 1, 3, 8, 8]]
     assert info["ops"][first_op] >= 1
     routes = {r["target"]: r for r in info["routes"]}
-    assert set(routes) == {"tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8"}
+    assert set(routes) == {"tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8", "executorch",
+                           "executorch-int8"}
     assert all(r["exists"] and r["ready"] for r in routes.values())
     assert "litert-torch" in routes["tflite-int8"]["route"] and routes["mcu"]["route"].endswith("tflite-micro")
     text = CliRunner().invoke(cli, ["inspect", str(example.root / name)])

@@ -84,8 +84,9 @@ class _ExecutorchBase(Converter):
                                                                    "quality": scored["quality"]})
         route = {"tflite-float": f"{ROUTE_FROM_TFLITE} -> ", "onnx": "onnx -> edgeserve ONNX reader -> torch.export -> "
                  }.get(ctx.source.kind, "torch.export -> ")
+        lowered = "no delegate: XNNPACK refused" if delegation["xnnpack_error"] else "XNNPACK"
         route += ("PT2E (XNNPACKQuantizer, per-channel int8 weights) -> " if self.precision == "int8" else "") + \
-            "to_edge_transform_and_lower (XNNPACK) -> to_executorch"
+            f"to_edge_transform_and_lower ({lowered}) -> to_executorch"
         return {
             "target": self.name,
             "status": "ok" if scored["ok"] else "failed",
@@ -106,7 +107,8 @@ class _ExecutorchBase(Converter):
                                                  "torchao": package_version("torchao")}},
             "report": file_record(out, report),
             "verification": {
-                "method": "executorch.runtime (XNNPACK delegate)",
+                "method": "executorch.runtime (" + ("portable kernels" if delegation["xnnpack_error"] else
+                                                    "XNNPACK delegate") + ")",
                 "samples": len(outputs[0]),
                 "fixture": file_record(out, fixture),
                 "degenerate": degenerate(ctx.reference_outputs()),
@@ -131,7 +133,8 @@ class _ExecutorchBase(Converter):
             return VerifyResult(self.name, entry["path"], tuple(checks))
         worst = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, recorded))
         scale = max(float(np.max(np.abs(r))) for r in recorded) or 1.0
-        checks.append(Check("outputs equal the recorded ones (executorch.runtime)", worst <= REVERIFY_RTOL * scale + 1e-6,
+        same = worst <= REVERIFY_RTOL * scale + 1e-6
+        checks.append(Check("outputs equal the recorded ones (executorch.runtime)", same,
                             f"max |diff| {worst:.3g} over {len(inputs[0])} samples"))
         reason = entry["verification"].get("degenerate")
         checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))

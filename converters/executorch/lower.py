@@ -27,17 +27,16 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     # takes for activations (measured: half of a MobileNetV3's convolutions left on the
     # portable kernels) and PT2E cannot fold: as parameters, then exported again.
     program = torch.export.export(_constants_as_parameters(program.module()), example)
+    # Fold what only depends on weights (a transpose the reader's Gemm applies to its weight):
+    # XNNPACK's linear takes constant weights only. Before PT2E, never after: after, it would
+    # fold each weight's dequantize too, leaving float weights in an "INT8" .pte (measured: the
+    # INT8 file as big as the float one).
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    program = constant_prop_pass(program)
     if precision == "int8":
         quantized_kernels()
         program = _quantized(program, example, calibration or [])
-    else:
-        # Fold what only depends on weights (a transpose the reader's Gemm applies to its
-        # weight): XNNPACK's float linear takes constant weights only. Not after PT2E: it would
-        # fold each weight's dequantize too, leaving float weights in an "INT8" .pte (measured:
-        # the INT8 file as big as the float one).
-        from executorch.exir.passes.constant_prop_pass import constant_prop_pass
-
-        program = constant_prop_pass(program)
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -124,7 +123,7 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    module = program.module()
+    module = _constants_as_parameters(program.module())  # constant propagation lifted new ones
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     prepared = prepare_pt2e(module, quantizer)
     for i in range(len(calibration[0]) if calibration else 0):

@@ -80,8 +80,11 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
 
 def _densify_ops(model: Any) -> list[tuple[Any, Any]]:
     codes = model.operatorCodes or []
-    return [(graph, op) for graph in model.subgraphs or [] for op in graph.operators or []
-            if max(codes[op.opcodeIndex].builtinCode or 0, codes[op.opcodeIndex].deprecatedBuiltinCode or 0) == _DENSIFY]
+
+    def builtin(op: Any) -> int:
+        return max(codes[op.opcodeIndex].builtinCode or 0, codes[op.opcodeIndex].deprecatedBuiltinCode or 0)
+
+    return [(graph, op) for graph in model.subgraphs or [] for op in graph.operators or [] if builtin(op) == _DENSIFY]
 
 
 def _fold_densify(model: Any, data: bytes) -> str | None:
