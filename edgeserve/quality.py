@@ -38,9 +38,9 @@ from edgeserve.metrics import MetricResult, evaluate, sqnr_db
 DEFAULT_MIN_SQNR_DB = 10.0
 #: Percent of samples whose top-1 must equal the float model's, for a classifier judged without
 #: labels. Measured on the corpus (benchmarks/corpus.py): INT8 classifiers that work agree on
-#: 90.6-100 % of their calibration-like inputs (fer's emotion model, PaddleOCR's direction
-#: classifier on crops that are mostly not text); one layer's scale broken drops that below
-#: 60 % (tests/test_quality_gate.py).
+#: 87.5-100 % of their calibration-like inputs (fer's emotion model, PaddleOCR's direction
+#: classifier on crops that are mostly not text, PP-LCNet's orientation classifier); a classifier
+#: with half its answers moved agrees on about 50 % (tests/test_quality_gate.py).
 DEFAULT_MIN_AGREEMENT = 85.0
 
 
