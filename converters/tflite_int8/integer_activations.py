@@ -92,19 +92,11 @@ def _rewrite_graph(model: Any, graph: Any) -> list[str]:
     removed: set[int] = set()  # id() of ops taken out
     rewritten: list[str] = []
     for op in ops:
-        kind = ACTIVATIONS.get(_code(model, op))
-        if kind is None or not _float(graph, int(op.inputs[0])):
+        found = _float_between_int8(model, graph, op, ACTIVATIONS, producer, readers, graph_outputs)
+        if found is None:
             continue
-        x, y = int(op.inputs[0]), int(op.outputs[0])
-        dequantize = producer.get(x)
-        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
-            continue
-        source = int(dequantize.inputs[0])
-        if graph.tensors[source].type != _INT8 or not _per_tensor(graph.tensors[source]):
-            continue
-        consumers = readers.get(y, [])
-        if y in graph_outputs or not consumers or any(_code(model, c) != _QUANTIZE for c in consumers):
-            continue
+        kind, dequantize, consumers = found
+        x, source = int(op.inputs[0]), int(dequantize.inputs[0])
         first = consumers[0]
         y_int8 = int(first.outputs[0])
         if graph.tensors[y_int8].type != _INT8 or not _per_tensor(graph.tensors[y_int8]):
@@ -131,19 +123,12 @@ def _rewrite_moves(model: Any, graph: Any) -> list[str]:
     removed: set[int] = set()
     rewritten: list[str] = []
     for op in ops:
-        kind = MOVES.get(_code(model, op))
-        if kind is None or not _float(graph, int(op.inputs[0])):
+        found = _float_between_int8(model, graph, op, MOVES, producer, readers, graph_outputs)
+        if found is None:
             continue
-        x, y = int(op.inputs[0]), int(op.outputs[0])
-        dequantize = producer.get(x)
-        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
-            continue
-        source = graph.tensors[int(dequantize.inputs[0])]
-        consumers = readers.get(y, [])
-        if source.type != _INT8 or not _per_tensor(source) or y in graph_outputs or not consumers or \
-                any(_code(model, c) != _QUANTIZE for c in consumers):
-            continue
-        out = graph.tensors[y]
+        kind, dequantize, _ = found
+        x, source = int(op.inputs[0]), graph.tensors[int(dequantize.inputs[0])]
+        out = graph.tensors[int(op.outputs[0])]
         params = schema_module().QuantizationParametersT()
         q = source.quantization
         params.scale, params.zeroPoint = list(q.scale), list(q.zeroPoint) if q.zeroPoint is not None else [0]
@@ -154,6 +139,25 @@ def _rewrite_moves(model: Any, graph: Any) -> list[str]:
         rewritten.append(kind)
     _remove(model, graph, ops, removed)
     return rewritten
+
+
+def _float_between_int8(model: Any, graph: Any, op: Any, kinds: dict[int, str], producer: dict[int, Any],
+                        readers: dict[int, list[Any]], graph_outputs: set[int]) -> tuple[str, Any, list[Any]] | None:
+    """(kind, the DEQUANTIZE before it, the QUANTIZE ops after it) when ``op`` is one of ``kinds``
+    left float between a per-tensor int8 DEQUANTIZE and only QUANTIZE readers; None otherwise."""
+    kind = kinds.get(_code(model, op))
+    if kind is None or not _float(graph, int(op.inputs[0])):
+        return None
+    x, y = int(op.inputs[0]), int(op.outputs[0])
+    dequantize = producer.get(x)
+    if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
+        return None
+    source = graph.tensors[int(dequantize.inputs[0])]
+    consumers = readers.get(y, [])
+    if source.type != _INT8 or not _per_tensor(source) or y in graph_outputs or not consumers or \
+            any(_code(model, c) != _QUANTIZE for c in consumers):
+        return None
+    return kind, dequantize, consumers
 
 
 def _float(graph: Any, index: int) -> bool:
