@@ -18,6 +18,7 @@ import click
 from edgeserve import __version__
 from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError, EdgeServeError
+from edgeserve.detection_gate import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
 from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
 log = logging.getLogger("edgeserve")
@@ -118,6 +119,13 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               show_default=True, metavar="PCT",
               help="Without labels, a classifier's output 0: smallest accepted share of samples (percent) whose "
                    "top-1 equals the float source's.")
+@click.option("--min-detection-match", type=click.FloatRange(min=0, max=100), default=DEFAULT_MIN_DETECTION_MATCH,
+              show_default=True, metavar="PCT",
+              help="With --decoder: smallest accepted share (percent) of detections that match the float source's "
+                   "(same class, IoU >= 0.5), judged on the outputs the decoder reads.")
+@click.option("--max-score-error", type=click.FloatRange(min=0, max=1), default=DEFAULT_MAX_SCORE_ERROR,
+              show_default=True, help="With --decoder: largest accepted mean score difference of the matched "
+                                      "detections.")
 @click.option("--min-sqnr", "min_sqnr_db", type=float, default=DEFAULT_MIN_SQNR_DB, show_default=True, metavar="DB",
               help="Smallest accepted SQNR in dB against the float source, for every output the task metric "
                    "does not judge (regression, landmarks, embeddings, detector heads, extra outputs).")
@@ -159,7 +167,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--json", "json_out", is_flag=True, help="Print the manifest as JSON on stdout.")
 @click.pass_context
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
-            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float, min_sqnr_db: float,
+            calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
+            min_detection_match: float, max_score_error: float, min_sqnr_db: float,
             metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
@@ -183,6 +192,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
         if spec is None and family.preprocess is not None:
             spec = family.preprocess
     options = {"output": output, "io": io, "max_drop": max_drop, "min_agreement": min_agreement, "min_sqnr_db": min_sqnr_db, "metric": metric,
+               "min_detection_match": min_detection_match, "max_score_error": max_score_error,
                "debug_samples": debug_samples,
                "name": name, "fit_check": not no_fit_check, "cmsis_nn": cmsis_nn,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,

@@ -28,7 +28,8 @@ from edgeserve.errors import EdgeServeError
 
 DEFAULT_TIMEOUT_S = 3600.0
 # Tests set this to a signal number: the child kills itself with it before the step, so
-# the parent's report of a real crash can be checked on any model.
+# the parent's report of a real crash can be checked on any model. "11:text" kills only the
+# steps whose "module:function" contains the text (one tool's steps among several).
 CRASH_FOR_TESTS = "EDGESERVE_TEST_CRASH_SIGNAL"
 _CHILD = "from edgeserve.isolation import serve; serve()"
 
@@ -71,8 +72,8 @@ def serve() -> None:
     function, args = pickle.loads(sys.stdin.buffer.read())
     result_fd = os.dup(1)
     os.dup2(2, 1)  # whatever the native code prints goes to stderr, not into the result
-    crash = os.environ.get(CRASH_FOR_TESTS)
-    if crash:
+    crash, _, only = os.environ.get(CRASH_FOR_TESTS, "").partition(":")
+    if crash and only in function:
         os.kill(os.getpid(), int(crash))
     module, _, name = function.partition(":")
     try:

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.console import Progress, capture_native_stderr
-from edgeserve.datasets import load_calibration, load_eval
+from edgeserve.datasets import NO_CALIBRATION_HELP, load_calibration, load_eval
 from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
+    CalibrationDataError,
     DoesNotFitError,
     EdgeServeError,
     InputError,
@@ -87,6 +88,7 @@ def convert(
         get_converter(target).check_request(options or {}, prof)
     out = Path(out_dir)
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
+    _check_data_early(source, calib, eval_data, calib_random)
     progress = progress or Progress(enabled=False)
 
     with contextlib.ExitStack() as stack:
@@ -102,6 +104,27 @@ def convert(
                 model = from_module(source, example_inputs, exported)
         return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
                                options, max_calib_samples, progress, sign_key)
+
+
+def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool) -> None:
+    """The data mistakes that need no model, said before the model is loaded (loading a Keras
+    model imports TensorFlow, ~10 s): a --calib or --eval path that is not there, and no
+    calibration for a source that needs it (every source but a .tflite, which may be INT8).
+    The source's kind is told from its suffix or layout, which opens no framework."""
+    from edgeserve.sources import source_kind
+
+    kind = None
+    if isinstance(source, (str, Path)):
+        if not Path(source).exists():
+            return  # the loader's error names the missing model first
+        kind = source_kind(Path(source))  # by suffix or layout: an unknown format is said first
+    for given, what in ((calib, "calibration"), (eval_data, "evaluation")):
+        if isinstance(given, (str, Path)) and not Path(given).exists():
+            raise CalibrationDataError(f"{what} data not found: {given}")
+    if isinstance(eval_data, (str, Path)) and Path(eval_data).is_dir():
+        raise CalibrationDataError(f"evaluation data must be an .npz file with x and y; got a directory {eval_data}")
+    if calib is None and not calib_random and kind != "tflite":
+        raise CalibrationDataError(NO_CALIBRATION_HELP)
 
 
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
@@ -313,6 +336,19 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
         attempts = f"after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
         quality = entry.get("quality")
         failed = [o for o in (quality or {}).get("outputs", []) if not o["ok"]]
+        if any(o["judged_by"] == "detections" for o in failed):
+            found = quality["detections"]
+            if found["match_percent"] < found["min_match"]:
+                lines.append(f"{entry['target']}: best attempt matches {found['match_percent']:g} % of the float "
+                             f"source's detections ({found['decoder']}, IoU >= {found['iou']:g}), below "
+                             f"--min-detection-match {found['min_match']:g} % {attempts}")
+            else:
+                lines.append(f"{entry['target']}: best attempt's detections differ from the float source's by a mean "
+                             f"score of {found['mean_score_error']:g}, above --max-score-error "
+                             f"{found['max_score_error']:g} {attempts}")
+            failed = [o for o in failed if o["judged_by"] != "detections"]
+            if not failed:
+                continue
         if failed and not (len(failed) == 1 and failed[0]["judged_by"] in ("metric", "agreement")):
             # Outputs judged by SQNR: name each, and the flag that sets the bound.
             below = ", ".join(f"{o['name']} {o['sqnr_db'] if o['sqnr_db'] is not None else '-'} dB" for o in failed)

@@ -12,6 +12,9 @@ judged on its own:
   the float model itself is unsure of costs no accuracy, and on a calibration-sized set one
   flip is several points (1 of 32 is 3.1), so the old "drop of at most 1 point of
   agreement" refused every real classifier of the corpus (fer's emotion model at 96.9 %).
+* **By detections matched to the float model's** (``--min-detection-match``): the outputs a
+  recorded decoder reads (``convert --decoder``), decoded on both sides
+  (``edgeserve.detection_gate``).
 * **By SQNR against the float model** (``--min-sqnr``): every other output, and the first
   one when nothing above applies (regression, landmarks, embeddings, detector heads with
   no labels). "Percent more error than the float model" is no bound there: the float
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeserve.detection_gate import DetectionGate, DetectionMatch
 from edgeserve.metrics import MetricResult, evaluate, sqnr_db
 
 DEFAULT_MIN_SQNR_DB = 10.0
@@ -65,7 +69,8 @@ class OutputQuality:
 
     index: int
     name: str
-    judged_by: str  # "metric" (--max-drop), "agreement" (--min-agreement) or "sqnr" (--min-sqnr)
+    judged_by: str  # "metric" (--max-drop), "agreement" (--min-agreement), "detections"
+    #                 (--min-detection-match) or "sqnr" (--min-sqnr)
     sqnr_db: float | None
     relative_rmse: float | None  # RMS error / RMS spread of the float output (None: no spread)
     ok: bool
@@ -84,6 +89,7 @@ class Verdict:
     max_drop: float
     min_sqnr_db: float
     min_agreement: float = DEFAULT_MIN_AGREEMENT
+    detections: DetectionMatch | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,8 +97,8 @@ class Verdict:
 
     @property
     def reason(self) -> str:
-        """Why it failed, every failing output named ('' when it passed)."""
-        return "; ".join(o.reason for o in self.outputs if not o.ok)
+        """Why it failed, every failing output named once ('' when it passed)."""
+        return "; ".join(dict.fromkeys(o.reason for o in self.outputs if not o.ok and o.reason))
 
     @property
     def failed_outputs(self) -> list[int]:
@@ -109,33 +115,43 @@ class Verdict:
                 total += self.metrics.drop_points - self.max_drop
             elif o.judged_by == "agreement":
                 total += self.min_agreement - 100.0 * self.metrics.quantized
+            elif o.judged_by == "detections" and self.detections is not None:
+                total += (self.detections.min_match - self.detections.match_percent) / len(self.failed_outputs)
             else:
                 total += self.min_sqnr_db - (o.sqnr_db if o.sqnr_db is not None else -100.0)
         return len(self.failed_outputs), total
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "max_drop": self.max_drop, "min_sqnr_db": self.min_sqnr_db,
-                "min_agreement": self.min_agreement, "outputs": [o.to_dict() for o in self.outputs]}
+                "min_agreement": self.min_agreement, "outputs": [o.to_dict() for o in self.outputs],
+                **({"detections": self.detections.to_dict()} if self.detections is not None else {})}
 
 
 def judge(metric: str, reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
           labels: np.ndarray | None, *, max_drop: float, min_sqnr_db: float,
           min_agreement: float = DEFAULT_MIN_AGREEMENT, metric_requested: bool = False,
-          names: Sequence[str] | None = None) -> Verdict:
+          names: Sequence[str] | None = None, detections: DetectionGate | None = None) -> Verdict:
     """Judge ``outputs`` (the artifact's, in float) against ``reference`` (the source's).
 
     ``metric`` is the task metric of output 0 (``choose_metric``); it is the bound for that
     output when ``labels`` are given or the user asked for it. An unlabelled top-1 output is
-    judged by its agreement with the float model's top-1 (``min_agreement``, percent).
+    judged by its agreement with the float model's top-1 (``min_agreement``, percent). With
+    ``detections`` (a recorded decoder) the outputs it reads are judged by decoded detections.
     """
     metrics = evaluate(metric, reference[0], outputs[0], labels)
-    by_agreement = metric == "top1" and labels is None
+    by_agreement = metric == "top1" and labels is None and detections is None
     by_metric = labels is not None or metric_requested
+    found = detections.compare(reference, outputs) if detections is not None else None
+    decoded = set(detections.outputs_read(len(outputs))) if found is not None and not found.degenerate else set()
     judged = []
     for i, (ref, out) in enumerate(zip(reference, outputs)):
         name = names[i] if names and i < len(names) else f"output_{i}"
         sqnr = sqnr_db(ref, out)
         rel = relative_rmse(ref, out)
+        if i in decoded:
+            assert found is not None
+            judged.append(OutputQuality(i, name, "detections", sqnr, rel, found.ok, found.reason))
+            continue
         if i == 0 and by_agreement:
             agreed = 100.0 * metrics.quantized  # the float model's own top-1 is the truth here
             ok = agreed >= min_agreement
@@ -150,7 +166,7 @@ def judge(metric: str, reference: Sequence[np.ndarray], outputs: Sequence[np.nda
             continue
         ok, reason = _sqnr_bound(name, ref, out, sqnr, min_sqnr_db)
         judged.append(OutputQuality(i, name, "sqnr", sqnr, rel, ok, reason))
-    return Verdict(metrics, tuple(judged), max_drop, min_sqnr_db, min_agreement)
+    return Verdict(metrics, tuple(judged), max_drop, min_sqnr_db, min_agreement, found)
 
 
 def _sqnr_bound(name: str, ref: np.ndarray, out: np.ndarray, sqnr: float | None,

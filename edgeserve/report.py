@@ -113,9 +113,23 @@ def _print_quality(console: Console, entry: dict[str, Any]) -> None:
             figure = f" {100 * agreed:.1f} %" if isinstance(agreed, (int, float)) else ""
             parts.append(f"{escape(o['name'])} top-1 agreement{figure} (min {quality.get('min_agreement', 0):g} %) {mark}")
             continue
+        if o["judged_by"] == "detections":
+            parts.append(f"{escape(o['name'])} read by the decoder {mark}")
+            continue
         sqnr = "exact" if o["sqnr_db"] is None and o["ok"] else f"{o['sqnr_db']} dB"
         parts.append(f"{escape(o['name'])} SQNR {sqnr} {mark}")
     console.print(f"  outputs vs float (min SQNR {quality['min_sqnr_db']:g} dB): " + ", ".join(parts), soft_wrap=True)
+    found = quality.get("detections")
+    if found:
+        if found["degenerate"]:
+            console.print(f"  detections ({escape(found['decoder'])}): neither model detects anything on these "
+                          f"{found['samples']} inputs, so this check cannot fail; judged by SQNR", soft_wrap=True)
+        else:
+            console.print(f"  detections ({escape(found['decoder'])}): {found['match_percent']:g} % matched the float "
+                          f"model's (min {found['min_match']:g} %): finds {found['found']} of "
+                          f"{found['float_detections']} float, {found['confirmed']} of its {found['artifact_detections']} "
+                          f"confirmed; mean score error {found['mean_score_error']}, mean IoU {found['mean_iou']}",
+                          soft_wrap=True)
 
 
 def _print_mcu(console: Console, entry: dict[str, Any]) -> None:

@@ -95,9 +95,11 @@ def _all_routes(kind: str) -> list[Route]:
 
 def _executorch_routes(kind: str) -> list[Route]:
     """ExecuTorch lowers a PyTorch program: PyTorch sources directly, ONNX through the reader,
-    a float .tflite through tf2onnx and the reader; TensorFlow sources have no way there."""
+    a float .tflite, Keras model or SavedModel through tf2onnx and the reader."""
+    through_tf2onnx = ("tensorflow", "tf2onnx", ONNX_READER, "torch.export")
     first = {"onnx": ("onnx", ONNX_READER, "torch.export"),
-             "tflite-float": ("tf2onnx", ONNX_READER, "torch.export")}.get(
+             "tflite-float": ("tf2onnx", ONNX_READER, "torch.export"),
+             "saved_model": through_tf2onnx, **{k: through_tf2onnx for k in _KERAS}}.get(
         kind, ("torch",) if kind in _TORCH else None)
     if first is None:
         reason = "ExecuTorch lowers a PyTorch program; convert the PyTorch or ONNX model this one was made from"

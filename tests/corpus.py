@@ -43,6 +43,11 @@ from registry_models import (
     required_wheel,
 )
 
+# MediaPipe's SsdAnchorsCalculator options for its palm (lite) and pose detectors
+# (modules/palm_detection/palm_detection_cpu.pbtxt, modules/pose_detection/pose_detection_cpu.pbtxt):
+# 2016 and 2254 anchors; both score at 0.5 after a sigmoid, as the face detectors do.
+PALM_ANCHORS = {"input_size_height": 192, "input_size_width": 192, "strides": [8, 16, 16, 16]}
+POSE_ANCHORS = {"input_size_height": 224, "input_size_width": 224, "strides": [8, 16, 32, 32, 32]}
 TARGETS = ("tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8", "executorch", "executorch-int8")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -58,6 +63,8 @@ class CorpusModel:
     input_values: dict[str, str] = field(default_factory=dict)  # --input-value (a sample rate)
     options: dict = field(default_factory=dict)  # pipeline.convert options (bounds)
     targets: tuple[str, ...] = TARGETS
+    # --decoder and its --decoder-options: a detector is judged by its decoded detections
+    decoder: tuple[str, dict] | None = None
 
 
 def photos() -> list[np.ndarray]:
@@ -143,18 +150,19 @@ def silero_vad_calib(into: Path) -> Path:
 
 CORPUS: tuple[CorpusModel, ...] = (
     # MediaPipe float .tflite models (fp16 weights behind DEQUANTIZE); input in [-1, 1] or [0, 1].
+    # The three SSD detectors are judged by their decoded detections (MediaPipe's own anchors
+    # and thresholds), matched to the float model's; their other outputs by SQNR.
     CorpusModel("blazeface", "face detector, float .tflite (MediaPipe)", _member(BLAZEFACE),
-                lambda into: _saved(into, x=faces(128, 32) * 2 - 1), options={"max_drop": 100.0}),
+                lambda into: _saved(into, x=faces(128, 32) * 2 - 1), options={"max_drop": 100.0},
+                decoder=("mediapipe-face-short", {})),
     CorpusModel("palm_detection_lite", "palm detector with PRELU, float .tflite (MediaPipe)", _member(PALM),
                 lambda into: _saved(into, x=views((192, 192), 24) * 2 - 1),
-                options={"max_drop": 100.0, "min_sqnr_db": 5.0}),
-    # The photos have one or two people and no hand in them: the box regressors of anchors that
-    # see no person, and a hand model's presence score and landmarks on no hand, are noise the
-    # decoders drop; measured 9.6 dB (pose boxes) and 7.9 dB (hand presence) in INT8, so these
-    # two are judged at 7 dB, as palm detection is at 5 dB (tests/test_sources_tflite.py).
+                options={"max_drop": 100.0}, decoder=("ssd-anchors", PALM_ANCHORS)),
     CorpusModel("pose_detection", "pose detector with sparse weights, float .tflite (MediaPipe)", _member(POSE),
                 lambda into: _saved(into, x=views((224, 224), 24) * 2 - 1),
-                options={"max_drop": 100.0, "min_sqnr_db": 7.0}),
+                options={"max_drop": 100.0}, decoder=("ssd-anchors", POSE_ANCHORS)),
+    # The photos have no hand in them: a hand model's presence score and landmarks on no hand
+    # are noise its pipeline drops; measured 7.9 dB (hand presence) in INT8, so it is judged at 7 dB.
     CorpusModel("hand_landmark_lite", "hand landmarks, float .tflite (MediaPipe)", _member(HAND_LANDMARK),
                 lambda into: _saved(into, x=views((224, 224), 24)), options={"max_drop": 100.0, "min_sqnr_db": 7.0}),
     CorpusModel("selfie_segmentation", "segmentation with a transposed conv custom op, float .tflite (MediaPipe)",
@@ -209,6 +217,14 @@ def convert_command(model: CorpusModel, source: Path, calib: Path | None, out: P
         command += ["--max-drop", str(model.options["max_drop"])]
     if "min_sqnr_db" in model.options:
         command += ["--min-sqnr", str(model.options["min_sqnr_db"])]
+    if model.decoder is not None:
+        name, settings = model.decoder
+        command += ["--decoder", name]
+        if settings:
+            toml = out.parent / f"{model.name}_decoder.toml"
+            toml.write_text("".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n"
+                                    for k, v in settings.items()))
+            command += ["--decoder-options", str(toml)]
     return command
 
 
@@ -222,7 +238,8 @@ def _finite(values: Any) -> list[float]:
 
 def measured(entry: dict) -> dict:
     """What the artifact's check measured against the source: the worst output's SQNR in dB,
-    top-1 agreement, bit-exactness with the TFLM interpreter (microcontroller targets)."""
+    top-1 agreement, detections matched (a recorded decoder), bit-exactness with the TFLM
+    interpreter (microcontroller targets)."""
     verification = entry.get("verification") or {}
     outputs = (entry.get("quality") or {}).get("outputs") or []
     sqnr = _finite([o.get("sqnr_db") for o in outputs]) or _finite(entry.get("output_sqnr_db")) or \
@@ -230,7 +247,10 @@ def measured(entry: dict) -> dict:
     agreement = (entry.get("agreement") or {}).get("top1_agreement", verification.get("top1_agreement"))
     # Every output equal to the source's (no noise to measure): the float ONNX of an ONNX file.
     exact = bool(outputs) and all(o.get("sqnr_db") is None and o.get("ok") for o in outputs)
+    detections = (entry.get("quality") or {}).get("detections") or {}
+    matched = None if detections.get("degenerate") or not detections else detections["match_percent"] / 100
     return {"sqnr_db": min(sqnr) if sqnr else None, "outputs": max(len(outputs), len(sqnr)), "exact": exact,
+            "detection_match": matched, "score_error": detections.get("mean_score_error"),
             "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
             "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
             "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share")}
@@ -247,6 +267,9 @@ def figure(cell: dict) -> str:
         parts.append(f"{cell['sqnr_db']:.1f} dB")  # the worst output's
     if cell.get("top1_agreement") is not None:
         parts.append(f"top-1 {100 * cell['top1_agreement']:.1f} %")
+    if cell.get("detection_match") is not None:
+        parts.append(f"detections {100 * cell['detection_match']:.0f} %"
+                     + (f" (score error {cell['score_error']:.2f})" if cell.get("score_error") else ""))
     if cell.get("xnnpack_share") is not None:
         parts.append(f"XNNPACK {100 * cell['xnnpack_share']:.0f} %")
     return ", ".join(parts)
@@ -257,8 +280,9 @@ def cells_from(manifest: dict | None, targets: tuple[str, ...], error: str) -> d
     if manifest:
         for entry in manifest.get("artifacts", []):
             cells[entry["target"]] = {"target": entry["target"], "status": entry.get("status", "ok"),
-                                      "reason": "; ".join(o.get("reason", "") for o in (entry.get("quality") or {})
-                                                          .get("outputs", []) if not o.get("ok"))} | measured(entry)
+                                      "reason": "; ".join(dict.fromkeys(
+                                          o.get("reason", "") for o in (entry.get("quality") or {}).get("outputs", [])
+                                          if not o.get("ok")))} | measured(entry)
         for refused in manifest.get("refused", []):
             cells[refused["target"]] = {"target": refused["target"], "status": "refused",
                                        "reason": refused.get("reason", "")}

@@ -9,6 +9,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edgeserve._deps import require
@@ -138,3 +139,40 @@ def test_no_resource_warning_at_exit(testdata: Path, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "ResourceWarning" not in proc.stderr, proc.stderr
+
+
+def test_a_runtime_only_install_serves_a_conversion_without_any_converter(digits_conversion: Path,
+                                                                          digits_example: Path,
+                                                                          tmp_path: Path) -> None:
+    """`pip install edgeserve[runtime]` in an empty venv, from the registry, as on a Pi: no
+    TensorFlow, torch or coremltools arrives, and `Session` serves the tflite-int8 artifact
+    with the same outputs as this environment's runtime on the same raw frames."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"{ROOT}[runtime]"],
+                             capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    assert install.returncode == 0, install.stderr[-2000:]
+    frames = np.load(digits_example / "frames.npz")["frames"][:16]
+    np.save(tmp_path / "frames.npy", frames)
+    code = f"""
+import importlib.util, json, sys
+import numpy as np
+from edgeserve.runtime import Session
+frames = np.load({str(tmp_path / "frames.npy")!r})
+with Session({str(digits_conversion)!r}) as session:
+    outputs = [session.run(frame)[0].tolist() for frame in frames]
+    backend = session.backend
+print(json.dumps({{"outputs": outputs, "backend": backend,
+                  "frameworks": [m for m in ("tensorflow", "torch", "coremltools", "onnx")
+                                 if importlib.util.find_spec(m) is not None]}}))
+"""
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert served["frameworks"] == [] and served["backend"].startswith("litert")
+    from edgeserve.runtime import Session
+
+    with Session(digits_conversion) as session:
+        here = [session.run(frame)[0].tolist() for frame in frames]
+    assert served["outputs"] == here

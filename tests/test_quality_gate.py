@@ -98,6 +98,92 @@ def test_exact_and_silent_outputs() -> None:
     assert relative_rmse(np.array([0.0, 2.0]), np.array([0.0, 3.0])) == pytest.approx(np.sqrt(0.5), abs=1e-5)
 
 
+# ----- detections (edgeserve/detection_gate.py) ------------------------------------------
+def _blazeface_heads(faces: list[list[int]], samples: int = 4) -> list[np.ndarray]:
+    """BlazeFace-shaped raw outputs (896 anchors: 16 box values, 1 logit) with a 20x20-pixel
+    face at each listed anchor of each sample: logit +6 there, -6 everywhere else."""
+    boxes = np.zeros((samples, 896, 16), np.float32)
+    boxes[:, :, 2:4] = 20.0
+    logits = np.full((samples, 896, 1), -6.0, np.float32)
+    for sample, anchors in enumerate(faces):
+        logits[sample, anchors, 0] = 6.0
+    return [boxes, logits]
+
+
+def _gate(bound: float = 80.0):
+    from edgeserve.detection_gate import DetectionGate
+
+    return DetectionGate("mediapipe-face-short", {}, (128, 128), bound)
+
+
+def test_detections_matched_to_the_float_models_judge_the_decoder_outputs() -> None:
+    # Anchors 0, 300 and 800 sit far apart: three separate faces on sample 0, one on the others.
+    reference = _blazeface_heads([[0, 300, 800], [300], [800], [0]])
+    same = judge("mae", reference, [o.copy() for o in reference], None, max_drop=1.0, min_sqnr_db=10.0,
+                 detections=_gate())
+    found = same.detections
+    assert same.ok and found is not None and (found.float_detections, found.found, found.confirmed) == (6, 6, 6)
+    assert [o.judged_by for o in same.outputs] == ["detections", "detections"]
+    # The regressors of anchors that see no face turned to noise, the faces' boxes 1 pixel off:
+    # the box head measures far below 10 dB, and the decoded faces are the same.
+    background = reference[1][..., 0] < 0
+    boxes = reference[0] + 1.0
+    boxes[background] += np.random.default_rng(0).normal(0.0, 30.0, size=boxes[background].shape)
+    noisy = [boxes.astype(np.float32), reference[1]]
+    by_sqnr = judge("mae", reference, noisy, None, max_drop=1.0, min_sqnr_db=10.0)
+    assert not by_sqnr.ok and by_sqnr.outputs[0].sqnr_db < 0
+    decoded = judge("mae", reference, noisy, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate())
+    assert decoded.ok and decoded.detections.found == 6 and 0.8 < decoded.detections.mean_iou < 1.0
+    # Two of six faces lost and one invented: 4 of 6 found, 4 of 5 confirmed; 66.7 % < 80 %.
+    broken = _blazeface_heads([[0, 300], [300], [500], [0]])
+    verdict = judge("mae", reference, broken, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate())
+    assert not verdict.ok and verdict.detections.match_percent == pytest.approx(200 / 3)
+    assert verdict.reason.count("detections (mediapipe-face-short): 66.7 % matched") == 1  # named once
+    assert judge("mae", reference, broken, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate(55.0)).ok
+
+
+def test_a_detector_that_finds_nothing_says_the_check_cannot_fail_and_falls_back_to_sqnr() -> None:
+    empty = _blazeface_heads([[], [], [], []])
+    noisy = [_noisy(empty[0], 3.0), empty[1]]  # a box head at 3 dB, and no detection on either side
+    verdict = judge("mae", empty, noisy, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate())
+    assert verdict.detections.degenerate and "cannot fail" in verdict.to_dict()["detections"]["degenerate"]
+    assert [o.judged_by for o in verdict.outputs] == ["sqnr", "sqnr"] and not verdict.ok
+    assert verdict.failed_outputs == [0]
+
+
+def test_a_score_moved_a_little_across_the_threshold_is_not_a_lost_detection() -> None:
+    reference = _blazeface_heads([[0, 300, 800], [300], [800], [0]])
+    reference[1][0, 300, 0] = 0.2  # a face at 0.55 in the float model
+    lowered = [reference[0], reference[1].copy()]
+    lowered[1][0, 300, 0] = -0.2  # 0.45 in the artifact: under 0.5, within the 0.1 margin
+    verdict = judge("mae", reference, lowered, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate(100.0))
+    assert verdict.ok and verdict.detections.found == 6 and verdict.detections.artifact_detections == 5
+    lowered[1][0, 300, 0] = -1.0  # 0.27: lost
+    assert not judge("mae", reference, lowered, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate(100.0)).ok
+
+
+def test_scores_that_all_sag_fail_although_every_detection_is_still_found() -> None:
+    reference = _blazeface_heads([[0, 300, 800], [300], [800], [0]])
+    sagged = [reference[0], np.where(reference[1] > 0, 1.0, reference[1]).astype(np.float32)]  # 0.998 -> 0.73
+    verdict = judge("mae", reference, sagged, None, max_drop=1.0, min_sqnr_db=10.0, detections=_gate())
+    found = verdict.detections
+    assert found.match_percent == 100.0 and found.mean_score_error == pytest.approx(0.9975 - 0.7311, abs=1e-3)
+    assert not verdict.ok and "mean score error 0.267 of the matched detections > max 0.1" in verdict.reason
+
+
+def test_matching_is_greedy_by_score_within_a_class() -> None:
+    from edgeserve.detection_gate import match
+    from edgeserve.runtime.decoders.boxes import Detection
+
+    reference = [Detection((0, 0, 10, 10), 0.9, 0), Detection((1, 1, 11, 11), 0.8, 0), Detection((0, 0, 10, 10), 0.7, 1)]
+    found = [Detection((1, 1, 11, 11), 0.85, 0), Detection((0, 0, 10, 10), 0.6, 1), Detection((50, 50, 60, 60), 0.9, 0)]
+    pairs = match(reference, found)
+    # The best reference box takes the only class-0 box that overlaps it; the second has none
+    # left (the far box does not overlap); the class-1 box matches the class-1 one only.
+    assert [(a, b) for a, b, _ in pairs] == [(0, 0), (2, 1)]
+    assert pairs[0][2] == pytest.approx(81 / 119)
+
+
 # ----- through tflite-int8 -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def two_heads(tmp_path_factory: pytest.TempPathFactory) -> Path:

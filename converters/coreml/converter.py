@@ -28,6 +28,7 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 
 from edgeserve.atomic import sha256_file, write_bytes, write_json
+from edgeserve.detection_gate import DetectionGate
 from edgeserve.errors import (
     InputError,
     ModelFileError,
@@ -285,7 +286,7 @@ class CoreMLConverter(Converter):
         verdict = judge(metric, reference, outputs, evaluation.labels, max_drop=opts.max_drop,
                         min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
                         metric_requested=opts.metric is not None,
-                        names=[t.name for t in ctx.source.signature.outputs])
+                        names=[t.name for t in ctx.source.signature.outputs], detections=DetectionGate.of(ctx))
         agree = agreement(reference[0], outputs[0], classifier=metric == "top1")
         agree["max_abs_diff"] = max(float(np.max(np.abs(r - o))) for r, o in zip(reference, outputs))
         return Verification(method, outputs, numpy_out, predict_out, verdict.metrics, agree, mil_numpy,

@@ -1,7 +1,8 @@
 """Targets ``executorch`` (float) and ``executorch-int8``: a .pte lowered to XNNPACK.
 
 prepare  the source as a torch ExportedProgram (PyTorch sources as they are, ONNX through
-         edgeserve's reader, a float .tflite through tf2onnx and the reader: _torch_source)
+         edgeserve's reader, a float .tflite, Keras model or SavedModel through tf2onnx and
+         the reader: _torch_source)
 lower    in a child process (lower.py): INT8 through PT2E with XNNPACKQuantizer (symmetric
          per-channel int8 weights, int8 activations observed over the --calib samples), then
          to_edge_transform_and_lower with the XNNPACK partitioner and to_executorch
@@ -22,7 +23,7 @@ from edgeserve._deps import package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
-from edgeserve.converters._torch_source import ROUTE_FROM_TFLITE, torch_source
+from edgeserve.converters._torch_source import route_to_torch, torch_source
 from edgeserve.converters.onnx.check import read_fixture, write_fixture
 from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
@@ -53,13 +54,13 @@ class _ExecutorchBase(Converter):
             raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the {self.name} target "
                                    "lowers a float PyTorch program (a PyTorch, ONNX or float .tflite source)")
         opts = GateOptions.from_mapping(ctx.options)
-        source = torch_source(ctx)
+        source = torch_source(ctx, tensorflow_too=True)
         program = getattr(source, "program", None)
         if program is None:
             raise SourceModelError(
                 f"{ctx.source.path.name} ({ctx.source.kind}) has no route to a PyTorch ExportedProgram, which "
-                f"ExecuTorch lowers; the {self.name} target takes a PyTorch (.pt2, TorchScript, nn.Module), ONNX or "
-                "float .tflite source. Convert the PyTorch model the file was made from")
+                f"ExecuTorch lowers; the {self.name} target takes a PyTorch (.pt2, TorchScript, nn.Module), ONNX, "
+                "Keras or float .tflite source. Convert the PyTorch model the file was made from")
         import torch
 
         saved = ctx.workdir / self.name / "program.pt2"
@@ -82,8 +83,7 @@ class _ExecutorchBase(Converter):
         delegation = built | {"delegated_share": round(built["delegated_nodes"] / total, 4) if total else None}
         report = write_json(out / "reports" / f"{self.name}.json", {"target": self.name, "delegation": delegation,
                                                                    "quality": scored["quality"]})
-        route = {"tflite-float": f"{ROUTE_FROM_TFLITE} -> ", "onnx": "onnx -> edgeserve ONNX reader -> torch.export -> "
-                 }.get(ctx.source.kind, "torch.export -> ")
+        route = route_to_torch(ctx.source.kind) + " -> "
         lowered = "no delegate: XNNPACK refused" if delegation["xnnpack_error"] else "XNNPACK"
         route += ("PT2E (XNNPACKQuantizer, per-channel int8 weights) -> " if self.precision == "int8" else "") + \
             f"to_edge_transform_and_lower ({lowered}) -> to_executorch"

@@ -18,6 +18,7 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.export import float_onnx
+from edgeserve.detection_gate import DetectionGate
 from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
@@ -39,7 +40,7 @@ def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, An
     verdict = judge(metric, reference, outputs, ctx.evaluation.labels, max_drop=opts.max_drop,
                     min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
                         metric_requested=opts.metric is not None,
-                    names=[t.name for t in ctx.source.signature.outputs])
+                    names=[t.name for t in ctx.source.signature.outputs], detections=DetectionGate.of(ctx))
     return {
         "metrics": verdict.metrics.to_dict() | {"max_drop": opts.max_drop},
         "agreement": agreement(reference[0], outputs[0], classifier=metric == "top1"),

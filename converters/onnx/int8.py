@@ -58,30 +58,21 @@ class OnnxInt8Converter(Converter):
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         onnx = require("onnx", "the onnx-int8 target")
-        quantization = require("onnxruntime.quantization", "the onnx-int8 target")
-        from onnxruntime.quantization.shape_inference import quant_pre_process
-
+        require("onnxruntime.quantization", "the onnx-int8 target")
         entry = ctx.artifacts.get("onnx")
         if entry is None or entry.get("status") != "ok":
             raise VerificationError("onnx-int8 is built from the onnx artifact, which this run did not produce")
         opts = Options.from_mapping(ctx.options)
         pre = ctx.workdir / "onnx_pre.onnx"
-        with ctx.progress.step("onnx-int8: pre-process"), quiet_libraries():
-            quant_pre_process(str(ctx.out_dir / entry["path"]), str(pre))
-            model = onnx.load(str(pre))
-            for i, node in enumerate(model.graph.node):
-                node.name = node.name or f"{node.op_type}_{i}"
-            onnx.save(model, str(pre))
-        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        with ctx.progress.step("onnx-int8: pre-process"):
+            names = _isolated("preprocess_step", str(ctx.out_dir / entry["path"]), str(pre),
+                              what="pre-processing the model for quantization")
+        calibration = list(ctx.calibration.batch1())
 
         def quantize(excluded: list[str]) -> bytes:
             out = ctx.workdir / f"onnx_int8_{len(excluded)}.onnx"
-            with quiet_libraries():
-                quantization.quantize_static(
-                    str(pre), str(out), _reader(names, ctx.calibration.batch1()),
-                    quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                    activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
-                    calibrate_method=quantization.CalibrationMethod.MinMax, nodes_to_exclude=excluded or None)
+            _isolated("quantize_step", str(pre), str(out), names, calibration, excluded,
+                      what=f"quantizing ({len(excluded)} node(s) in float)")
             return out.read_bytes()
 
         attempts: list[dict[str, Any]] = []
@@ -162,24 +153,15 @@ class OnnxInt8Converter(Converter):
     def node_errors(self, ctx: ConversionContext, pre: Path, quantized: bytes, names: list[str]) -> list[dict[str, Any]]:
         """Nodes by how much quantization changes their output (SQNR of float vs QDQ), worst first."""
         onnx = require("onnx", "the onnx-int8 target")
-        from onnxruntime.quantization import qdq_loss_debug as debug
-
         qdq = ctx.workdir / "onnx_int8_debug.onnx"
         qdq.write_bytes(quantized)
-        augmented = {}
-        with quiet_libraries():
-            for label, path in (("float", pre), ("qdq", qdq)):
-                augmented[label] = ctx.workdir / f"augmented_{label}.onnx"
-                debug.modify_model_output_intermediate_tensors(str(path), str(augmented[label]))
-            samples = ctx.evaluation.head(DEBUG_SAMPLES)
-            acts = {label: debug.collect_activations(str(path), _reader(names, samples.batch1()))
-                    for label, path in augmented.items()}
-            errors = debug.compute_activation_error(debug.create_activation_matching(acts["qdq"], acts["float"]))
+        samples = list(ctx.evaluation.head(DEBUG_SAMPLES).batch1())
+        errors = _isolated("activation_errors_step", str(pre), str(qdq), str(ctx.workdir), names, samples,
+                           what="measuring the per-node int8 error (qdq_loss_debug)")
         producer = {out: node for node in onnx.load(str(pre)).graph.node for out in node.output}
         rows = []
-        for tensor, error in errors.items():
+        for tensor, sqnr in errors.items():
             node = producer.get(tensor)
-            sqnr = error.get("xmodel_err")
             if node is None or sqnr is None or not np.isfinite(sqnr):
                 continue
             rows.append({"node": node.name, "op": node.op_type, "tensor": tensor, "sqnr_db": round(float(sqnr), 2)})
@@ -236,3 +218,58 @@ def _float_nodes(model: Any) -> list[dict[str, str]]:
                for out in node.output):
             found.append({"node": node.name, "op": node.op_type})
     return found
+
+
+# ----- ONNX Runtime's quantizer, in a child process -----------------------------------------
+# Its pre-processing, calibration and debugging run ONNX Runtime's native graph optimizer and
+# kernels on a model nobody has run before; a crash there is this target's one error line
+# (edgeserve.isolation), never the end of the other targets' work. Arguments are paths and arrays.
+def _isolated(step: str, *args: Any, what: str) -> Any:
+    from edgeserve.isolation import NativeCrashError, run_isolated
+
+    try:
+        return run_isolated(f"{__name__}:{step}", *args, tool="ONNX Runtime's quantizer", what=what)
+    except NativeCrashError as exc:
+        raise VerificationError(f"{exc}; no onnx-int8 model was written") from exc
+
+
+def preprocess_step(source: str, destination: str) -> list[str]:
+    """quant_pre_process, every node named (so it can be excluded); the graph's data inputs."""
+    onnx = require("onnx", "the onnx-int8 target")
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with quiet_libraries():
+        quant_pre_process(source, destination)
+    model = onnx.load(destination)
+    for i, node in enumerate(model.graph.node):
+        node.name = node.name or f"{node.op_type}_{i}"
+    onnx.save(model, destination)
+    return [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+
+def quantize_step(pre: str, out: str, names: list[str], samples: list[list[np.ndarray]], excluded: list[str]) -> None:
+    """Static QDQ: int8 activations (min/max over ``samples``), per-channel int8 weights."""
+    quantization = require("onnxruntime.quantization", "the onnx-int8 target")
+    with quiet_libraries():
+        quantization.quantize_static(
+            pre, out, _reader(names, iter(samples)),
+            quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+            activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+            calibrate_method=quantization.CalibrationMethod.MinMax, nodes_to_exclude=excluded or None)
+
+
+def activation_errors_step(pre: str, qdq: str, workdir: str, names: list[str],
+                           samples: list[list[np.ndarray]]) -> dict[str, float | None]:
+    """Tensor -> SQNR (dB) of its QDQ activation against the float one, over ``samples``."""
+    from onnxruntime.quantization import qdq_loss_debug as debug
+
+    augmented = {}
+    with quiet_libraries():
+        for label, path in (("float", pre), ("qdq", qdq)):
+            augmented[label] = str(Path(workdir) / f"augmented_{label}.onnx")
+            debug.modify_model_output_intermediate_tensors(path, augmented[label])
+        acts = {label: debug.collect_activations(path, _reader(names, iter(samples)))
+                for label, path in augmented.items()}
+        errors = debug.compute_activation_error(debug.create_activation_matching(acts["qdq"], acts["float"]))
+    return {tensor: (None if error.get("xmodel_err") is None else float(error["xmodel_err"]))
+            for tensor, error in errors.items()}

@@ -29,6 +29,7 @@ from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
+from edgeserve.detection_gate import DetectionGate
 from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError, first_line
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
@@ -259,7 +260,7 @@ class TfliteInt8Converter(Converter):
         verdict = judge(metric, reference, quantized, evaluation.labels, max_drop=opts.max_drop,
                         min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
                         metric_requested=opts.metric is not None,
-                        names=[d.name for d in details])
+                        names=[d.name for d in details], detections=DetectionGate.of(ctx))
         attempt.verdict, attempt.metrics = verdict, verdict.metrics
         attempt.agreement = agreement(reference[0], quantized[0], classifier=metric == "top1")
         attempt.output_sqnr_db = {d.name: sqnr_db(r, q) for d, r, q in zip(details, reference, quantized)}

@@ -23,6 +23,7 @@ from edgeserve.converters.tflite_int8.io_types import uint8_io
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
 from edgeserve.errors import InputError, UnquantizableOpError, VerificationError
+from edgeserve.isolation import run_isolated
 from edgeserve.tflite_model import TfliteModel
 
 NAME = "ai-edge-quantizer"
@@ -70,28 +71,6 @@ class QuantizerRoute:
         self._key = signature.key
         self._names = [name for name, index in sorted(signature.inputs.items(), key=lambda kv: position[kv[1]])]
 
-    def _calibrate(self, q: Any, data: dict[str, list[dict[str, np.ndarray]]]) -> Any:
-        """Activation ranges: the min and max over the whole calibration set.
-
-        The quantizer's own ``calibrate`` keeps a moving average of each sample's min and
-        max (smoothing 0.95), so the last samples set a range that clips the others;
-        TensorFlow's converter keeps the overall min and max. Measured on the PyTorch digits
-        CNN of the tests (200 calibration frames, 200 held out): top-1 drop 1.5 points and
-        output SQNR 15.7 dB with the moving average, 0.0 points and 38.0 dB with min/max.
-        On BlazeFace (faces only) the moving average is 1 dB better; min/max is kept for
-        all, as the range TFLite users know. The quantizer's own Calibrator is given its own
-        ``min_max_update`` and the same recipe.
-        """
-        calibrator = require("ai_edge_quantizer.calibrator", "quantizing a float .tflite")
-        qsv_utils = require("ai_edge_quantizer.utils.qsv_utils", "quantizing a float .tflite")
-        recipes = require("ai_edge_quantizer.recipe_manager", "quantizing a float .tflite")
-        manager = recipes.RecipeManager()
-        manager.load_quantization_recipe(q.get_quantization_recipe())
-        calib = calibrator.Calibrator(bytearray(self.float_model), num_threads=1,
-                                      qsv_update_func=qsv_utils.min_max_update)
-        calib.calibrate(data, manager)
-        return calib.get_model_qsvs()
-
     @property
     def float_model(self) -> bytes:
         return self.prepared.model
@@ -99,17 +78,13 @@ class QuantizerRoute:
     def tools(self) -> dict[str, str | None]:
         return {"ai-edge-quantizer": package_version("ai-edge-quantizer"), "ai-edge-litert": package_version("ai-edge-litert")}
 
+    # The quantizer calibrates in LiteRT's interpreter, and the per-layer table runs the float
+    # and int8 models side by side in it: native code given a model nobody has run before, so
+    # both run in a child process (edgeserve.isolation); the arguments are bytes and arrays.
     def layer_errors(self, debug: Any) -> list[LayerError]:
         model = self.emit_scheme("int8")
-        native = NativeOutput()
-        try:
-            with capture_native_stderr() as native:
-                return tensor_errors(self.float_model, model, debug.batch1())
-        except (ValueError, RuntimeError) as exc:  # LiteRT refuses the model it was given
-            reason = (str(exc).strip() or native.text.strip() or type(exc).__name__).splitlines()[0]
-            raise VerificationError(
-                f"LiteRT refuses the INT8 model {NAME} {package_version('ai-edge-quantizer') or ''} made from "
-                f"{self.described}: {reason[:300]}. Route tried: {self.described} -> {NAME}") from exc
+        return run_isolated(f"{__name__}:layer_errors_step", self.float_model, model, list(debug.batch1()),
+                            self.described, tool="LiteRT (per-layer error)", what="measuring the per-layer int8 error")
 
     def emit(self, remedy: Any) -> bytes:
         if remedy.name == "float-layers":
@@ -128,24 +103,11 @@ class QuantizerRoute:
     def emit_scheme(self, scheme: str, keep_float: list[str] | None = None) -> bytes:
         if scheme == "int8" and not keep_float and self._int8 is not None:
             return self._int8
-        quantizer = require("ai_edge_quantizer.quantizer", "quantizing a float .tflite")
-        recipe = require("ai_edge_quantizer.recipe", "quantizing a float .tflite")
-        algorithms = require("ai_edge_quantizer.algorithm_manager", "quantizing a float .tflite")
-        q = quantizer.Quantizer(bytearray(self.float_model))
-        q.load_quantization_recipe(recipe.static_wi8_ai16() if scheme == "int16x8" else recipe.static_wi8_ai8())
-        if self.io == "float":  # QUANTIZE after each input and DEQUANTIZE before each output, kernels integer
-            for boundary in ("INPUT", "OUTPUT"):
-                q.update_quantization_recipe(".*", boundary, algorithm_key=algorithms.AlgorithmName.NO_QUANTIZE)
-        for tensor in keep_float or []:
-            # The quantizer names an operator by its output tensors, ';'-joined with a trailing ';'.
-            q.update_quantization_recipe(f"(^|;){re.escape(tensor)};", "*",
-                                         algorithm_key=algorithms.AlgorithmName.NO_QUANTIZE)
         data = {self._key: [dict(zip(self._names, [np.asarray(x, np.float32) for x in sample]))
                             for sample in self.calibration.batch1()]}
-        # The quantizer prints its size summary and progress bars; edgeserve reports its own.
-        with quiet_libraries():
-            result = q.quantize(self._calibrate(q, data))
-        model = bytes(result.quantized_model)
+        what = f"quantizing ({scheme}" + (f", {len(keep_float)} layer(s) in float)" if keep_float else ")")
+        model = run_isolated(f"{__name__}:quantize_step", self.float_model, scheme, self.io == "float",
+                             list(keep_float or []), data, tool=f"{NAME} (LiteRT calibration)", what=what)
         if scheme == "int8":
             model, made_integer = integerize_activations(model)
             self.made_integer.clear()
@@ -155,3 +117,62 @@ class QuantizerRoute:
         if scheme == "int8" and not keep_float:
             self._int8 = model
         return model
+
+
+# ----- the steps that run in a child process ------------------------------------------------
+def _calibrate(q: Any, float_model: bytes, data: dict[str, list[dict[str, np.ndarray]]]) -> Any:
+    """Activation ranges: the min and max over the whole calibration set.
+
+    The quantizer's own ``calibrate`` keeps a moving average of each sample's min and
+    max (smoothing 0.95), so the last samples set a range that clips the others;
+    TensorFlow's converter keeps the overall min and max. Measured on the PyTorch digits
+    CNN of the tests (200 calibration frames, 200 held out): top-1 drop 1.5 points and
+    output SQNR 15.7 dB with the moving average, 0.0 points and 38.0 dB with min/max.
+    On BlazeFace (faces only) the moving average is 1 dB better; min/max is kept for
+    all, as the range TFLite users know. The quantizer's own Calibrator is given its own
+    ``min_max_update`` and the same recipe.
+    """
+    calibrator = require("ai_edge_quantizer.calibrator", "quantizing a float .tflite")
+    qsv_utils = require("ai_edge_quantizer.utils.qsv_utils", "quantizing a float .tflite")
+    recipes = require("ai_edge_quantizer.recipe_manager", "quantizing a float .tflite")
+    manager = recipes.RecipeManager()
+    manager.load_quantization_recipe(q.get_quantization_recipe())
+    calib = calibrator.Calibrator(bytearray(float_model), num_threads=1,
+                                  qsv_update_func=qsv_utils.min_max_update)
+    calib.calibrate(data, manager)
+    return calib.get_model_qsvs()
+
+
+
+def quantize_step(float_model: bytes, scheme: str, float_io: bool, keep_float: list[str],
+                  data: dict[str, list[dict[str, np.ndarray]]]) -> bytes:
+    """Calibrate ``float_model`` over ``data`` and quantize it with ``scheme`` (int8 or int16x8)."""
+    quantizer = require("ai_edge_quantizer.quantizer", "quantizing a float .tflite")
+    recipe = require("ai_edge_quantizer.recipe", "quantizing a float .tflite")
+    algorithms = require("ai_edge_quantizer.algorithm_manager", "quantizing a float .tflite")
+    q = quantizer.Quantizer(bytearray(float_model))
+    q.load_quantization_recipe(recipe.static_wi8_ai16() if scheme == "int16x8" else recipe.static_wi8_ai8())
+    if float_io:  # QUANTIZE after each input and DEQUANTIZE before each output, kernels integer
+        for boundary in ("INPUT", "OUTPUT"):
+            q.update_quantization_recipe(".*", boundary, algorithm_key=algorithms.AlgorithmName.NO_QUANTIZE)
+    for tensor in keep_float:
+        # The quantizer names an operator by its output tensors, ';'-joined with a trailing ';'.
+        q.update_quantization_recipe(f"(^|;){re.escape(tensor)};", "*",
+                                     algorithm_key=algorithms.AlgorithmName.NO_QUANTIZE)
+    # The quantizer prints its size summary and progress bars; edgeserve reports its own.
+    with quiet_libraries():
+        return bytes(q.quantize(_calibrate(q, float_model, data)).quantized_model)
+
+
+def layer_errors_step(float_model: bytes, int8_model: bytes, samples: list[list[np.ndarray]],
+                      described: str) -> list[LayerError]:
+    """The per-layer table of ``int8_model`` against ``float_model`` (tensor_errors)."""
+    native = NativeOutput()
+    try:
+        with capture_native_stderr() as native:
+            return tensor_errors(float_model, int8_model, samples)
+    except (ValueError, RuntimeError) as exc:  # LiteRT refuses the model it was given
+        reason = (str(exc).strip() or native.text.strip() or type(exc).__name__).splitlines()[0]
+        raise VerificationError(
+            f"LiteRT refuses the INT8 model {NAME} {package_version('ai-edge-quantizer') or ''} made from "
+            f"{described}: {reason[:300]}. Route tried: {described} -> {NAME}") from exc

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from edgeserve._deps import package_version, require
-from edgeserve.console import quiet_libraries
-from edgeserve.errors import SourceModelError, first_line
+from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.litert_lowering import lower_to_tflite
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
 # The most one sample of one input may hold: conversion keeps calibration and evaluation
@@ -152,13 +152,12 @@ class OnnxSource(SourceModel):
 
     def float_tflite(self, workdir: Path) -> FloatTflite:
         torch = require("torch", "converting an ONNX model")
-        litert_torch = require("litert_torch", "converting an ONNX model to LiteRT")
+        require("litert_torch", "converting an ONNX model to LiteRT")
         program = self.program
         example = tuple(torch.zeros(shape) for shape in self._input_shapes)
         try:
-            with quiet_libraries():
-                data = bytes(litert_torch.convert(program.module(), example).model_content())
-        except Exception as exc:  # litert-torch raises from lowering and the LiteRT converter
+            data = lower_to_tflite(program, example, workdir / "litert_torch")
+        except EdgeServeError as exc:
             raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self.path.name}: "
                                    f"{first_line(exc)}. Route tried: {ROUTE}") from exc
         return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,

@@ -21,6 +21,7 @@ import numpy as np
 import torch  # this module is imported only on the ONNX routes, which need torch
 
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
+from edgeserve.sources import onnx_recurrent
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
 
@@ -96,7 +97,8 @@ class OnnxGraph(torch.nn.Module):
             except (ValueError, NotImplementedError) as exc:
                 raise OnnxOpError(op, name, str(exc)) from exc
             results = result if isinstance(result, tuple) else (result,)
-            env.update(zip(outs, results))
+            # An optional output left unnamed ("") must not shadow "" as a missing optional input.
+            env.update((out, value) for out, value in zip(outs, results) if out)
         found = tuple(_tensor(env[o]) for o in self.outputs)
         return found[0] if len(found) == 1 else found
 
@@ -369,7 +371,7 @@ def _gather(args: list[Value], attrs: dict[str, Any]) -> Value:
     x, idx = args
     axis = int(attrs.get("axis", 0))
     if _is_np(x, idx):
-        return np.take(x, idx, axis=axis)
+        return np.asarray(np.take(x, idx, axis=axis))  # a 0-d index gives a numpy scalar: keep an array
     if isinstance(idx, np.ndarray) and idx.ndim == 0:
         return _tensor(x).select(axis, int(idx))
     torch = _torch()
@@ -427,6 +429,14 @@ def _reduce_mean(args: list[Value], attrs: dict[str, Any]) -> Value:
     axes = _axes(args, attrs)
     x = _tensor(args[0])
     return x.mean(dim=axes if axes is not None else list(range(x.dim())), keepdim=bool(attrs.get("keepdims", 1)))
+
+
+def _expand(args: list[Value], attrs: dict[str, Any]) -> Value:
+    x, shape = args[0], _ints(args[1])
+    full = tuple(np.broadcast_shapes(tuple(x.shape), tuple(shape)))  # ONNX Expand broadcasts both ways
+    if _is_np(x):
+        return np.broadcast_to(x, full).copy()
+    return _tensor(x).expand(full)
 
 
 def _pad(args: list[Value], attrs: dict[str, Any]) -> Value:
@@ -591,10 +601,13 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "Slice": _slice,
     "ReduceMean": _reduce_mean,
     "Pad": _pad,
+    "Expand": _expand,
     "Cast": _cast,
     "Constant": _constant,
     "Shape": _shape,
     "ConstantOfShape": _constant_of_shape,
     "Identity": lambda a, _: a[0],
     "Dropout": lambda a, _: a[0],
+    "LSTM": onnx_recurrent.lstm,
+    "GRU": onnx_recurrent.gru,
 }

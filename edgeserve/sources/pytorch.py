@@ -20,8 +20,9 @@ import numpy as np
 
 from edgeserve._deps import package_version, require
 from edgeserve.console import quiet_libraries
-from edgeserve.errors import SourceModelError, first_line
+from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, with_input_shapes
+from edgeserve.sources.litert_lowering import lower_to_tflite
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +73,16 @@ class TorchSource(SourceModel):
     def float_tflite(self, workdir: Path) -> FloatTflite:
         """litert-torch lowers the model to a float .tflite, in the source's own layout (NCHW stays NCHW)."""
         torch = require("torch", "converting a PyTorch model")
-        litert_torch = require("litert_torch", "converting a PyTorch model to LiteRT")
+        require("litert_torch", "converting a PyTorch model to LiteRT")
         example = tuple(torch.zeros(_batch1(t), dtype=getattr(torch, t.dtype)) for t in self.signature.inputs)
         if self.program is not None:
             program, route = self.program, "ExportedProgram (.pt2) -> litert-torch"
         else:
             program, route = _torchscript_to_program(torch, self.module, example, self.path), \
                 "TorchScript -> torch.export (TS2EP) -> litert-torch"
-        module = program.module()
         try:
-            with quiet_libraries():
-                edge = litert_torch.convert(module, example)
-                data = bytes(edge.model_content())
-        except Exception as exc:  # litert-torch raises from torch.export, MLIR lowering and the LiteRT converter
+            data = lower_to_tflite(program, example, workdir / "litert_torch")
+        except EdgeServeError as exc:
             raise SourceModelError(
                 f"litert-torch cannot convert {self.path.name}: {first_line(exc)}. Route tried: {route}. "
                 "-t coreml takes PyTorch models directly"

@@ -1,0 +1,141 @@
+"""Recurrent ONNX models (LSTM, GRU) through edgeserve's ONNX reader, checked against ONNX Runtime.
+
+The reader unrolls each over the fixed sequence (edgeserve/sources/onnx_recurrent.py). Checked
+on what PyTorch's exporter writes (two layers, one and two directions) and on single nodes built
+here for what it never writes (peepholes, reverse direction, initial states, GRU's default
+linear_before_reset = 0), then one LSTM through the INT8 and Core ML targets.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeserve.cli import cli
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+HIDDEN, FEATURES, STEPS = 16, 8, 20
+
+
+class _Recurrent(torch.nn.Module):
+    def __init__(self, kind: str, bidirectional: bool) -> None:
+        super().__init__()
+        cls = torch.nn.LSTM if kind == "LSTM" else torch.nn.GRU
+        self.rnn = cls(FEATURES, HIDDEN, num_layers=2, batch_first=True, bidirectional=bidirectional)
+        self.head = torch.nn.Linear(HIDDEN * (2 if bidirectional else 1), 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.rnn(x)
+        return self.head(y[:, -1])
+
+
+def _exported(kind: str, bidirectional: bool) -> bytes:
+    torch.manual_seed(0)
+    buffer = io.BytesIO()
+    torch.onnx.export(_Recurrent(kind, bidirectional).eval(), (torch.zeros(1, STEPS, FEATURES),), buffer,
+                      input_names=["x"], opset_version=17, dynamo=False)
+    return buffer.getvalue()
+
+
+def _reader_vs_ort(data: bytes, feeds: dict[str, np.ndarray]) -> float:
+    from edgeserve.sources.onnx_torch import build_module
+
+    expected = ort.InferenceSession(data).run(None, feeds)
+    module = build_module(onnx, onnx.load_model_from_string(data))
+    got = module(*[torch.from_numpy(v) for v in feeds.values()])
+    got = got if isinstance(got, tuple) else (got,)
+    return max(float(np.max(np.abs(g.detach().numpy() - e))) for g, e in zip(got, expected))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+def test_exported_recurrent_layers_read_as_onnx_runtime_computes_them(kind: str, bidirectional: bool) -> None:
+    data = _exported(kind, bidirectional)
+    assert kind in {n.op_type for n in onnx.load_model_from_string(data).graph.node}
+    x = np.random.default_rng(1).standard_normal((1, STEPS, FEATURES)).astype(np.float32)
+    assert _reader_vs_ort(data, {"x": x}) < 1e-5
+
+
+def _single_node(op: str, attrs: dict, peepholes: bool = False, states: bool = False) -> tuple[bytes, dict]:
+    """One LSTM/GRU node with random weights; all its outputs are graph outputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    gates = 4 if op == "LSTM" else 3
+    weights = {"W": (dirs, gates * HIDDEN, FEATURES), "R": (dirs, gates * HIDDEN, HIDDEN),
+               "B": (dirs, 2 * gates * HIDDEN)}
+    if peepholes:
+        weights["P"] = (dirs, 3 * HIDDEN)
+    initializers = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+                    for n, s in weights.items()]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [STEPS, 1, FEATURES])]
+    feeds = {"X": rng.standard_normal((STEPS, 1, FEATURES)).astype(np.float32)}
+    state_names = ["h0", "c0"][: 2 if op == "LSTM" else 1] if states else []
+    for name in state_names:
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [dirs, 1, HIDDEN]))
+        feeds[name] = rng.standard_normal((dirs, 1, HIDDEN)).astype(np.float32)
+    node_inputs = ["X", "W", "R", "B", "", *(state_names or ["", ""][: 2 if op == "LSTM" else 1])]
+    if peepholes:
+        node_inputs.append("P")
+    outputs = ["Y", "Y_h", "Y_c"][: 3 if op == "LSTM" else 2]
+    node = helper.make_node(op, node_inputs, outputs, hidden_size=HIDDEN, **attrs)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                                    for o in outputs], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString(), feeds
+
+
+@pytest.mark.parametrize(("op", "attrs", "peepholes", "states"), [
+    ("LSTM", {"direction": "reverse"}, True, True),
+    ("LSTM", {"direction": "bidirectional"}, False, True),
+    ("GRU", {"linear_before_reset": 0}, False, True),
+    ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}, False, False),
+], ids=["lstm-reverse-peepholes", "lstm-bidirectional-states", "gru-reset-first", "gru-bidirectional"])
+def test_what_exporters_rarely_write_reads_as_onnx_runtime_computes_it(op: str, attrs: dict, peepholes: bool,
+                                                                       states: bool) -> None:
+    data, feeds = _single_node(op, attrs, peepholes, states)
+    assert _reader_vs_ort(data, feeds) < 1e-5  # Y, Y_h (and Y_c) all compared
+
+
+def test_a_recurrent_attribute_without_a_translation_is_one_error_naming_it() -> None:
+    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+
+    data, feeds = _single_node("LSTM", {"clip": 3.0})
+    module = build_module(onnx, onnx.load_model_from_string(data))
+    with pytest.raises(OnnxOpError, match=r"ONNX operator LSTM \(node '-> Y'\) LSTM with clip is not supported"):
+        module(torch.from_numpy(feeds["X"]))
+
+
+def test_an_lstm_reaches_int8_and_core_ml_and_the_microcontrollers_name_what_they_lack(tmp_path: Path) -> None:
+    pytest.importorskip("litert_torch")
+    source = tmp_path / "lstm.onnx"
+    torch.manual_seed(0)
+    model = _Recurrent("LSTM", False)
+    model.rnn = torch.nn.LSTM(FEATURES, HIDDEN, batch_first=True)  # one layer: a shorter conversion
+    torch.onnx.export(model.eval(), (torch.zeros(1, STEPS, FEATURES),), str(source), input_names=["x"],
+                      opset_version=17, dynamo=False)
+    t = np.linspace(0, 6, STEPS)[None, :, None]
+    noise = np.random.default_rng(0).normal(size=(1, STEPS, FEATURES)) * 0.1
+    x = np.concatenate([np.sin(t * f + p) + noise for f, p in zip(np.linspace(0.5, 3, 64), np.linspace(0, 3, 64))])
+    np.savez(tmp_path / "seq.npz", x=x.astype(np.float32))
+    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-t", "coreml", "-t", "mcu",
+                                      "--calib", str(tmp_path / "seq.npz"), "--no-fit-check", "-o",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    entries = {a["target"]: a for a in manifest["artifacts"]}
+    int8 = entries["tflite-int8"]
+    # Judged against ONNX Runtime on the file: measured 40.0 dB, every kernel integer.
+    assert int8["status"] == "ok" and int8["integer_only"] and min(int8["output_sqnr_db"].values()) > 30
+    assert entries["coreml"]["status"] == "ok"
+    (refused,) = manifest["refused"]
+    assert refused["target"] == "mcu" and "SLICE" in refused["reason"]
