@@ -117,7 +117,8 @@ def test_a_keras_model_reaches_executorch_through_tf2onnx_and_is_judged_against_
     # the recorded reference is Keras's output, and the .pte's outputs are within float noise of it.
     from edgeserve.converters.onnx.check import read_fixture
 
-    fixture_inputs, recorded_reference, pte_outputs = read_fixture(tmp_path / "out" / entry["verification"]["fixture"]["path"])
+    fixture = tmp_path / "out" / entry["verification"]["fixture"]["path"]
+    fixture_inputs, recorded_reference, pte_outputs = read_fixture(fixture)
     keras_outputs = keras.models.load_model(source)(fixture_inputs[0]).numpy()
     np.testing.assert_allclose(recorded_reference[0], keras_outputs, atol=1e-6)
     np.testing.assert_allclose(pte_outputs[0], keras_outputs, atol=1e-4)

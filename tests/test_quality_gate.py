@@ -175,7 +175,8 @@ def test_matching_is_greedy_by_score_within_a_class() -> None:
     from edgeserve.detection_gate import match
     from edgeserve.runtime.decoders.boxes import Detection
 
-    reference = [Detection((0, 0, 10, 10), 0.9, 0), Detection((1, 1, 11, 11), 0.8, 0), Detection((0, 0, 10, 10), 0.7, 1)]
+    reference = [Detection((0, 0, 10, 10), 0.9, 0), Detection((1, 1, 11, 11), 0.8, 0),
+                 Detection((0, 0, 10, 10), 0.7, 1)]
     found = [Detection((1, 1, 11, 11), 0.85, 0), Detection((0, 0, 10, 10), 0.6, 1), Detection((50, 50, 60, 60), 0.9, 0)]
     pairs = match(reference, found)
     # The best reference box takes the only class-0 box that overlaps it; the second has none

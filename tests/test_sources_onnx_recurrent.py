@@ -139,3 +139,62 @@ def test_an_lstm_reaches_int8_and_core_ml_and_the_microcontrollers_name_what_the
     assert entries["coreml"]["status"] == "ok"
     (refused,) = manifest["refused"]
     assert refused["target"] == "mcu" and "SLICE" in refused["reason"]
+
+
+# ----- Loop (onnx_loop.py): TensorFlow's while_loop as tf2onnx writes it ----------------------
+def test_a_keras_lstm_exported_by_tf2onnx_as_a_loop_reads_as_onnx_runtime_computes_it(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    tf2onnx = pytest.importorskip("tf2onnx")
+    x = tf.keras.Input((STEPS, FEATURES), batch_size=1)
+    model = tf.keras.Model(x, tf.keras.layers.Dense(4)(tf.keras.layers.GRU(HIDDEN)(tf.keras.layers.LSTM(
+        HIDDEN, return_sequences=True)(x))))
+    spec = (tf.TensorSpec((1, STEPS, FEATURES), tf.float32, name="x"),)
+    proto, _ = tf2onnx.convert.from_keras(model, input_signature=spec, opset=17)
+    loops = [n for n in proto.graph.node if n.op_type == "Loop"]
+    assert len(loops) == 2 and not any(n.op_type in ("LSTM", "GRU") for n in proto.graph.node)
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, STEPS, FEATURES)).astype(np.float32)}
+    assert _reader_vs_ort(proto.SerializeToString(), feeds) < 1e-5
+
+
+def _loop_model(condition_from_data: bool) -> tuple[bytes, dict]:
+    """y = x added to itself 5 times, each partial sum a scan output; the loop's condition is
+    either the constant true or "the running sum averages below 100", which depends on the data."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    body_nodes = [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+                  helper.make_node("Identity", ["acc_out"], ["scan"])]
+    if condition_from_data:
+        body_nodes += [helper.make_node("ReduceMean", ["acc_out"], ["total"], keepdims=0),
+                       helper.make_node("Less", ["total", "limit"], ["cond_out"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    vector = [1, 4]
+    body = helper.make_graph(
+        body_nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, vector)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, vector),
+         helper.make_tensor_value_info("scan", TensorProto.FLOAT, vector)])
+    initializers = [numpy_helper.from_array(np.array(5, np.int64), "M"),
+                    numpy_helper.from_array(np.array(True), "cond"),
+                    numpy_helper.from_array(np.zeros(vector, np.float32), "zero"),
+                    numpy_helper.from_array(np.array(100.0, np.float32), "limit")]
+    graph = helper.make_graph([helper.make_node("Loop", ["M", "cond", "zero"], ["acc", "steps"], body=body)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, vector)],
+                              [helper.make_tensor_value_info("acc", TensorProto.FLOAT, vector),
+                               helper.make_tensor_value_info("steps", TensorProto.FLOAT, [5, *vector])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString(), {"x": np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)}
+
+
+def test_a_loop_with_a_constant_trip_count_is_unrolled_and_one_that_stops_on_its_data_is_refused() -> None:
+    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+
+    data, feeds = _loop_model(condition_from_data=False)
+    assert _reader_vs_ort(data, feeds) == 0.0  # the final sum and all 5 scan outputs
+    data, feeds = _loop_model(condition_from_data=True)
+    module = build_module(onnx, onnx.load_model_from_string(data))
+    with pytest.raises(OnnxOpError, match="a loop condition computed from the data is not supported"):
+        module(torch.from_numpy(feeds["x"]))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeserve._deps import package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
@@ -123,6 +124,21 @@ class TfliteInt8Converter(Converter):
         layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
 
+        attempts = self._attempts(ctx, route, layers, metric, opts)
+        crashed = [a.reason for a in attempts if "crashed (" in a.reason]
+        if isinstance(route, TensorFlowRoute) and crashed and not any(a.model for a in attempts):
+            # TensorFlow's converter died on every scheme (a Keras LSTM: its calibrator segfaults).
+            # The same model reaches ai-edge-quantizer another way: tf2onnx, the ONNX reader, litert-torch.
+            with ctx.progress.step("TensorFlow's converter crashed: the model through tf2onnx and the ONNX reader"):
+                fallback = self._route_through_onnx(ctx, opts)
+            self._route_record = self._describe_route(ctx, fallback) | {"instead_of": f"{route.name}: {crashed[0]}"}
+            layers = self.calibrate(ctx, fallback, opts)
+            attempts += self._attempts(ctx, fallback, layers, metric, opts)
+        return self._write(ctx, opts, attempts, layers)
+
+    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: list[LayerError],
+                  metric: str, opts: Options) -> list[Attempt]:
+        """The remedies in order on ``route``, each verified, until one passes the gate."""
         attempts: list[Attempt] = []
         self._focus: set[str] | None = None  # the layers feeding the outputs the int8 attempt failed on
         for remedy in self._remedies(ctx, layers, opts):
@@ -138,7 +154,23 @@ class TfliteInt8Converter(Converter):
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
-        return self._write(ctx, opts, attempts, layers)
+        return attempts
+
+    def _route_through_onnx(self, ctx: ConversionContext, opts: Options) -> QuantizerRoute:
+        """A TensorFlow source as a float .tflite made the PyTorch way: its tf2onnx export read by
+        edgeserve's ONNX reader (a Keras LSTM's while_loop is an ONNX Loop there) and lowered by
+        litert-torch, then ai-edge-quantizer as for every non-TensorFlow source."""
+        from edgeserve.converters._torch_source import ROUTE_FROM_TENSORFLOW, torch_source
+        from edgeserve.sources import FloatTflite
+
+        onnx_source = torch_source(ctx, tensorflow_too=True)
+        with capture_native_stderr():
+            made = onnx_source.float_tflite(ctx.workdir / "via_onnx")
+        route = f"{ROUTE_FROM_TENSORFLOW} -> litert-torch"
+        self._floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools})
+        signature = ctx.source.signature
+        names = ([t.name for t in signature.inputs], [t.name for t in signature.outputs])
+        return QuantizerRoute(made.model, ctx.calibration, opts.io, route, "", names)
 
     # ----- prepare ----------------------------------------------------------------------
     def route(self, ctx: ConversionContext, opts: Options) -> TensorFlowRoute | QuantizerRoute:

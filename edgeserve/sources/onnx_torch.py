@@ -21,7 +21,7 @@ import numpy as np
 import torch  # this module is imported only on the ONNX routes, which need torch
 
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
-from edgeserve.sources import onnx_recurrent
+from edgeserve.sources import onnx_loop, onnx_recurrent
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
 
@@ -50,19 +50,34 @@ def build_module(onnx: Any, model: Any) -> Any:
     from onnx import numpy_helper
 
     graph = model.graph
-    for node in graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            raise OnnxOpError(f"{node.domain}.{node.op_type}", node_name(node), "is from a custom operator domain")
-        if node.op_type not in OPS:
-            raise OnnxOpError(node.op_type, node_name(node), "has no translation in edgeserve's ONNX reader")
-    initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=1)
     # Each node carries the model's opset: a few operators changed meaning between versions.
-    nodes = [(n.op_type, list(n.input), list(n.output),
-              _attrs(onnx, n) | {"_opset": opset, "_outputs": len(n.output)}, node_name(n))
-             for n in graph.node]
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=1)
+
+    def describe(n: Any) -> tuple[str, list[str], list[str], dict[str, Any], str]:
+        if n.domain not in ("", "ai.onnx"):
+            raise OnnxOpError(f"{n.domain}.{n.op_type}", node_name(n), "is from a custom operator domain")
+        if n.op_type not in OPS:
+            raise OnnxOpError(n.op_type, node_name(n), "has no translation in edgeserve's ONNX reader")
+        attrs = _attrs(onnx, n) | {"_opset": opset, "_outputs": len(n.output)}
+        if n.op_type == "Loop":  # the body's operators are checked now too, before anything runs
+            attrs["body"] = onnx_loop.parse(onnx, attrs["body"], describe)
+        return n.op_type, list(n.input), list(n.output), attrs, node_name(n)
+
+    nodes = [describe(n) for n in graph.node]
+    initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     inputs = [v.name for v in graph.input if v.name not in initializers]
     return OnnxGraph(initializers, inputs, [v.name for v in graph.output], nodes).eval()
+
+
+def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> list[Any]:
+    """The nodes and, recursively, those of their loop bodies."""
+    found = []
+    for node in nodes:
+        found.append(node)
+        body = node[3].get("body")
+        if isinstance(body, onnx_loop.Body):
+            found += _all_nodes(body.nodes)
+    return found
 
 
 class OnnxGraph(torch.nn.Module):
@@ -74,9 +89,11 @@ class OnnxGraph(torch.nn.Module):
         self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
         self._names: dict[str, str] = {}
         self._constants: dict[str, np.ndarray] = {}
-        # Float operands that are parameters, not data (Resize's roi and scales, Clip's bounds): values the
-        # translation must read while tracing, so they stay numpy arrays.
-        known = {name for op, ins, _, _, _ in nodes if op in _READS_CONSTANTS for name in ins[1:]}
+        # Float operands that are parameters, not data (Resize's roi and scales, Clip's bounds, what
+        # a loop's condition compares): values the translation must read while tracing, so they
+        # stay numpy arrays.
+        known = {name for op, ins, _, _, _ in _all_nodes(nodes) if op in _READS_CONSTANTS for name in ins[1:]}
+        known |= {name for op, ins, _, _, _ in _all_nodes(nodes) if op in _COMPARISONS for name in ins}
         for i, (name, array) in enumerate(initializers.items()):
             if array.dtype.kind == "f" and name not in known:  # weights: buffers, the module's state
                 attr = f"w{i}"
@@ -90,23 +107,28 @@ class OnnxGraph(torch.nn.Module):
         env.update(self._constants)
         env.update({name: getattr(self, attr) for name, attr in self._names.items()})
         env.update(zip(self.inputs, xs))
-        for op, ins, outs, attrs, name in self.nodes:
+        self._run(self.nodes, env)
+        found = tuple(_tensor(env[o]) for o in self.outputs)
+        return found[0] if len(found) == 1 else found
+
+    def _run(self, nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]], env: dict[str, Value]) -> None:
+        """Run ``nodes`` in order, each reading and writing ``env`` by name."""
+        for op, ins, outs, attrs, name in nodes:
             args = [env[i] for i in ins]
             try:
-                result = OPS[op](args, attrs)
+                result = onnx_loop.run(self._run, args, attrs, env) if op == "Loop" else OPS[op](args, attrs)
             except (ValueError, NotImplementedError) as exc:
                 raise OnnxOpError(op, name, str(exc)) from exc
             results = result if isinstance(result, tuple) else (result,)
             # An optional output left unnamed ("") must not shadow "" as a missing optional input.
             env.update((out, value) for out, value in zip(outs, results) if out)
-        found = tuple(_tensor(env[o]) for o in self.outputs)
-        return found[0] if len(found) == 1 else found
 
 
 # ----- operators ----------------------------------------------------------------------------
 # Clip's min and max as float initializers (tf2onnx writes ReLU6 so) would otherwise be buffers
 # read with .item() while tracing, which torch.export cannot guard on.
 _READS_CONSTANTS = ("Resize", "Upsample", "Clip")
+_COMPARISONS = ("Less", "Greater", "Equal", "LessOrEqual", "GreaterOrEqual")
 
 
 def _torch() -> Any:
@@ -132,7 +154,7 @@ def _binary(np_fn: Callable[..., Any], torch_fn: Callable[..., Any]) -> Callable
     def run(args: list[Value], attrs: dict[str, Any]) -> Value:
         a, b = args
         if _is_np(a, b):
-            return np_fn(a, b)
+            return np.asarray(np_fn(a, b))  # numpy gives a scalar for 0-d operands: keep an array
         return torch_fn(_tensor(a), _tensor(b))
     return run
 
@@ -608,6 +630,15 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "ConstantOfShape": _constant_of_shape,
     "Identity": lambda a, _: a[0],
     "Dropout": lambda a, _: a[0],
+    "Less": _binary(np.less, lambda a, b: a < b),
+    "Greater": _binary(np.greater, lambda a, b: a > b),
+    "Equal": _binary(np.equal, lambda a, b: a == b),
+    "LessOrEqual": _binary(np.less_equal, lambda a, b: a <= b),
+    "GreaterOrEqual": _binary(np.greater_equal, lambda a, b: a >= b),
+    "And": _binary(np.logical_and, lambda a, b: _torch().logical_and(a, b)),
+    "Or": _binary(np.logical_or, lambda a, b: _torch().logical_or(a, b)),
+    "Not": lambda a, _: np.logical_not(a[0]) if _is_np(a[0]) else _torch().logical_not(a[0]),
+    "Loop": lambda a, _: None,  # run by OnnxGraph._run (it needs the enclosing values): onnx_loop
     "LSTM": onnx_recurrent.lstm,
     "GRU": onnx_recurrent.gru,
 }
