@@ -17,12 +17,9 @@ from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
     CalibrationDataError,
-    DoesNotFitError,
     EdgeServeError,
     InputError,
     PreprocessSpecError,
-    UnsupportedOpError,
-    VerificationError,
     first_line,
 )
 from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
@@ -224,9 +221,10 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 continue
             try:
                 entry = converter.convert(ctx)
-            except (InputError, UnsupportedOpError, VerificationError, DoesNotFitError) as exc:
-                # One target's refusal does not throw away the others' work: it is recorded
-                # and the run goes on (and ends with exit 1).
+            except EdgeServeError as exc:
+                # One target's refusal (its tool missing, TFLM refusing the model, an operator it
+                # lacks) does not throw away the others' work: it is recorded and the run goes on
+                # (and ends with exit 1). Errors about the run itself were raised before this loop.
                 refused.append((converter.name, exc))
                 manifest["refused"] = [{"target": name, "reason": first_line(e)} for name, e in refused]
                 write_manifest(manifest_path, manifest)

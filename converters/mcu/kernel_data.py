@@ -323,6 +323,9 @@ KERNELS: dict[str, KernelData] = {
     # No Init; TransposeContext fetches input, permutation, output.
     "TRANSPOSE": KernelData(None, None, _fixed("i0 i1 o0"), source="transpose_common.cc"),
     # StridedSliceContext fetches input, begin, end, strides, output.
+    # No Init, no builtin options (ParseSlice allocates nothing); Prepare fetches input, begin,
+    # size and output. The unrolled LSTM/GRU of edgeserve's ONNX reader reads its steps with it.
+    "SLICE": KernelData(None, None, _fixed("i0 i1 i2 o0"), source="slice.cc"),
     "STRIDED_SLICE": KernelData("TfLiteStridedSliceParams", "StridedSliceParams", _fixed("i0 i1 i2 i3 o0"),
                                 source="strided_slice.cc, strided_slice_common.cc"),
     "SPLIT_V": KernelData("TfLiteSplitVParams", None, _fixed("i2"), source="split_v.cc"),  # the axis only

@@ -31,6 +31,7 @@ KERNEL_SOURCES = {
     "SOFTMAX": "es_softmax.c",
     "TRANSPOSE": "es_copy.c",
     "STRIDED_SLICE": "es_copy.c",
+    "SLICE": "es_copy.c",
     "PAD": "es_copy.c",
     "PADV2": "es_copy.c",
     "CONCATENATION": "es_copy.c",
@@ -540,6 +541,20 @@ class Lowering:
         params = {"dims": counts4, "in_offset": sum(st * in_strides[k + a] for a, st in enumerate(starts)),
                   "in_strides": [in_strides[a] * ([1] * k + steps)[a] for a in range(4)],
                   "out_offset": 0, "out_strides": _row_major(counts4)}
+        return self._copy_step(op, "es_copy4d", "es_copy_params", params, (op.inputs[0],))
+
+    def _slice(self, op: Operator) -> Step:
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)
+        begin, size = (self.model.tensor_data(0, i).reshape(-1).tolist() for i in op.inputs[1:3])
+        counts = [dim - b if s == -1 else s for dim, b, s in zip(x.shape, begin, size)]  # -1: to the end
+        if len(x.shape) > 4 or counts != list(y.shape):
+            raise _refuse(op, f"whose slice ({counts}) does not give its output shape {list(y.shape)}")
+        k = 4 - len(x.shape)
+        in_strides = _row_major(_pad4(x.shape))
+        counts4 = [1] * k + counts
+        params = {"dims": counts4, "in_offset": sum(b * in_strides[k + a] for a, b in enumerate(begin)),
+                  "in_strides": in_strides, "out_offset": 0, "out_strides": _row_major(counts4)}
         return self._copy_step(op, "es_copy4d", "es_copy_params", params, (op.inputs[0],))
 
     def _pad(self, op: Operator) -> Step:

@@ -40,6 +40,8 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
     """The Loop node's outputs: the body run once per step with the enclosing values in scope."""
     import torch
 
+    from edgeserve.sources.onnx_recurrent import stack_steps
+
     body: Body = attrs["body"]
     trip, condition, carried = args[0], args[1], list(args[2:])
     if trip is not None and not isinstance(trip, np.ndarray):
@@ -69,7 +71,7 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
         if not column:
             raise NotImplementedError("a loop that runs no step has no scan output to give")
         outputs.append(np.stack(column) if all(isinstance(c, np.ndarray) for c in column)
-                       else torch.stack([torch.as_tensor(c) for c in column]))
+                       else stack_steps([torch.as_tensor(c) for c in column]))
     return tuple(outputs)
 
 

@@ -81,7 +81,7 @@ def _recurrent(args: list[Value], attrs: dict[str, Any], op: str) -> tuple[Any, 
             else:
                 h = _gru_step(xw, h, r[d], rb, hidden, bool(attrs.get("linear_before_reset", 0)))
             out[t] = h
-        ys.append(torch.stack(out))  # [seq, batch, hidden]
+        ys.append(stack_steps(out))  # [seq, batch, hidden]
         hs.append(h)
         cs.append(c)
     y = torch.stack(ys, dim=1)  # [seq, dirs, batch, hidden]
@@ -89,6 +89,20 @@ def _recurrent(args: list[Value], attrs: dict[str, Any], op: str) -> tuple[Any, 
     if layout:
         y, y_h, y_c = y.permute(2, 0, 1, 3), y_h.transpose(0, 1), y_c.transpose(0, 1)
     return (y, y_h, y_c) if op == "LSTM" else (y, y_h)
+
+
+def stack_steps(steps: list[Any]) -> Any:
+    """``torch.stack(steps)`` as a tree of stacks and concatenations of at most 8 inputs each:
+    TFLM's CONCATENATION takes at most 10 (kMaxInputNum), and a 20-step sequence is one op."""
+    if len(steps) <= 8:
+        return torch.stack(steps)
+    return _concat_chunks([torch.stack(steps[i: i + 8]) for i in range(0, len(steps), 8)])
+
+
+def _concat_chunks(chunks: list[Any]) -> Any:
+    if len(chunks) <= 8:
+        return torch.cat(chunks)
+    return _concat_chunks([torch.cat(chunks[i: i + 8]) for i in range(0, len(chunks), 8)])
 
 
 def _lstm_step(xw: Any, h: Any, c: Any, r: Any, rb: Any, p: Any, hidden: int) -> tuple[Any, Any]:
