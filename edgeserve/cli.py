@@ -157,6 +157,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
               help="ONNX sources: fix an input to a value (a sample rate: sr=16000); it becomes a constant of "
                    "every artifact (repeatable).")
+@click.option("--batch-axis", "batch_axes", multiple=True, metavar="NAME=AXIS",
+              help="ONNX sources: the input or output NAME carries the batch at AXIS (a recurrent state laid out "
+                   "[layers, batch, units]: state=1); every artifact takes and gives it batch-first (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
 @click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
               help="Record the detector's decoder in the manifest (`run` then gives boxes with no flag); a named "
@@ -172,7 +175,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             metric: str | None, io: str, debug_samples: int, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
-            input_shapes: Sequence[str], input_values: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
+            input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
             preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
     float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
@@ -204,7 +207,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 source, targets, out_dir, calib=calib, eval_data=eval_data, calib_random=calib_random,
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
-                input_values=parse_input_values(input_values),
+                input_values=parse_input_values(input_values), batch_axes=parse_batch_axes(batch_axes),
             )
     except AccuracyError as exc:
         if exc.result is not None and not json_out:  # with --json, the error object carries the manifest
@@ -222,6 +225,17 @@ def parse_input_values(values: Sequence[str]) -> dict[str, str] | None:
             raise click.BadParameter(f"expected NAME=VALUE (sr=16000); got {value!r}", param_hint="--input-value")
         fixed[name] = text
     return fixed or None
+
+
+def parse_batch_axes(values: Sequence[str]) -> dict[str, int] | None:
+    """``NAME=AXIS`` options as {name: axis}."""
+    axes: dict[str, int] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name or not text.isdigit():
+            raise click.BadParameter(f"expected NAME=AXIS (state=1); got {value!r}", param_hint="--batch-axis")
+        axes[name] = int(text)
+    return axes or None
 
 
 def parse_input_shapes(values: Sequence[str]) -> dict[str, tuple[int, ...]] | None:

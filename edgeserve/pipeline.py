@@ -56,6 +56,7 @@ def convert(
     example_inputs: Any = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, str] | None = None,
+    batch_axes: Mapping[str, int] | None = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -67,7 +68,8 @@ def convert(
     ``source`` is a model file or directory, or a ``torch.nn.Module`` with
     ``example_inputs`` (batch-1 tensors): it is exported with ``torch.export`` first.
     ``input_shapes`` fixes an ONNX input's dynamic dimensions by name; ``input_values`` fixes
-    an ONNX input to a value (a sample rate), so it is a constant in every artifact.
+    an ONNX input to a value (a sample rate), so it is a constant in every artifact;
+    ``batch_axes`` moves an ONNX input's or output's batch axis first (a recurrent state).
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -92,7 +94,8 @@ def convert(
         if isinstance(source, (str, Path)):
             with progress.step(f"load {Path(source).name}"), capture_native_stderr():
                 model = load_source(source, {k: tuple(v) for k, v in input_shapes.items()} if input_shapes else None,
-                                    {k: str(v) for k, v in input_values.items()} if input_values else None)
+                                    {k: str(v) for k, v in input_values.items()} if input_values else None,
+                                    {k: int(v) for k, v in batch_axes.items()} if batch_axes else None)
         else:  # an nn.Module: its ExportedProgram lives in a folder kept for the whole conversion
             from edgeserve.sources.pytorch import from_module
 

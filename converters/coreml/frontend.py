@@ -116,9 +116,17 @@ def package_name(name: str) -> str:
     """The name coremltools gives a feature (its NameSanitizer's rule): every character other
     than [A-Za-z0-9_] becomes '_', and a name not starting with a letter or '_' gets a '_'
     in front. tf2onnx's 'serving_default_image:0' and torch's 'onnx::Flatten_0' change so;
-    planning with the package's own names keeps every feed of the package by name right."""
+    planning with the package's own names keeps every feed of the package by name right.
+    Words MIL reserves (its type names, and "state", silero-vad's input) get "_workaround"."""
     name = re.sub("[^a-zA-Z0-9_]", "_", name)
-    return name if re.match("[a-zA-Z_]", name) else "_" + name
+    name = name if re.match("[a-zA-Z_]", name) else "_" + name
+    return name + "_workaround" if name in _MIL_RESERVED else name
+
+
+# Names coremltools 9's NameSanitizer renames (coremltools/converters/mil/mil/passes/defs/preprocess.py).
+_MIL_RESERVED = frozenset(("any", "bool", "program", "func", "tensor", "list", "dict", "tuple", "true", "false",
+                           "string", "bf16", "fp16", "fp32", "fp64", "int8", "int16", "int32", "int64", "uint8",
+                           "uint16", "uint32", "uint64", "state"))
 
 
 def plan_inputs(source: SourceModel, spec: PreprocessSpec | None, sample_shapes: Sequence[tuple[int, ...]]
@@ -237,7 +245,8 @@ def _torch_model(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
     program = getattr(source, "program", None)
     table = _prelu_as_where(torch) if program is not None and _prelu_off_rank_4(program) else {}
     if all(a is None for a in affines):
-        return program.run_decompositions(table) if program is not None else source.module  # type: ignore[attr-defined]
+        return _without_aliases(program.run_decompositions(table)) if program is not None else \
+            source.module  # type: ignore[attr-defined]
 
     class Preprocessed(torch.nn.Module):
         """The source with the per-channel affine ImageType cannot express in front of it."""
@@ -259,8 +268,28 @@ def _torch_model(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
     wrapped = Preprocessed(source.module)  # type: ignore[attr-defined]
     example = tuple(torch.zeros(plan.shape) for plan in plans)
     if program is not None:
-        return torch.export.export(wrapped, example).run_decompositions(table)
+        return _without_aliases(torch.export.export(wrapped, example).run_decompositions(table))
     return torch.jit.trace(wrapped, example)
+
+
+def _without_aliases(program: Any) -> Any:
+    """``program`` with its ``aten.alias`` nodes bypassed: torch.export writes one where a view
+    changes nothing (a cast to the dtype a tensor has, a slice of all of it; silero-vad's ONNX
+    graph has three), and coremltools 9 has no conversion for it ("Unsupported fx node alias").
+    An alias that is itself a program output stays (its name is in the signature)."""
+    import torch
+
+    graph = program.graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target == torch.ops.aten.alias.default and \
+                not any(user.op == "output" for user in node.users):
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+            changed = True
+    if changed:
+        program.graph_module.recompile()
+    return program
 
 
 def _prelu_off_rank_4(program: Any) -> bool:

@@ -52,7 +52,7 @@ def source_kind(path: Path) -> str:
 
 
 def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                input_values: dict[str, str] | None = None) -> SourceModel:
+                input_values: dict[str, str] | None = None, batch_axes: dict[str, int] | None = None) -> SourceModel:
     """Load any registered source kind, or raise :class:`SourceModelError`.
 
     ``input_shapes`` fixes dynamic input dimensions by input name (``--input-shape``); the
@@ -63,12 +63,13 @@ def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
     kind = _find(path)
-    if input_values:
+    if input_values or batch_axes:
         if kind.name != "onnx":
-            raise SourceModelError(f"--input-value applies to ONNX sources; {path.name} is {kind.described}")
+            flag = "--input-value" if input_values else "--batch-axis"
+            raise SourceModelError(f"{flag} applies to ONNX sources; {path.name} is {kind.described}")
         from edgeserve.sources.onnx_file import OnnxSource
 
-        return OnnxSource(path, input_shapes, input_values)
+        return OnnxSource(path, input_shapes, input_values, batch_axes)
     if input_shapes:
         if kind.name not in ("onnx", "torch-export"):
             raise SourceModelError(f"--input-shape applies to ONNX and ExportedProgram (.pt2) sources; {path.name} "

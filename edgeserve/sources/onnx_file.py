@@ -18,6 +18,7 @@ from edgeserve._deps import package_version, require
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 from edgeserve.sources.litert_lowering import lower_to_tflite
+from edgeserve.sources.onnx_layout import move_batch_first
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
 # The most one sample of one input may hold: conversion keeps calibration and evaluation
@@ -49,7 +50,7 @@ class OnnxSource(SourceModel):
     tflite_route = "float-tflite"
 
     def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                 input_values: dict[str, str] | None = None) -> None:
+                 input_values: dict[str, str] | None = None, batch_axes: dict[str, int] | None = None) -> None:
         from edgeserve.onnx_check import read_onnx_file, validate_onnx
 
         self.path = path
@@ -59,7 +60,8 @@ class OnnxSource(SourceModel):
         self._onnx = onnx
         self.proto = onnx.load_model_from_string(data)
         self.fixed_inputs = _fix_inputs(onnx, self.proto, path, input_values or {})
-        if self.fixed_inputs:  # every route and the reference start from the model with them as constants
+        self.batch_axes = move_batch_first(onnx, self.proto, path, batch_axes or {})
+        if self.fixed_inputs or self.batch_axes:  # every route and the reference start from the model so
             data = self.proto.SerializeToString()
         self._data = data
         graph = self.proto.graph
@@ -78,7 +80,8 @@ class OnnxSource(SourceModel):
                 raise SourceModelError(
                     f"input '{info.name}' has shape {list(info.shape)}: edgeserve feeds inputs one sample at a time "
                     "with a batch of 1 first, and this one's first dimension is not that batch. Re-export the "
-                    "model with the batch first, or fix the input with --input-value")
+                    "model with the batch first, say where its batch is with --batch-axis (state=1), or fix the "
+                    "input with --input-value")
         _check_sizes(path, graph, inputs)
         opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self._session: Any = None
@@ -90,7 +93,8 @@ class OnnxSource(SourceModel):
         self.framework = "onnx"
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | ({"fixed_inputs": self.fixed_inputs} if self.fixed_inputs else {})
+        return super().describe() | ({"fixed_inputs": self.fixed_inputs} if self.fixed_inputs else {}) | \
+            ({"batch_axes": self.batch_axes} if self.batch_axes else {})
 
     @property
     def data(self) -> bytes:

@@ -1,5 +1,10 @@
-"""ONNX ``Loop`` with a trip count known before the model runs, unrolled by edgeserve's reader.
+"""ONNX ``Loop`` and ``If`` whose control is known before the model runs, for edgeserve's reader.
 
+``If``: a condition computed from constants (silero-vad branches on its sample rate, which
+``--input-value sr=16000`` makes a constant) picks its branch while tracing; the branch's
+nodes run as if they were the graph's own. A condition that depends on the data is refused.
+
+``Loop``:
 tf2onnx writes a Keras 3 LSTM or GRU as a ``Loop`` over the time steps (TensorFlow's
 while_loop), not as an ONNX LSTM. With a fixed batch-1 sequence its trip count is a
 constant and its condition is computed from constants (the step counter against the length),
@@ -73,6 +78,20 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
         outputs.append(np.stack(column) if all(isinstance(c, np.ndarray) for c in column)
                        else stack_steps([torch.as_tensor(c) for c in column]))
     return tuple(outputs)
+
+
+def run_if(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], attrs: dict[str, Any],
+           outer: dict[str, Value]) -> tuple[Value, ...]:
+    """The If node's outputs: the branch its (constant) condition picks, run with the enclosing values."""
+    condition = args[0]
+    if not isinstance(condition, np.ndarray):
+        raise NotImplementedError("a branch condition computed from the data is not supported (it must be known "
+                                  "before the model runs: fix the input it depends on with --input-value)")
+    branch: Body = attrs["then_branch" if bool(np.asarray(condition).reshape(-1)[0]) else "else_branch"]
+    env = dict(outer)
+    env.update(branch.constants)
+    run_nodes(branch.nodes, env)
+    return tuple(env[name] for name in branch.outputs)
 
 
 def parse(onnx: Any, graph: Any, describe: Callable[[Any], tuple[str, list[str], list[str], dict[str, Any], str]]

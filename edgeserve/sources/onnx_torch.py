@@ -59,8 +59,9 @@ def build_module(onnx: Any, model: Any) -> Any:
         if n.op_type not in OPS:
             raise OnnxOpError(n.op_type, node_name(n), "has no translation in edgeserve's ONNX reader")
         attrs = _attrs(onnx, n) | {"_opset": opset, "_outputs": len(n.output)}
-        if n.op_type == "Loop":  # the body's operators are checked now too, before anything runs
-            attrs["body"] = onnx_loop.parse(onnx, attrs["body"], describe)
+        for graph_attr in ("body", "then_branch", "else_branch"):  # Loop, If: checked now too
+            if graph_attr in attrs:
+                attrs[graph_attr] = onnx_loop.parse(onnx, attrs[graph_attr], describe)
         return n.op_type, list(n.input), list(n.output), attrs, node_name(n)
 
     nodes = [describe(n) for n in graph.node]
@@ -70,13 +71,14 @@ def build_module(onnx: Any, model: Any) -> Any:
 
 
 def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> list[Any]:
-    """The nodes and, recursively, those of their loop bodies."""
+    """The nodes and, recursively, those of their loop bodies and branches."""
     found = []
     for node in nodes:
         found.append(node)
-        body = node[3].get("body")
-        if isinstance(body, onnx_loop.Body):
-            found += _all_nodes(body.nodes)
+        for graph_attr in ("body", "then_branch", "else_branch"):
+            body = node[3].get(graph_attr)
+            if isinstance(body, onnx_loop.Body):
+                found += _all_nodes(body.nodes)
     return found
 
 
@@ -116,7 +118,10 @@ class OnnxGraph(torch.nn.Module):
         for op, ins, outs, attrs, name in nodes:
             args = [env[i] for i in ins]
             try:
-                result = onnx_loop.run(self._run, args, attrs, env) if op == "Loop" else OPS[op](args, attrs)
+                if op in ("Loop", "If"):  # they run nodes of their own, reading the enclosing values
+                    result = (onnx_loop.run if op == "Loop" else onnx_loop.run_if)(self._run, args, attrs, env)
+                else:
+                    result = OPS[op](args, attrs)
             except (ValueError, NotImplementedError) as exc:
                 raise OnnxOpError(op, name, str(exc)) from exc
             results = result if isinstance(result, tuple) else (result,)
@@ -637,8 +642,10 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "GreaterOrEqual": _binary(np.greater_equal, lambda a, b: a >= b),
     "And": _binary(np.logical_and, lambda a, b: _torch().logical_and(a, b)),
     "Or": _binary(np.logical_or, lambda a, b: _torch().logical_or(a, b)),
-    "Not": lambda a, _: np.logical_not(a[0]) if _is_np(a[0]) else _torch().logical_not(a[0]),
-    "Loop": lambda a, _: None,  # run by OnnxGraph._run (it needs the enclosing values): onnx_loop
+    "Not": lambda a, _: np.asarray(np.logical_not(a[0])) if _is_np(a[0]) else _torch().logical_not(a[0]),
+    "Size": lambda a, _: np.array(int(np.prod(tuple(a[0].shape))), np.int64),  # static shapes: a constant
+    "Loop": lambda a, _: None,  # both run by OnnxGraph._run (they need the enclosing values): onnx_loop
+    "If": lambda a, _: None,
     "LSTM": onnx_recurrent.lstm,
     "GRU": onnx_recurrent.gru,
 }
