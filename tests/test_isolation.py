@@ -124,3 +124,21 @@ def test_a_killed_pytorch_lowering_or_quantizer_is_one_line_and_the_rest_is_writ
     status = {a["target"]: a["status"] for a in manifest["artifacts"]}
     assert status.pop("onnx") == "ok" and failed not in status, status
     assert set(status.values()) <= {"ok"}, status  # the third target was built and passed its check
+
+
+def test_a_killed_onnx_runtime_debugger_leaves_the_onnx_int8_model_without_its_table(torch_example, tmp_path):
+    """qdq_loss_debug only runs when the first INT8 model misses the gate (here no mae drop at all):
+    its death costs the per-node table and the remedy it would pick, not the artifact."""
+    import json
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(torch_example.root / "digits.pt2"),
+                           "-t", "onnx", "-t", "onnx-int8", "--calib", str(torch_example.root / "calib.npz"),
+                           "--metric", "mae", "--max-drop", "0", "-o", str(out)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, CRASH_FOR_TESTS: f"{int(signal.SIGSEGV)}:activation_errors"})
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    entry = {a["target"]: a for a in json.loads((out / "manifest.json").read_text())["artifacts"]}["onnx-int8"]
+    assert entry["status"] == "failed" and (out / entry["path"]).is_file()
+    assert "ONNX Runtime's quantizer crashed (SIGSEGV) while measuring the per-node int8 error" in entry["nodes_note"]
+    assert [a["float_nodes"] for a in entry["attempts"]] == [[]]  # no table, so no node kept in float

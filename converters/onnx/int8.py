@@ -76,6 +76,7 @@ class OnnxInt8Converter(Converter):
             return out.read_bytes()
 
         attempts: list[dict[str, Any]] = []
+        self._nodes_note: str | None = None
         node_errors: list[dict[str, Any]] | None = None
         excluded: list[str] = []
         best: tuple[bytes, dict[str, Any], list[np.ndarray], dict[str, Any]] | None = None
@@ -99,7 +100,10 @@ class OnnxInt8Converter(Converter):
                 break
             if node_errors is None:
                 with ctx.progress.step("onnx-int8: per-node error"):
-                    node_errors = self.node_errors(ctx, pre, data, names)
+                    try:
+                        node_errors = self.node_errors(ctx, pre, data, names)
+                    except VerificationError as exc:  # the debugger died: no table, so no node to keep float
+                        node_errors, self._nodes_note = [], f"no per-node table: {exc}"
             remaining = [n["node"] for n in node_errors if n["node"] not in excluded]
             if not remaining:
                 break
@@ -140,6 +144,7 @@ class OnnxInt8Converter(Converter):
             "host_kernels": host_kernels,
             "attempts": attempts,
             "worst_nodes": node_errors[:5],
+            **({"nodes_note": self._nodes_note} if getattr(self, "_nodes_note", None) else {}),
             "placement": check.placement(data),
             "report": file_record(out, report),
             "route": {"quantizer": "onnxruntime.quantization (quantize_static, QDQ)",

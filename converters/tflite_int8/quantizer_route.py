@@ -143,7 +143,6 @@ def _calibrate(q: Any, float_model: bytes, data: dict[str, list[dict[str, np.nda
     return calib.get_model_qsvs()
 
 
-
 def quantize_step(float_model: bytes, scheme: str, float_io: bool, keep_float: list[str],
                   data: dict[str, list[dict[str, np.ndarray]]]) -> bytes:
     """Calibrate ``float_model`` over ``data`` and quantize it with ``scheme`` (int8 or int16x8)."""
