@@ -31,7 +31,14 @@ from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.detection_gate import DetectionGate
-from edgeserve.errors import InputError, SourceModelError, UnsupportedOpError, VerificationError, first_line
+from edgeserve.errors import (
+    EdgeServeError,
+    InputError,
+    SourceModelError,
+    UnsupportedOpError,
+    VerificationError,
+    first_line,
+)
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
@@ -129,8 +136,13 @@ class TfliteInt8Converter(Converter):
         if isinstance(route, TensorFlowRoute) and crashed and not any(a.model for a in attempts):
             # TensorFlow's converter died on every scheme (a Keras LSTM: its calibrator segfaults).
             # The same model reaches ai-edge-quantizer another way: tf2onnx, the ONNX reader, litert-torch.
-            with ctx.progress.step("TensorFlow's converter crashed: the model through tf2onnx and the ONNX reader"):
-                fallback = self._route_through_onnx(ctx, opts)
+            try:
+                with ctx.progress.step("TensorFlow's converter crashed: the model through tf2onnx and the ONNX reader"):
+                    fallback = self._route_through_onnx(ctx, opts)
+            except EdgeServeError as exc:  # no way around: both failures go into the one error line
+                attempts.append(Attempt(Remedy("int8", "through tf2onnx and the ONNX reader"), "error",
+                                        f"tf2onnx -> ONNX reader: {first_line(exc)}"))
+                return self._write(ctx, opts, attempts, layers)
             self._route_record = self._describe_route(ctx, fallback) | {"instead_of": f"{route.name}: {crashed[0]}"}
             layers = self.calibrate(ctx, fallback, opts)
             attempts += self._attempts(ctx, fallback, layers, metric, opts)
