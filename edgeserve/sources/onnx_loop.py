@@ -52,8 +52,10 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
     if trip is not None and not isinstance(trip, np.ndarray):
         raise NotImplementedError("a trip count computed from the data is not supported (it must be a constant)")
     steps = int(np.asarray(trip).reshape(-1)[0]) if trip is not None else MAX_STEPS
+    if steps > MAX_STEPS:
+        raise NotImplementedError(f"a loop of {steps} steps is more than the {MAX_STEPS} edgeserve unrolls")
     scans: list[list[Value]] = []
-    for i in range(min(steps, MAX_STEPS)):
+    for i in range(steps):
         if condition is not None:
             if not isinstance(condition, np.ndarray):
                 raise NotImplementedError("a loop condition computed from the data is not supported (it must be "
@@ -101,4 +103,4 @@ def parse(onnx: Any, graph: Any, describe: Callable[[Any], tuple[str, list[str],
 
     return Body([v.name for v in graph.input], [v.name for v in graph.output],
                 [describe(node) for node in graph.node],
-                {i.name: numpy_helper.to_array(i) for i in graph.initializer})
+                {i.name: np.array(numpy_helper.to_array(i)) for i in graph.initializer})  # writable copies
