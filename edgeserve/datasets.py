@@ -91,8 +91,7 @@ def load_calibration(
         # x[:-5] would silently drop the last samples and x[:0] leave none.
         raise CalibrationDataError(f"max_samples must be at least 1, got {max_samples}")
     path = Path(path)
-    if not path.exists():
-        raise CalibrationDataError(f"calibration data not found: {path}")
+    check_data_paths(path, None)
     if path.is_dir():
         samples = _load_image_folder(path, inputs, spec)
     else:
@@ -110,11 +109,21 @@ def load_calibration(
 def load_eval(path: str | Path, inputs: Sequence[TensorInfo]) -> SampleSet:
     """Read an evaluation .npz (inputs as for calibration, labels under ``y``)."""
     path = Path(path)
-    if not path.exists():
-        raise CalibrationDataError(f"evaluation data not found: {path}")
-    if path.is_dir():
-        raise CalibrationDataError(f"evaluation data must be an .npz file with x and y; got a directory {path}")
+    check_data_paths(None, path)
     return _load_npz(path, inputs, want_labels=True)
+
+
+def check_data_paths(calib: str | Path | None, eval_data: str | Path | None) -> None:
+    """What can be said of the --calib and --eval paths without reading them (and so before
+    the model is loaded): that they are there, and that the evaluation set is a file."""
+    if calib is not None and not Path(calib).exists():
+        raise CalibrationDataError(f"calibration data not found: {calib}")
+    if eval_data is not None:
+        if not Path(eval_data).exists():
+            raise CalibrationDataError(f"evaluation data not found: {eval_data}")
+        if Path(eval_data).is_dir():
+            raise CalibrationDataError(
+                f"evaluation data must be an .npz file with x and y; got a directory {eval_data}")
 
 
 def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:

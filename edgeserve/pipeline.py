@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.console import Progress, capture_native_stderr
-from edgeserve.datasets import NO_CALIBRATION_HELP, load_calibration, load_eval
+from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, load_calibration, load_eval
 from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
@@ -118,11 +118,8 @@ def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: boo
         if not Path(source).exists():
             return  # the loader's error names the missing model first
         kind = source_kind(Path(source))  # by suffix or layout: an unknown format is said first
-    for given, what in ((calib, "calibration"), (eval_data, "evaluation")):
-        if isinstance(given, (str, Path)) and not Path(given).exists():
-            raise CalibrationDataError(f"{what} data not found: {given}")
-    if isinstance(eval_data, (str, Path)) and Path(eval_data).is_dir():
-        raise CalibrationDataError(f"evaluation data must be an .npz file with x and y; got a directory {eval_data}")
+    check_data_paths(calib if isinstance(calib, (str, Path)) else None,
+                     eval_data if isinstance(eval_data, (str, Path)) else None)
     if calib is None and not calib_random and kind != "tflite":
         raise CalibrationDataError(NO_CALIBRATION_HELP)
 
