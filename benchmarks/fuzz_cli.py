@@ -1,9 +1,11 @@
-"""Mutated models through `inspect`, `convert -t mcu`, `verify` and `run`; prints the counts.
+"""Damaged and hostile files through the CLI, any count per kind; prints the figures per kind.
 
-    python benchmarks/fuzz_cli.py [--per-model 400] [--seed 0]
+    python benchmarks/fuzz_cli.py [--kind models|wav|manifests|onnx ...] [--count 400] [--seed 0]
 
-Needs ../shared/testdata (or EDGESERVE_TESTDATA). The CI-sized slice of this is
-tests/test_cli_fuzz.py; the figures in the README come from this script.
+`--count` is per model for `models` (three models) and per kind otherwise. Needs
+../shared/testdata (or EDGESERVE_TESTDATA) for models and manifests, pymicro-wakeword for
+wav and onnx for onnx. tests/test_cli_fuzz.py is the CI-sized slice; the README's figures
+come from this script. Exits 1 on any traceback, hang or child death.
 """
 
 from __future__ import annotations
@@ -19,28 +21,55 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cli_fuzz import MODELS, run_child, tally, write_mutants  # noqa: E402
+from cli_fuzz import run_plan, summary  # noqa: E402
+
+KINDS = ("models", "wav", "manifests", "onnx")
+
+
+def plan_for(kind: str, testdata: Path, folder: Path, count: int, seed: int):
+    if kind == "models":
+        from fuzz_models import write_model_mutants
+
+        return write_model_mutants(testdata, folder, count, seed)
+    if kind == "wav":
+        import pymicro_wakeword
+        from fuzz_wav import write_wav_mutants
+
+        model = Path(pymicro_wakeword.__file__).parent / "models" / "alexa.tflite"
+        return write_wav_mutants(model, folder, count, seed)
+    if kind == "manifests":
+        from fuzz_manifests import build_base, write_manifest_mutants
+
+        return write_manifest_mutants(build_base(testdata, folder / "base"), folder / "mutants", count, seed)
+    from fuzz_onnx import write_onnx_mutants
+
+    return write_onnx_mutants(folder, count, seed)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-model", type=int, default=400)
+    parser.add_argument("--kind", action="append", choices=KINDS, help="repeatable; all kinds when not given")
+    parser.add_argument("--count", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-command", type=float, default=60.0, help="seconds before a command counts as hung")
     args = parser.parse_args()
     testdata = Path(os.environ.get("EDGESERVE_TESTDATA", ROOT.parent / "shared" / "testdata"))
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.monotonic()
-        strategies = write_mutants(testdata, Path(tmp) / "mutants", args.per_model, args.seed)
-        results, failure = run_child(Path(tmp) / "mutants", Path(tmp) / "work", timeout=4 * 3600)
-        seconds = time.monotonic() - start
-    tracebacks = [r for r in results if any(str(v).startswith("traceback") for v in r.values())]
-    print(json.dumps({
-        "files": len(results), "models": list(MODELS), "strategies": dict(strategies),
-        "seconds": round(seconds), "child_failure": failure,
-        "outcomes": {command: dict(counts) for command, counts in tally(results).items()},
-        "tracebacks": tracebacks[:20],
-    }, indent=2))
-    sys.exit(1 if failure or tracebacks else 0)
+    results, bad = {}, False
+    for kind in args.kind or KINDS:
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.monotonic()
+            plan, strategies = plan_for(kind, testdata, Path(tmp) / "files", args.count, args.seed)
+            rows, failure = run_plan(plan, Path(tmp) / "work", args.per_command)
+            results[kind] = summary(rows, strategies, time.monotonic() - start, failure)
+            if kind == "manifests":
+                refused = {e["file"] for e in plan if e["must_refuse"]}
+                results[kind]["unstamped_edits_let_through"] = [
+                    row["file"] for row in rows
+                    if row["file"] in refused and set(row["outcomes"].values()) != {"exit 1"}]
+                bad |= bool(results[kind]["unstamped_edits_let_through"])
+        bad |= bool(failure or results[kind]["tracebacks"])
+        print(json.dumps({kind: results[kind]}, indent=2), flush=True)
+    sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":

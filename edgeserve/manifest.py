@@ -267,6 +267,7 @@ def _check_records(manifest: dict[str, Any], path: Path) -> None:
             raise ManifestError(f"{path}: expected each artifact to be an object with a 'target', "
                                 f"got {str(entry)[:80]!r}")
         where = f"{path} artifact {entry['target']!r}"
+        _check_record_places(entry, where)
         for record in _file_records(entry):
             inside(path.parent, record["path"], where)
             _check_record_fields(record, f"{where} file {str(record['path'])[:80]!r}")
@@ -274,6 +275,27 @@ def _check_records(manifest: dict[str, Any], path: Path) -> None:
             if not record.get("sha256") and not (record is entry and "files" in entry):
                 raise ManifestError(f"{where}: {record['path']!r} has no sha256: nothing proves it is the file "
                                     "that was verified; convert again rather than editing the manifest")
+
+
+def _check_record_places(entry: dict[str, Any], where: str) -> None:
+    """The fields that hold file records hold records (an object with a text ``path``), so a
+    report replaced by a list is refused here rather than tripping a converter's re-check."""
+    def record(value: Any) -> bool:
+        return isinstance(value, dict) and isinstance(value.get("path"), str)
+
+    places = {"report": entry.get("report")}
+    verification = entry.get("verification")
+    if verification is not None and not isinstance(verification, dict):
+        raise ManifestError(f"{where}: expected verification to be an object, got {str(verification)[:80]!r}")
+    if verification is not None and "fixture" in verification:
+        places["verification.fixture"] = verification["fixture"]
+    for name, value in places.items():
+        if value is not None and not record(value):
+            raise ManifestError(f"{where}: expected {name} to be a file record (an object with a path), "
+                                f"got {str(value)[:80]!r}")
+    files = entry.get("files")
+    if files is not None and not (isinstance(files, list) and all(record(f) for f in files)):
+        raise ManifestError(f"{where}: expected files to be a list of file records, got {str(files)[:80]!r}")
 
 
 def _file_records(value: Any) -> list[dict[str, Any]]:

@@ -70,7 +70,12 @@ def read_onnx_file(path: Path) -> bytes:
     through a link to outside the model's folder is refused: a model file must not make
     edgeserve read other files. The result is self-contained, as :func:`validate_onnx` wants.
     """
-    data = path.read_bytes()
+    return with_external_data(path, path.read_bytes())
+
+
+def with_external_data(path: Path, data: bytes) -> bytes:
+    """``data`` (the bytes of the .onnx file at ``path``) with its external tensor data read
+    in, under the rules of :func:`read_onnx_file`; ``data`` itself when it has none."""
     try:
         import onnx
     except ImportError:
@@ -92,9 +97,26 @@ def read_onnx_file(path: Path) -> bytes:
         if not target.is_file():
             raise ModelFileError(f"{path.name}: initializer '{tensor.name}' keeps its data in {location!r}, which is "
                                  f"not in {folder}")
+        _check_extent(path, tensor, location, target.stat().st_size)
     with model_file_guard("reading external data"):
         onnx.external_data_helper.load_external_data_for_model(model, str(folder))
     return model.SerializeToString()
+
+
+def _check_extent(path: Path, tensor: Any, location: str, size: int) -> None:
+    """The offset and length a tensor names lie within its data file (onnx would raise, or read short)."""
+    fields = {e.key: e.value for e in tensor.external_data}
+    try:
+        offset, length = int(fields.get("offset", 0)), int(fields.get("length", size - int(fields.get("offset", 0))))
+    except ValueError:
+        raise ModelFileError(f"{path.name}: initializer '{tensor.name}' gives an offset or length that is not a whole "
+                             f"number ({fields.get('offset')!r}, {fields.get('length')!r})") from None
+    if 0 <= offset <= size and 0 <= length and offset + length <= size:
+        return
+    span = f"from byte {offset:,}" if offset < 0 or offset > size or length < 0 else \
+        f"bytes {offset:,} to {offset + length:,}"
+    raise ModelFileError(f"{path.name}: initializer '{tensor.name}' reads {span} of {location!r}, which holds "
+                         f"{size:,} bytes: the data file is truncated or the model damaged")
 
 
 def _initializers(model: Any) -> list[Any]:

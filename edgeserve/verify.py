@@ -35,7 +35,7 @@ def verify_manifest(path: str | Path, public_key: str | Path | None = None) -> l
         target = entry.get("target", "?")
         try:
             result = get_converter(target).reverify(entry, root)
-        except (EdgeServeError, KeyError, TypeError, OSError, ValueError) as exc:
+        except (EdgeServeError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
             # A field of the wrong type (a number where a list of files belongs) is a failed
             # check with its reason, like a missing one, not a traceback.
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)

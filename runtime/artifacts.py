@@ -25,7 +25,7 @@ from edgeserve.preprocess import PreprocessSpec
 log = logging.getLogger(__name__)
 
 #: Manifest targets that are not served by this runtime (their files are for other devices).
-_NOT_SERVED = {"mcu"}
+_NOT_SERVED = {"mcu", "mcu-c"}  # C for a board; every other target's file is one the runtime serves
 
 
 @dataclasses.dataclass
@@ -55,6 +55,10 @@ class Artifact:
                     raise ModelFileError(f"cannot read {self.path}: {exc}") from exc
                 if self.sha256 is not None:
                     _check_digest(self, hashlib.sha256(data).hexdigest())
+                elif self.engine == "onnxruntime":  # a bare file may keep weights beside it (torch's export does)
+                    from edgeserve.onnx_check import with_external_data
+
+                    data = with_external_data(self.path, data)
             self._data = data
         return self._data
 
@@ -128,14 +132,17 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
     root = path.parent
     artifacts = []
     for entry in manifest["artifacts"]:
-        if entry.get("status") != "ok" or entry.get("target") in _NOT_SERVED or not entry.get("path"):
+        if entry.get("status") != "ok" or entry.get("target") in _NOT_SERVED:
             continue
         if target is not None and entry.get("target") != target:
             continue
-        file = inside(root, entry["path"], f"{path} artifact {entry.get('target')!r}")
+        where = f"{path} artifact {entry.get('target')!r}"
+        file = inside(root, entry.get("path"), where)
         engine = engine_of(file)
-        if engine is None:
-            continue
+        if engine is None:  # refused, not skipped: skipping would serve another target without a word
+            suffixes = sorted(s for group in ENGINE_SUFFIXES.values() for s in group)
+            raise ManifestError(f"{where}: expected its path to name a model file ({', '.join(suffixes)}), "
+                                f"got {str(entry.get('path'))[:80]!r}")
         if not entry.get("sha256"):
             raise ManifestError(f"{path} artifact {entry.get('target')!r} has no sha256: nothing proves "
                                 f"{entry['path']} is the file that was verified")

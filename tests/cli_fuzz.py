@@ -1,9 +1,15 @@
-"""Mutated models through `inspect`, `convert -t mcu`, `verify` and `run`, as a user runs them.
+"""Damaged and hostile files through the CLI, as a user runs it, with a time limit per command.
 
-One child process walks the mutants and calls the CLI in-process for each command (TFLM
-already runs in grandchildren, see converters/mcu/child.py); if that child dies, the
-mutant it was on is named, and that is a failure: nothing a file contains may kill edgeserve.
-Used by tests/test_cli_fuzz.py (a few hundred mutants) and benchmarks/fuzz_cli.py (thousands).
+A plan is a list of files, each with the commands to run on it. One child process walks the
+plan and calls the CLI in-process for each command (TFLM already runs in grandchildren, see
+converters/mcu/child.py). Before each command it says which one it starts; the parent gives
+every command `per_command` seconds, so a hang is named (file and command) and is a failure,
+as is a dead child: nothing a file contains may kill edgeserve or stop it answering. The
+child also records, per command, how far the command raised its peak resident memory.
+
+The file kinds are in fuzz_models.py (.tflite), fuzz_wav.py, fuzz_manifests.py and
+fuzz_onnx.py. Used by tests/test_cli_fuzz.py (a few hundred files per kind) and
+benchmarks/fuzz_cli.py (any count).
 """
 
 from __future__ import annotations
@@ -11,26 +17,30 @@ from __future__ import annotations
 import collections
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ("tflm/hello_world_int8", "mlperf-tiny/kws_ref_model", "tflm/micro_speech_quantized")
+
+# One entry of a plan: {"file": label, "commands": [[name, argv, only_if_this_path_exists or None], ...]}
+Plan = list[dict[str, Any]]
 
 CHILD = textwrap.dedent("""
-    import json, os, sys, traceback, warnings
+    import json, os, resource, sys, time, traceback, warnings
     warnings.filterwarnings("ignore")
     report = os.fdopen(os.dup(1), "w", buffering=1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1); os.dup2(quiet, 2)  # what the commands print is not the protocol
     import click
     from edgeserve.cli import cli
-    folder, work = sys.argv[1], sys.argv[2]
+    with open(sys.argv[1]) as f:
+        plan = json.load(f)
 
     def call(args):
         try:
@@ -45,73 +55,91 @@ CHILD = textwrap.dedent("""
         except BaseException as exc:
             return "traceback " + type(exc).__name__ + ": " + traceback.format_exc().splitlines()[-1][:200]
 
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".tflite"):
-            continue
-        model = os.path.join(folder, name)
-        out = os.path.join(work, name + ".out")
-        report.write("begin " + name + "\\n")
-        results = {"inspect": call(["inspect", model, "--json"]),
-                   "convert": call(["convert", model, "-t", "mcu", "--no-fit-check", "-o", out, "-q"])}
-        if os.path.isdir(out):
-            results["verify"] = call(["verify", out])
-        results["run"] = call(["run", model, "--input", model[: -len(".tflite")] + ".npy", "-q"])
-        report.write(json.dumps({"file": name, **results}) + "\\n")
+    def peak_mib():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    for entry in plan:
+        row = {"file": entry["file"], "outcomes": {}, "seconds": {}, "grew_mib": {}}
+        for name, argv, needs in entry["commands"]:
+            if needs is not None and not os.path.exists(needs):
+                continue
+            report.write("begin " + json.dumps([entry["file"], name]) + "\\n")
+            before, start = peak_mib(), time.monotonic()
+            row["outcomes"][name] = call(argv)
+            row["seconds"][name] = round(time.monotonic() - start, 3)
+            row["grew_mib"][name] = round(peak_mib() - before, 1)
+        report.write(json.dumps(row) + "\\n")
     report.write("done\\n")
 """)
 
 
-def write_mutants(testdata: Path, folder: Path, per_model: int, seed0: int = 0) -> collections.Counter[str]:
-    """``per_model`` mutants of each model in MODELS, with an input .npy each; strategy counts."""
-    from test_model_validation import _Layout, mutant
-
-    from edgeserve.tflite_model import TfliteModel
-
-    folder.mkdir(parents=True, exist_ok=True)
-    strategies: collections.Counter[str] = collections.Counter()
-    for k, name in enumerate(MODELS):
-        data = (testdata / f"{name}.tflite").read_bytes()
-        model = TfliteModel.from_bytes(data)
-        layout = _Layout(data)
-        layout.root()
-        weights = np.zeros(len(data), bool)
-        for buffer in model.buffers:
-            weights[buffer.offset : buffer.offset + buffer.size] = True
-        tensor = model.subgraphs[0].tensors[model.subgraphs[0].inputs[0]]
-        example = np.zeros(tensor.shape, tensor.numpy_dtype)
-        for seed in range(seed0 + k * 100_000, seed0 + k * 100_000 + per_model):
-            strategy, mutated = mutant(data, layout, weights, seed)
-            strategies[strategy] += 1
-            (folder / f"{k}_{seed:07d}.tflite").write_bytes(mutated)
-            np.save(folder / f"{k}_{seed:07d}.npy", example)
-    return strategies
-
-
-def run_child(folder: Path, work: Path, timeout: float) -> tuple[list[dict[str, Any]], str | None]:
-    """Results per file, and the failure (a dead or hung child, naming the file) or None."""
+def run_plan(plan: Plan, work: Path, per_command: float = 60.0) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows per file, and the failure (a dead child, or a command silent for `per_command`
+    seconds, naming the file and the command) or None."""
     work.mkdir(parents=True, exist_ok=True)
+    plan_file = work / "plan.json"
+    plan_file.write_text(json.dumps(plan))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    try:
-        child = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(work)], capture_output=True,
-                               text=True, timeout=timeout, env=env, check=False)
-        stdout, code = child.stdout, child.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        code = None
-    lines = stdout.splitlines()
-    results = [json.loads(line) for line in lines if line.startswith("{")]
-    begins = [line.split()[1] for line in lines if line.startswith("begin ")]
-    if lines and lines[-1] == "done" and code == 0:
-        return results, None
-    last = begins[-1] if begins else "?"
-    how = "hung (timeout)" if code is None else f"died with status {code}"
-    return results, f"the child {how} on {folder / last}"
+    with tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(plan_file)], stdout=subprocess.PIPE,
+                                 stderr=stderr, env=env, cwd=work, start_new_session=True)
+        assert child.stdout is not None
+        lines, pending, started, hung = [], b"", None, None
+        while True:
+            ready, _, _ = select.select([child.stdout], [], [], per_command)
+            if not ready:
+                hung = started
+                os.killpg(child.pid, signal.SIGKILL)  # the grandchildren too
+                break
+            chunk = os.read(child.stdout.fileno(), 1 << 16)
+            if not chunk:
+                break
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                text = line.decode()
+                lines.append(text)
+                if text.startswith("begin "):
+                    started = json.loads(text[len("begin "):])
+        code = child.wait()
+    rows = [json.loads(line) for line in lines if line.startswith("{")]
+    if hung is None and lines and lines[-1] == "done" and code == 0:
+        return rows, None
+    if hung is not None:
+        return rows, f"`{hung[1]}` on {hung[0]} gave no answer within {per_command:.0f} s (a hang)"
+    where = f"`{started[1]}` on {started[0]}" if started else "start-up"
+    return rows, f"the child died with status {code} during {where}"
 
 
-def tally(results: list[dict[str, Any]]) -> dict[str, collections.Counter[str]]:
+def tally(rows: list[dict[str, Any]]) -> dict[str, collections.Counter[str]]:
+    """Outcome counts per command ("exit 0", "exit 1", "traceback ...")."""
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for row in results:
-        for command, outcome in row.items():
-            if command != "file":
-                counts[command][outcome.split(":")[0]] += 1
+    for row in rows:
+        for command, outcome in row["outcomes"].items():
+            counts[command][outcome.split(":")[0]] += 1
     return dict(counts)
+
+
+def tracebacks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if any(v.startswith("traceback") for v in row["outcomes"].values())]
+
+
+def slowest(rows: list[dict[str, Any]]) -> tuple[float, str]:
+    """The longest single command, and which: the figure the per-command limit is judged by."""
+    return max(((s, f"{c} on {row['file']}") for row in rows for c, s in row["seconds"].items()), default=(0.0, "-"))
+
+
+def most_memory(rows: list[dict[str, Any]]) -> tuple[float, str]:
+    """The largest rise of the child's peak resident memory during one command, and which."""
+    return max(((m, f"{c} on {row['file']}") for row in rows for c, m in row["grew_mib"].items()), default=(0.0, "-"))
+
+
+def summary(rows: list[dict[str, Any]], strategies: collections.Counter[str], seconds: float,
+            failure: str | None) -> dict[str, Any]:
+    """What benchmarks/fuzz_cli.py prints for one kind."""
+    slow, mem = slowest(rows), most_memory(rows)
+    return {"files": len(rows), "strategies": dict(sorted(strategies.items())), "seconds": round(seconds),
+            "child_failure": failure,
+            "outcomes": {command: dict(counts) for command, counts in tally(rows).items()},
+            "slowest_command_s": [round(slow[0], 2), slow[1]], "largest_memory_rise_mib": [mem[0], mem[1]],
+            "tracebacks": tracebacks(rows)[:20]}

@@ -1,27 +1,98 @@
-"""Damaged model files through the commands a user runs (issue 13's fuzz, a CI-sized slice).
+"""Damaged and hostile files through the commands a user runs (issues 13 and 28), CI-sized.
 
-The probe: 2,200 mutants through `convert -t mcu --no-fit-check` gave 9 crashes (SIGSEGV,
-SIGFPE inside TFLM) and 6 tracebacks, and `verify` 5 tracebacks. benchmarks/fuzz_cli.py runs
-the full count; this runs 150 per model in CI.
+Four kinds, each walked by one child with a time limit per command (a hang fails the test,
+naming the file and command): mutated .tflite models through inspect / convert -t mcu /
+verify / run; WAV files through `run WAKEWORD.tflite --input`; manifests edited and mostly
+re-stamped through verify / run; hand-made hostile ONNX files through inspect / run /
+convert -t onnx. Every outcome must be exit 0 or one clean refusal: no traceback, no hang, no
+death by a signal, no command that raises the child's peak memory by 1 GiB or more.
+benchmarks/fuzz_cli.py runs any count; the README's figures come from it.
+
+The first probes found, before the fixes: 9 crashes and 6 tracebacks in convert -t mcu and
+5 in verify (issue 13); and with these kinds, a truncated fixture and a report replaced by a
+list gave tracebacks in verify, a damaged .tflite re-hashed into the manifest reached LiteRT
+in verify's own process, an external-data offset past the file's end came through as "an
+edgeserve check missed this", and `run` refused ONNX weights kept beside the model.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any
 
-from cli_fuzz import MODELS, run_child, tally, write_mutants
+import pytest
+from cli_fuzz import run_plan, tally, tracebacks
+from fuzz_manifests import build_base, write_manifest_mutants
+from fuzz_models import MODELS, write_model_mutants
+from fuzz_onnx import write_onnx_mutants
+from fuzz_wav import write_wav_mutants
+
+CLEAN = {"exit 0", "exit 1", "exit 2"}
+PER_COMMAND_S = 120.0  # a hang, not a speed bound: the slowest command measured is under 2 s
 
 
-def test_mutants_through_inspect_convert_verify_run(testdata: Path, tmp_path: Path) -> None:
-    strategies = write_mutants(testdata, tmp_path / "mutants", per_model=150)
-    results, failure = run_child(tmp_path / "mutants", tmp_path / "work", timeout=1500)
+def _clean(rows: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    assert len(rows) == count
+    assert not tracebacks(rows), tracebacks(rows)[:5]
+    counts = tally(rows)
+    for command, outcomes in counts.items():
+        assert set(outcomes) <= CLEAN, (command, outcomes)
+    memory = max(m for row in rows for m in row["grew_mib"].values())
+    assert memory < 1024, f"one command raised the peak resident memory by {memory} MiB"
+    return counts
+
+
+def test_mutated_models_through_inspect_convert_verify_run(testdata: Path, tmp_path: Path) -> None:
+    plan, strategies = write_model_mutants(testdata, tmp_path / "mutants", per_model=150)
+    rows, failure = run_plan(plan, tmp_path / "work", PER_COMMAND_S)
     assert failure is None, failure
-    assert len(results) == 150 * len(MODELS) and len(strategies) >= 8
-    counts = tally(results)
-    tracebacks = [r for r in results if any(str(v).startswith("traceback") for v in r.values())]
-    assert not tracebacks, tracebacks[:5]
-    for command in ("inspect", "convert", "run"):
-        assert set(counts[command]) <= {"exit 0", "exit 1", "exit 2"}, counts[command]
+    counts = _clean(rows, 150 * len(MODELS))
+    assert len(strategies) >= 8
     # Both outcomes happen: the check is not passing on refusals alone, nor on clean files alone.
     assert counts["convert"]["exit 0"] > 10 and counts["convert"]["exit 1"] > 100, counts
     assert counts["verify"]["exit 0"] > 10, counts
+
+
+def test_wav_files_through_a_wake_word_model(tmp_path: Path) -> None:
+    pymicro_wakeword = pytest.importorskip("pymicro_wakeword")
+    model = Path(pymicro_wakeword.__file__).parent / "models" / "alexa.tflite"
+    plan, strategies = write_wav_mutants(model, tmp_path / "wav", 300)
+    rows, failure = run_plan(plan, tmp_path / "work", PER_COMMAND_S)
+    assert failure is None, failure
+    counts = _clean(rows, 300)
+    assert len(strategies) == 8
+    assert counts["run"]["exit 0"] > 30 and counts["run"]["exit 1"] > 150, counts
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_restamped_and_edited_manifests_through_verify_and_run(testdata: Path, tmp_path: Path) -> None:
+    before = _hashes(testdata)  # the manifest names its source by absolute path: nothing may write there
+    base = build_base(testdata, tmp_path / "base")
+    plan, strategies = write_manifest_mutants(base, tmp_path / "manifests", 200)
+    rows, failure = run_plan(plan, tmp_path / "work", PER_COMMAND_S)
+    assert failure is None, failure
+    counts = _clean(rows, 200)
+    assert len(strategies) == 6
+    # An edit left unstamped is refused by every command: tampering is always caught.
+    must_refuse = {entry["file"] for entry in plan if entry["must_refuse"]}
+    assert len(must_refuse) > 15
+    let_through = [row for row in rows if row["file"] in must_refuse and set(row["outcomes"].values()) != {"exit 1"}]
+    assert not let_through, let_through[:3]
+    for command in ("verify", "run", "run --target"):
+        assert counts[command]["exit 0"] > 20 and counts[command]["exit 1"] > 50, counts
+    assert _hashes(testdata) == before
+
+
+def test_hostile_onnx_files_through_inspect_run_convert(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    plan, traits = write_onnx_mutants(tmp_path / "onnx", 300)
+    rows, failure = run_plan(plan, tmp_path / "work", PER_COMMAND_S)
+    assert failure is None, failure
+    counts = _clean(rows, 300)
+    assert len(traits) == 10
+    for command in ("inspect", "run", "convert"):
+        assert counts[command]["exit 0"] > 10 and counts[command]["exit 1"] > 150, counts

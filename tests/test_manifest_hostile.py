@@ -91,3 +91,49 @@ def test_a_manifest_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -
     for command in (["verify", str(out)], ["run", str(out), "--input", "synthetic:1x1"]):
         result = CliRunner().invoke(cli, command)
         assert result.exit_code == 1 and "not a regular file" in result.output, result.output
+
+
+@pytest.mark.parametrize("path", [".", "mcu", "reports/mcu.json"])
+def test_a_served_artifact_whose_path_is_no_model_is_refused_not_skipped(testdata: Path, tmp_path: Path,
+                                                                         path: str) -> None:
+    """Issue 28: a tflite-int8 entry pointing at a folder made `run` serve the onnx artifact
+    without a word. Built from a float model so that two servable targets exist."""
+    import numpy as np
+
+    out = tmp_path / "OUT"
+    built = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_float.tflite"), "-t", "tflite-int8", "-t", "onnx", "--calib-random",
+                                     "-o", str(out), "-q"])
+    assert built.exit_code == 0, built.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    _entry(manifest, "tflite-int8")["path"] = path
+    (out / "manifest.json").write_text(json.dumps(stamp(manifest)))
+    np.save(tmp_path / "x.npy", np.zeros((1, 1), np.float32))
+    for extra in ([], ["--target", "tflite-int8"]):
+        result = CliRunner().invoke(cli, ["run", str(out), *extra, "--input", str(tmp_path / "x.npy")])
+        assert result.exit_code == 1, result.output
+        assert "artifact 'tflite-int8': expected its path to name a model file" in result.output, result.output
+    served = CliRunner().invoke(cli, ["run", str(out), "--target", "onnx", "--input", str(tmp_path / "x.npy")])
+    assert served.exit_code == 0, served.output  # asked for by name, the sound artifact still runs
+
+
+def test_a_damaged_fixture_is_one_reason_never_an_exception(tmp_path: Path) -> None:
+    """Issue 28: a fixture holding a pickled object gave IndexError in verify; the fuzz found a
+    truncated one (EOFError, shown as "Aborted!") and one with a bad zip version (NotImplementedError)."""
+    import numpy as np
+
+    from edgeserve.errors import ManifestError
+    from edgeserve.fixtures import load_arrays
+
+    np.savez(tmp_path / "good.npz", inputs_0=np.ones(2, np.float32))
+    good = (tmp_path / "good.npz").read_bytes()
+    assert load_arrays(tmp_path / "good.npz")["inputs_0"].tolist() == [1.0, 1.0]
+    np.savez(tmp_path / "pickled.npz", inputs_0=np.array([{"a": 1}], dtype=object))
+    (tmp_path / "cut.npz").write_bytes(good[:40])
+    np.save(tmp_path / "bare.npy", np.zeros(2))
+    damaged = bytearray(good)
+    central = good.index(b"PK\x01\x02")  # the central directory's entry: its "version needed to extract"
+    damaged[central + 6 : central + 8] = (224).to_bytes(2, "little")  # 22.4, which zipfile does not read
+    (tmp_path / "version.npz").write_bytes(bytes(damaged))
+    for name in ("pickled.npz", "cut.npz", "bare.npy", "version.npz", "missing.npz"):
+        with pytest.raises(ManifestError, match=f"fixture {name} cannot be read as named arrays"):
+            load_arrays(tmp_path / name)

@@ -505,6 +505,21 @@ def test_inspect_reads_external_data_as_convert_does(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     assert info["ops"] == {"MatMul": 1} and [i["shape"] for i in info["inputs"]] == [[1, 64]]
+    # `run` reads the same file the same way (it said "load such models from their directory")
+    x = np.random.default_rng(1).random((1, 64), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ran = CliRunner().invoke(cli, ["run", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"), "--json"])
+    assert ran.exit_code == 0, ran.output
+    expected = x @ numpy_helper.to_array(weights)
+    top = json.loads(ran.stdout)["results"][0]["top_k"][0]
+    assert top["index"] == int(expected.argmax()) and abs(top["score"] - float(expected.max())) < 1e-4
+    # a data file cut short is one error line naming the span, in every command
+    data = tmp_path / "m.onnx.data"
+    data.write_bytes(data.read_bytes()[:1000])
+    for command in (["inspect", str(tmp_path / "m.onnx")], ["run", str(tmp_path / "m.onnx"), "--input",
+                    str(tmp_path / "x.npy")]):
+        cut = CliRunner().invoke(cli, command)
+        assert cut.exit_code == 1 and "which holds 1,000 bytes: the data file is truncated" in cut.output, cut.output
 
 
 def test_inspect_closes_the_reader_routes_an_untranslated_operator_would_fail(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from edgeserve.errors import (
     SourceModelError,
     UnsupportedOpError,
 )
+from edgeserve.fixtures import load_arrays
 from edgeserve.manifest import (
     check_file,
     edgeserve_version,
@@ -382,8 +383,7 @@ class CoreMLConverter(Converter):
         expected = entry.get("provenance", {}).get("source_sha256")
         checks.append(Check("provenance in the package", stamped == expected,
                             f"source sha256 {str(stamped)[:12]}… (manifest {str(expected)[:12]}…)"))
-        with np.load(root / fixture["path"]) as fx:
-            arrays = {k: fx[k] for k in fx.files}
+        arrays = load_arrays(root / fixture["path"])
         inputs = [arrays[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
         reference = _group(arrays, "reference")
         names = [plan["name"] for plan in entry["inputs"]]

@@ -11,6 +11,7 @@ import numpy as np
 
 from edgeserve._deps import require
 from edgeserve.atomic import write_bytes
+from edgeserve.errors import ManifestError
 from edgeserve.onnx_check import validate_onnx
 
 # ONNX Runtime on another machine may pick other kernels; float results move in the last bits.
@@ -62,10 +63,15 @@ def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[
 
 
 def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    with np.load(path) as fx:
-        groups = {g: [fx[k] for k in sorted((k for k in fx.files if k.startswith(g + "_")),
+    from edgeserve.fixtures import load_arrays
+
+    fx = load_arrays(path)
+    try:
+        groups = {g: [fx[k] for k in sorted((k for k in fx if k.startswith(g + "_")),
                                             key=lambda k: int(k.rsplit("_", 1)[1]))]
                   for g in ("inputs", "reference", "outputs")}
+    except ValueError:  # a name like inputs_x: not a fixture this code wrote
+        raise ManifestError(f"fixture {path.name} holds arrays this version did not write: {sorted(fx)[:6]}") from None
     return groups["inputs"], groups["reference"], groups["outputs"]
 
 

@@ -34,11 +34,13 @@ from edgeserve.detection_gate import DetectionGate
 from edgeserve.errors import (
     EdgeServeError,
     InputError,
+    ModelFileError,
     SourceModelError,
     UnsupportedOpError,
     VerificationError,
     first_line,
 )
+from edgeserve.fixtures import load_arrays
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
@@ -418,6 +420,9 @@ class TfliteInt8Converter(Converter):
             return VerifyResult(self.name, entry["path"], tuple(checks))
 
         model = (root / entry["path"]).read_bytes()
+        problem = _unsound(model)
+        if problem is not None:  # a file re-hashed after damage: say so before LiteRT loads it here
+            return VerifyResult(self.name, entry["path"], (*checks, Check("LiteRT loads and runs it", False, problem)))
         parsed = TfliteModel.from_bytes(model)
         checks.append(_provenance_check(parsed, root))
         float_io = entry["quantization"]["io"] == "float32"
@@ -425,10 +430,10 @@ class TfliteInt8Converter(Converter):
         expect_integer = entry.get("integer_only", True)
         checks.append(Check("integer-only operators", not problems or not expect_integer,
                             "all integer" if not problems else f"{len(problems)} float op(s): {problems[0]}"))
-        with np.load(root / entry["verification"]["fixture"]["path"]) as fx:
-            inputs = [fx[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
-            recorded_raw = fx["raw_0"]
-            reference = fx["reference_0"]
+        fx = load_arrays(root / entry["verification"]["fixture"]["path"])
+        inputs = [fx[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
+        recorded_raw = fx["raw_0"]
+        reference = fx["reference_0"]
         runner = TfliteRunner(model)
         dequant, raw = runner.predict(inputs)
         steps = int(np.max(np.abs(raw[0].astype(np.int64) - recorded_raw.astype(np.int64)))) if raw[0].size else 0
@@ -468,6 +473,20 @@ def _upstream_tensors(model: bytes, ctx: ConversionContext, failed: list[int]) -
 def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:
     outputs = ctx.source.signature.outputs
     return source_order(model, [t.name for t in outputs], [tuple(t.shape) for t in outputs])
+
+
+def _unsound(model: bytes) -> str | None:
+    """Why the .tflite cannot be loaded in this process, or None: the validator every command
+    uses, then one load and invoke in a child, so a kernel that crashes costs a child."""
+    from edgeserve.runtime.probe import probe_in_subprocess
+    from edgeserve.tflite_verify import validate_tflite
+
+    try:
+        validate_tflite(model)
+        probe = probe_in_subprocess(model)
+    except ModelFileError as exc:
+        return str(exc)
+    return None if probe.verdict == "ok" else f"LiteRT refused it: {probe.detail}"
 
 
 def _provenance_check(model: TfliteModel, root: Path) -> Check:
