@@ -126,6 +126,25 @@ def check_data_paths(calib: str | Path | None, eval_data: str | Path | None) -> 
                 f"evaluation data must be an .npz file with x and y; got a directory {eval_data}")
 
 
+def check_shape_early(path: str | Path, name: str, shape: tuple[int | None, ...]) -> None:
+    """Refuse a .npz whose samples plainly do not fit a one-input model's ``shape``, with the
+    words the full check uses, before the model (and its framework) is loaded. Anything this
+    cannot tell (several arrays and none named 'x', an unreadable file) is left to that check."""
+    path = Path(path)
+    if path.suffix.lower() != ".npz" or not path.is_file():
+        return
+    try:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
+            keys = [k for k in npz.files if k != "y"]
+            key = "x" if "x" in keys else name if name in keys else keys[0] if len(keys) == 1 else None
+            if key is None:
+                return
+            arr = npz[key]
+    except Exception:  # the full check says what is wrong with the file
+        return
+    _check_array(path, key, arr, TensorInfo(name, tuple(shape), "float32"))
+
+
 def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:
     try:
         # Open the file here: np.load(path) leaks its handle when the zip is truncated.

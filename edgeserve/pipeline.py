@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.console import Progress, capture_native_stderr
-from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, load_calibration, load_eval
+from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
 from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
@@ -87,7 +87,7 @@ def convert(
         get_converter(target).check_request(options or {}, prof)
     out = Path(out_dir)
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
-    _check_data_early(source, calib, eval_data, calib_random)
+    _check_data_early(source, calib, eval_data, calib_random, fixed_shapes=bool(input_shapes))
     progress = progress or Progress(enabled=False)
 
     with contextlib.ExitStack() as stack:
@@ -106,11 +106,12 @@ def convert(
                                options, max_calib_samples, progress, sign_key)
 
 
-def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool) -> None:
-    """The data mistakes that need no model, said before the model is loaded (loading a Keras
-    model imports TensorFlow, ~10 s): a --calib or --eval path that is not there, and no
-    calibration for a source that needs it (every source but a .tflite, which may be INT8).
-    The source's kind is told from its suffix or layout, which opens no framework."""
+def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool, *, fixed_shapes: bool) -> None:
+    """The data mistakes that need no framework, said before the model is loaded (loading a
+    Keras model imports TensorFlow, ~10 s): a --calib or --eval path that is not there, no
+    calibration for a source that needs it (every source but a .tflite, which may be INT8),
+    and for a one-input Keras model, samples whose shape its saved config rules out. The
+    source's kind is told from its suffix or layout, which opens no framework."""
     from edgeserve.sources import source_kind
 
     kind = None
@@ -122,6 +123,14 @@ def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: boo
                      eval_data if isinstance(eval_data, (str, Path)) else None)
     if calib is None and not calib_random and kind != "tflite":
         raise CalibrationDataError(NO_CALIBRATION_HELP)
+    if kind in ("keras", "keras-h5") and not fixed_shapes:
+        from edgeserve.sources.keras_peek import keras_input_shapes
+
+        inputs = keras_input_shapes(Path(source))
+        if inputs is not None and len(inputs) == 1:
+            for data in (calib, eval_data):
+                if isinstance(data, (str, Path)):
+                    check_shape_early(data, *inputs[0])
 
 
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,

@@ -47,3 +47,77 @@ def test_a_missing_model_is_named_before_its_missing_data(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", _PROBE, str(tmp_path / "gone.keras"), str(tmp_path / "out"),
                            str(tmp_path / "missing.npz"), ""], capture_output=True, text=True, timeout=120)
     assert "gone.keras" in done.stdout.splitlines()[0], done.stdout
+
+
+def _keras3_config(batch_shape: list) -> bytes:
+    """A .keras archive's config.json as Keras 3 writes it for a one-input functional model."""
+    import io
+    import json
+    import zipfile
+
+    config = {"class_name": "Functional", "config": {"name": "m", "input_layers": ["input_layer", 0, 0], "layers": [
+        {"class_name": "InputLayer", "name": "input_layer",
+         "config": {"batch_shape": batch_shape, "dtype": "float32", "name": "input_layer"}}]}}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["keras", "h5"])
+def test_calibration_of_the_wrong_shape_is_said_from_the_saved_config(testdata: Path, tmp_path: Path,
+                                                                       kind: str) -> None:
+    """Issue 27: calibration of the wrong shape took ~40 s (TensorFlow's import, then the load)
+    to report. The input shape is read from the file's own config (config.json in a .keras zip,
+    model_config in a Keras 2 .h5) with no framework."""
+    import numpy as np
+
+    if kind == "keras":
+        model = tmp_path / "model.keras"
+        model.write_bytes(_keras3_config([None, 28, 28, 1]))
+        expected = "the model input 'input_layer' expects (N, 28, 28, 1)"
+    else:
+        model = testdata / "mlperf-tiny" / "vww_96.h5"  # Keras 2: batch_input_shape [None, 96, 96, 3]
+        expected = "the model input 'input_1' expects (N, 96, 96, 3)"
+    np.savez(tmp_path / "calib.npz", x=np.zeros((4, 32, 32, 3), np.float32))
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(model), str(tmp_path / "out"),
+                           str(tmp_path / "calib.npz"), ""], capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"error: {tmp_path / 'calib.npz'}:x has shape (4, 32, 32, 3), i.e. samples of shape " \
+                       f"(32, 32, 3); {expected}", done.stdout + done.stderr
+    assert lines[1] == "imported: []"
+
+
+def test_the_saved_config_is_read_for_every_keras_layout(tmp_path: Path) -> None:
+    """Sequential (first layer or build_config), functional with one or several inputs, Keras 2
+    and 3 spellings; a config that says nothing plainly gives None (the full check runs later)."""
+    import io
+    import json
+    import zipfile
+
+    from edgeserve.sources.keras_peek import keras_input_shapes
+
+    def keras(config: dict) -> Path:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("config.json", json.dumps(config))
+        path = tmp_path / f"m{len(list(tmp_path.iterdir()))}.keras"
+        path.write_bytes(buffer.getvalue())
+        return path
+
+    def layer(name: str, shape: list, key: str = "batch_shape") -> dict:
+        return {"class_name": "InputLayer", "name": name, "config": {key: shape, "name": name}}
+
+    two = {"class_name": "Functional", "config": {
+        "input_layers": [["a", 0, 0], ["b", 0, 0]],
+        "layers": [layer("a", [None, 4]), layer("b", [None, 6], "batch_input_shape")]}}
+    assert keras_input_shapes(keras(two)) == [("a", (None, 4)), ("b", (None, 6))]
+    built = {"class_name": "Sequential", "config": {"layers": [{"class_name": "Dense", "config": {"name": "d"}}]},
+             "build_config": {"input_shape": [None, 7]}}
+    assert keras_input_shapes(keras(built)) == [("d", (None, 7))]
+    first = {"class_name": "Sequential", "config": {"layers": [layer("in", [None, 5])]}}
+    assert keras_input_shapes(keras(first)) == [("in", (None, 5))]
+    unplain = {"class_name": "Functional", "config": {"input_layers": [["x", 0, 0]], "layers": [layer("y", [None, 3])]}}
+    assert keras_input_shapes(keras(unplain)) is None
+    (tmp_path / "cut.keras").write_bytes(b"PK\x03\x04 cut short")
+    assert keras_input_shapes(tmp_path / "cut.keras") is None

@@ -465,25 +465,32 @@ def test_external_data_is_read_from_beside_the_model_only(example: TorchExample,
     assert not (tmp_path / "out2").exists()
 
 
-@pytest.mark.parametrize("case", ["a 256 TiB input", "no outputs"])
+@pytest.mark.parametrize("case", ["a 256 TiB input", "no outputs", "a kernel ORT cannot build"])
 def test_hand_made_onnx_files_that_no_conversion_can_hold_are_one_error(tmp_path: Path, case: str) -> None:
-    """Issue 28: `convert -t onnx` ended in a traceback on both (numpy's MemoryError, ORT's
-    'At least one output should be requested')."""
+    """Issue 28: `convert -t onnx` ended in a traceback on all three (numpy's MemoryError, ORT's
+    'At least one output should be requested', ORT's kernel_shape refusal)."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
     shape = [1, 4096, 4096, 4096, 1024] if case == "a 256 TiB input" else [1, 4]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)] if case != "no outputs" else []
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outputs)
+    node, inits = helper.make_node("Relu", ["x"], ["y"]), []
+    if case == "a kernel ORT cannot build":  # a 5x5 kernel over a 3x3 weight: onnx.checker lets it pass
+        shape = [1, 1, 8, 8]
+        node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[5, 5], pads=[1, 1, 1, 1])
+        inits = [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6, 6])]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outputs,
+                              inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     path = tmp_path / "hostile.onnx"
     onnx.save(model, str(path))
     result = CliRunner().invoke(cli, ["convert", str(path), "-t", "onnx", "--calib-random", "-o", str(tmp_path / "o")])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    expected = ("256.0 TiB per sample, more than the 1.0 GiB a conversion can hold" if case == "a 256 TiB input"
-                else "hostile.onnx has no outputs")
+    expected = {"a 256 TiB input": "256.0 TiB per sample, more than the 1.0 GiB a conversion can hold",
+                "no outputs": "hostile.onnx has no outputs",
+                "a kernel ORT cannot build": "kernel_shape is not compatible with W shape"}[case]
     assert result.output.strip().splitlines()[-1].startswith("error: ") and expected in result.output
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.onnx"))
 
