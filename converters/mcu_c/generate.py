@@ -13,6 +13,7 @@ from edgeserve.converters.mcu_c.cmsis_nn_tree import CmsisNnTree, cmake_snippet
 from edgeserve.converters.mcu_c.lower import Lowering, UnsupportedOperatorError, _q
 from edgeserve.converters.mcu_c.steps import Step
 from edgeserve.converters.mcu_c.planner import Plan, plan
+from edgeserve.converters.mcu_c.project import project_files
 from edgeserve.errors import InputError
 from edgeserve.tflite_model import TfliteModel
 
@@ -107,6 +108,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         library_sources = cmsis_nn.sources_for(sorted(wanted))
         files[f"{name}.cmake"] = cmake_snippet(name, library_sources)
         files["cmsis_nn_sources.txt"] = "".join(f"{s}\n" for s in library_sources)
+    files |= project_files(name, len(outputs), cmsis_nn=bool(library_sources))
     # Everything const the model brings to flash: weights, tables, constant operands, and
     # the variables' initial values.
     weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays) + sum(v.nbytes for v in variables)
