@@ -27,6 +27,18 @@ class EdgeServeError(Exception):
     def for_cli(self) -> str:
         return self.cli_message or str(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (edgeserve.isolation); subclasses whose __init__
+        # takes other arguments than the message cannot be rebuilt from args alone.
+        return _restore_error, (type(self), self.args, self.__dict__)
+
+
+def _restore_error(cls: type[EdgeServeError], args: tuple[Any, ...], state: dict[str, Any]) -> EdgeServeError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 # What a walker bug on hostile input could raise; converted at the API boundary so that
 # callers only ever see ModelFileError (the checks are meant to make this unreachable).

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.errors import EdgeServeError, ProfileError
+from edgeserve.errors import EdgeServeError, ProfileError, UnknownTargetError, UnsupportedOpError
 from edgeserve.isolation import CRASH_FOR_TESTS, NativeCrashError, run_isolated
 
 
@@ -24,6 +24,13 @@ def test_results_and_exceptions_come_back_from_the_child():
         run_isolated("edgeserve.profiles:load_profile", "no-such-board", tool="t", what="w")
     with pytest.raises(EdgeServeError, match="t failed while w: ValueError: math domain error"):
         run_isolated("math:sqrt", -1.0, tool="t", what="w")
+    # An error whose __init__ takes other arguments than its message (UnsupportedOpError, the
+    # unknown-target error) used to fail to unpickle, and was reported as a crashed child.
+    with pytest.raises(UnknownTargetError) as caught:
+        run_isolated("edgeserve.converters:get_converter", "no-such-target", tool="t", what="w")
+    assert "no-such-target" in str(caught.value)
+    returned = run_isolated("edgeserve.errors:UnsupportedOpError", "SIN", "mcu", ["ADD"], tool="t", what="w")
+    assert isinstance(returned, UnsupportedOpError) and (returned.op, returned.supported) == ("SIN", ["ADD"])
 
 
 # Real deaths of the child: a null-pointer read, an abort, an exit before any result.
