@@ -11,6 +11,7 @@ import difflib
 import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 class EdgeServeError(Exception):

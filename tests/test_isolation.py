@@ -113,12 +113,14 @@ def torch_example(tmp_path_factory):
     ("quantizer_route:quantize", "tflite-int8", "ai-edge-quantizer (LiteRT calibration) crashed (SIGSEGV) while "
                                                 "quantizing (int8)"),
     ("onnx.int8", "onnx-int8", "ONNX Runtime's quantizer crashed (SIGSEGV) while pre-processing"),
+    ("coreml.isolated", "coreml", "coremltools crashed (SIGSEGV) while converting digits.pt2 to an ML program"),
 ])
 def test_a_killed_pytorch_lowering_or_quantizer_is_one_line_and_the_rest_is_written(scope, failed, message,
                                                                                       torch_example, tmp_path):
     example, out = torch_example, tmp_path / "out"
+    third = "coreml" if failed == "coreml" else "onnx-int8"
     done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(example.root / "digits.pt2"),
-                           "-t", "tflite-int8", "-t", "onnx", "-t", "onnx-int8", "--calib",
+                           "-t", "tflite-int8", "-t", "onnx", "-t", third, "--calib",
                            str(example.root / "calib.npz"), "--max-drop", "100", "-o", str(out), "--json"],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, CRASH_FOR_TESTS: f"{int(signal.SIGSEGV)}:{scope}"})

@@ -197,11 +197,12 @@ class CoreMLConverter(Converter):
         """Convert ``source`` (what coremltools is given: ``torch_source``), quantize and save
         the package into the work directory (not yet OUT)."""
         from edgeserve.converters.coreml import quantize, toolchain
-        from edgeserve.converters.coreml.frontend import convert
+        from edgeserve.converters.coreml.isolated import convert_in_child
 
-        with ctx.progress.step(f"coreml: convert {ctx.source.kind} with coremltools"), toolchain.captured() as said:
-            mlmodel = convert(ct, source, plans, target=target, labels=opts.labels)
-        messages += said.messages
+        with ctx.progress.step(f"coreml: convert {ctx.source.kind} with coremltools"):
+            mlmodel, said_there = convert_in_child(ct, source, plans, target_name=opts.deployment_target,
+                                                   labels=opts.labels, workdir=ctx.workdir)
+        messages += said_there
         stats = None
         if opts.precision == "w8a8":
             stats = self.calibrate(ctx, mlmodel, plans)

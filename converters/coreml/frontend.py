@@ -156,9 +156,19 @@ def deployment_target(ct: Any, name: str) -> Any:
     return known[name.lower()]
 
 
-def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target: Any,
-            labels: Sequence[str] | None) -> Any:
-    """The fp16 ML program (an ``MLModel`` held in memory, not loaded into Core ML)."""
+def prepared(source: SourceModel, plans: Sequence[InputPlan]) -> tuple[Any, str]:
+    """What coremltools is given for ``source`` and its frontend's name: a Keras model's
+    concrete function (in a list), or a torch program or traced module."""
+    if source.framework == "tensorflow":
+        return [_keras_function(source, plans)], "tensorflow"
+    if source.framework in ("pytorch", "onnx"):  # an ONNX source is traced into a torch program
+        return _torch_model(source, plans), "pytorch"
+    raise SourceModelError(f"{source.path.name} ({source.kind}) cannot be converted to Core ML")
+
+
+def convert_prepared(ct: Any, model: Any, frontend: str, plans: Sequence[InputPlan], *, target: Any,
+                     labels: Sequence[str] | None, name: str) -> Any:
+    """coremltools' conversion of what :func:`prepared` gave; its refusals as edgeserve errors."""
     ct_inputs = [_ct_input(ct, plan) for plan in plans]
     options: dict[str, Any] = {
         "convert_to": "mlprogram",
@@ -169,18 +179,12 @@ def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target:
     }
     if labels:
         options["classifier_config"] = ct.ClassifierConfig(list(labels))
-    if source.framework == "tensorflow":
-        model, frontend = [_keras_function(source, plans)], "tensorflow"
-    elif source.framework in ("pytorch", "onnx"):  # an ONNX source is traced into a torch program
-        model, frontend = _torch_model(source, plans), "pytorch"
-    else:
-        raise SourceModelError(f"{source.path.name} ({source.kind}) cannot be converted to Core ML")
     try:
         return ct.convert(model, source=frontend, **options)
     except NotImplementedError as exc:
         missing = _MISSING_OP.search(str(exc))
         if missing is None:
-            raise SourceModelError(f"coremltools {ct.__version__} cannot convert {source.path.name}: "
+            raise SourceModelError(f"coremltools {ct.__version__} cannot convert {name}: "
                                    f"{first_line(exc)}") from exc
         raise UnsupportedOpError(
             missing.group(1), f"coreml (coremltools {ct.__version__} {frontend} frontend)", _frontend_ops(frontend),
@@ -188,7 +192,7 @@ def convert(ct: Any, source: SourceModel, plans: Sequence[InputPlan], *, target:
         ) from exc
     except (ValueError, TypeError, RuntimeError, KeyError, AssertionError) as exc:
         # coremltools reports unconvertible graphs with these; the reason goes to the user.
-        raise SourceModelError(f"coremltools {ct.__version__} cannot convert {source.path.name}: "
+        raise SourceModelError(f"coremltools {ct.__version__} cannot convert {name}: "
                                f"{first_line(exc)}") from exc
 
 

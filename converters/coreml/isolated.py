@@ -1,0 +1,73 @@
+"""coremltools' conversion in a child process (edgeserve.isolation).
+
+ct.convert drives TensorFlow's graph tooling (for Keras) or torch's, and coremltools' own
+passes, over a graph it has never seen; a native crash there used to end the user's whole
+run. Here it costs a child and becomes one error line naming coremltools, and the other
+targets go on. The source crosses as a file (its torch program as .pt2, a TorchScript
+module as TorchScript; a Keras model is loaded again from its own file) and the child
+prepares what coremltools reads from it exactly as the in-process path did. The package comes
+back on disk and is opened without Core ML (skip_model_load), as the in-process path kept it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+from edgeserve._deps import require
+from edgeserve.isolation import run_isolated
+from edgeserve.sources import SourceModel
+
+
+def convert_in_child(ct: Any, source: SourceModel, plans: Sequence[Any], *, target_name: str,
+                     labels: Sequence[str] | None, workdir: Path) -> tuple[Any, list[str]]:
+    """The fp16 ML program of ``source`` (an MLModel not loaded into Core ML) and what
+    coremltools said while converting it."""
+    from edgeserve.converters.coreml.frontend import prepared
+
+    folder = workdir / "coreml"
+    folder.mkdir(parents=True, exist_ok=True)
+    package = folder / "converted.mlpackage"
+    if source.framework == "tensorflow":
+        carrier = ("keras", str(source.path))
+    elif source.framework in ("pytorch", "onnx"):
+        torch = require("torch", "Core ML conversion of a PyTorch model")
+        program = getattr(source, "program", None)
+        if program is not None:  # the source's own program: the child prepares it as in-process
+            carrier = ("pt2", str(folder / "for_coremltools.pt2"))
+            torch.export.save(program, carrier[1])
+        else:
+            carrier = ("torchscript", str(folder / "for_coremltools.pt"))
+            torch.jit.save(source.module, carrier[1])
+    else:
+        prepared(source, plans)  # raises: no frontend for this framework
+    messages = run_isolated(f"{__name__}:convert_step", carrier, list(plans), target_name,
+                            list(labels) if labels else None, source.path.name, str(package),
+                            tool="coremltools", what=f"converting {source.path.name} to an ML program")
+    return ct.models.MLModel(str(package), skip_model_load=True), messages
+
+
+def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, labels: list[str] | None,
+                 name: str, package: str) -> list[str]:
+    """The child's side: build what coremltools reads, convert, save the package."""
+    from edgeserve.converters.coreml import toolchain
+    from edgeserve.converters.coreml.frontend import convert_prepared, deployment_target, prepared
+
+    kind, path = carrier
+    ct = toolchain.coremltools()
+    if kind == "keras":
+        from edgeserve.sources import load_source
+
+        source: Any = load_source(path)
+    else:
+        torch = require("torch", "Core ML conversion of a PyTorch model")
+        program = torch.export.load(path) if kind == "pt2" else None
+        module = program.module() if program is not None else torch.jit.load(path).eval()
+        source = SimpleNamespace(framework="pytorch", program=program, module=module, path=Path(name), kind=kind)
+    model, frontend = prepared(source, plans)
+    with toolchain.captured() as said:
+        mlmodel = convert_prepared(ct, model, frontend, plans, target=deployment_target(ct, target_name),
+                                   labels=labels, name=name)
+        mlmodel.save(package)
+    return said.messages
