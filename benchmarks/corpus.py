@@ -10,7 +10,7 @@ cell: ok / refused / failed, the figure the check measured against the source in
 framework (SQNR in dB and top-1 agreement for the quantized targets, bit-exactness with the
 TFLM interpreter for the microcontroller ones, SQNR for the float ones), and the reason of a
 refusal. A cell that ends in a traceback is marked as such: that is a defect, not a refusal.
-The README's matrix is this script's --markdown output.
+The matrix in docs/sources.md is this script's --markdown output.
 """
 
 from __future__ import annotations

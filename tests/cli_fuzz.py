@@ -56,7 +56,13 @@ CHILD = textwrap.dedent("""
             return "traceback " + type(exc).__name__ + ": " + traceback.format_exc().splitlines()[-1][:200]
 
     def peak_mib():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # VmHWM: this process's own peak. ru_maxrss is carried over from the parent through
+        # fork and exec on Linux, so under a big parent (pytest) it would never rise.
+        try:
+            with open("/proc/self/status") as status:
+                return next(int(l.split()[1]) for l in status if l.startswith("VmHWM:")) / 1024
+        except (OSError, StopIteration):
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     for entry in plan:
         row = {"file": entry["file"], "outcomes": {}, "seconds": {}, "grew_mib": {}}

@@ -124,17 +124,18 @@ def test_output_to_a_pipe_is_not_wrapped() -> None:
 
 
 def test_readme_command_forms_parse() -> None:
-    """Every `edgeserve ...` line in the README's code blocks is accepted by the command tree
-    (options and arguments; `[...]` optional parts and `|` alternatives as the README writes them)."""
+    """Every `edgeserve ...` line in the code blocks of the README and docs/ is accepted by the
+    command tree (options and arguments; `[...]` optional parts and `|` alternatives as written)."""
     lines: list[str] = []
     language = None  # None outside a fenced block
-    for raw in (ROOT / "README.md").read_text().replace("\\\n", " ").splitlines():
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    for raw in text.replace("\\\n", " ").splitlines():
         if raw.startswith("```"):
             language = None if language is not None else raw[3:].strip()
         elif language in ("", "bash", "sh", "console"):
             lines.append(raw.split("  #")[0].strip())
     commands = [line for line in lines if line.startswith("edgeserve ")]
-    assert len(commands) >= 8
+    assert len(commands) >= 40
     checked = 0
     for line in commands:
         # "[PreprocessSpec flags]" and the like name a group of flags in prose, not a form.
