@@ -11,9 +11,10 @@ back on disk and is opened without Core ML (skip_model_load), as the in-process 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 from edgeserve._deps import require
 from edgeserve.isolation import run_isolated
