@@ -6,10 +6,11 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 @contextlib.contextmanager
@@ -73,7 +74,45 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+class NotRegularFileError(OSError):
+    """A path that names a pipe, socket or device where a file belongs: reading it could block
+    forever (a FIFO with no writer) or never end (/dev/zero)."""
+
+
+def special_file(path: str | os.PathLike[str]) -> bool:
+    """The path exists and is neither a regular file nor a folder (a FIFO, socket or device);
+    stat() opens nothing, so this never blocks."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file; a FIFO or a device is refused without
+    blocking (the open itself is non-blocking, then the descriptor is checked)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(f"{path} is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{path} is not a regular file (a pipe, socket or device): refused rather "
+                                      "than read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    with open_regular(path) as fh:
+        return fh.read()
+
+
 def _update_from_file(digest: "hashlib._Hash", path: Path) -> None:
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeserve.atomic import sha256_file
+from edgeserve.atomic import sha256_file, special_file
 from edgeserve.errors import CalibrationDataError
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import TensorInfo
@@ -118,6 +118,9 @@ def check_data_paths(calib: str | Path | None, eval_data: str | Path | None) -> 
     the model is loaded): that they are there, and that the evaluation set is a file."""
     if calib is not None and not Path(calib).exists():
         raise CalibrationDataError(f"calibration data not found: {calib}")
+    for what, given in (("calibration", calib), ("evaluation", eval_data)):
+        if given is not None and special_file(given):  # a FIFO with no writer would block for ever
+            raise CalibrationDataError(f"{what} data {given} is not a regular file (a pipe, socket or device)")
     if eval_data is not None:
         if not Path(eval_data).exists():
             raise CalibrationDataError(f"evaluation data not found: {eval_data}")

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeserve.atomic import open_regular
 from edgeserve.errors import ManifestError, first_line
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array in the .npz at ``path``, read whole; never unpickles."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             loaded = np.load(fh, allow_pickle=False)
             if not hasattr(loaded, "files"):  # a bare .npy
                 raise ValueError("it holds one array, not named arrays")

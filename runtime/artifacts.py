@@ -18,6 +18,7 @@ from typing import Any
 
 from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
+from edgeserve.atomic import read_regular, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError
 from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
@@ -50,7 +51,7 @@ class Artifact:
                     _check_digest(self, sha256_file(self.path))
             else:
                 try:
-                    data = self.path.read_bytes()
+                    data = read_regular(self.path)
                 except OSError as exc:
                     raise ModelFileError(f"cannot read {self.path}: {exc}") from exc
                 if self.sha256 is not None:
@@ -99,6 +100,8 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
         path = path / MANIFEST_NAME  # a FIFO or device there is refused by load_manifest, not skipped
     if not path.exists():
         raise InputError(f"no such artifact: {path}")
+    if special_file(path):  # reading a FIFO with no writer would block for ever
+        raise InputError(f"{path} is not a regular file (a pipe, socket or device); give the model file or manifest")
     if public_key is not None:
         if path.suffix.lower() != ".json":
             raise ManifestError(f"{path} is a bare model file, and a public key was given: only a signed "

@@ -6,8 +6,8 @@ The base is one conversion of TFLM's float hello_world to tflite-int8, mcu, mcu-
 valid `manifest_sha256` over bad content), so the checks behind the stamp are what stand in
 the way; some are edited in the text after stamping (a key twice, huge numbers, deep
 nesting, bytes that are not UTF-8); some replace a file the manifest lists and record the
-new file's hash and size, so the file's own reader is reached. The rest are edits left
-unstamped, which both commands must refuse: that oracle can fail.
+new file's hash and size, so the file's own reader is reached, or put a FIFO in its place.
+The rest are edits left unstamped, which both commands must refuse: that oracle can fail.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import copy
 import hashlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,15 @@ def mutate(manifest: dict[str, Any], folder: Path, seed: int) -> tuple[str, str,
         record = records[int(rng.integers(len(records)))]
         listed = folder / record["path"]
         assert listed.resolve().is_relative_to(folder.resolve()), listed
+        what = record["path"]
+        if rng.random() < 0.15:  # a FIFO in its place: reading it would block for ever
+            listed.unlink()
+            os.mkfifo(listed)
+            (folder / "manifest.json").write_text(json.dumps(stamp(edited), allow_nan=True))
+            return strategy, what + " (a FIFO)", False
         data = _damaged(listed.read_bytes(), rng)
         listed.write_bytes(data)
         record["sha256"], record["bytes"] = hashlib.sha256(data).hexdigest(), len(data)
-        what = record["path"]
     if strategy == "text":
         text = json.dumps(stamp(edited))
         tail = [', "schema": "edgeserve.manifest/0"', ', "extra": ' + "9" * 5000, ', "extra": 1e99999',

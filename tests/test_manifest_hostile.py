@@ -137,3 +137,33 @@ def test_a_damaged_fixture_is_one_reason_never_an_exception(tmp_path: Path) -> N
     for name in ("pickled.npz", "cut.npz", "bare.npy", "version.npz", "missing.npz"):
         with pytest.raises(ManifestError, match=f"fixture {name} cannot be read as named arrays"):
             load_arrays(tmp_path / name)
+
+
+def test_a_fifo_where_a_file_belongs_is_refused_without_blocking(conversion: Path, tmp_path: Path) -> None:
+    """Issue 28: a model file that is a FIFO blocked verify and run for ever (the manifest
+    itself was already refused); so did a FIFO given as the model, an input or the calibration."""
+    import shutil
+    import subprocess
+    import sys
+
+    out = tmp_path / "OUT"
+    shutil.copytree(conversion, out)
+    listed = out / "mcu" / "hw_model.tflite"
+    listed.unlink()
+    os.mkfifo(listed)  # reading it would block until a writer came
+    bare = tmp_path / "model.tflite"
+    os.mkfifo(bare)
+    frames = tmp_path / "frames.npy"
+    os.mkfifo(frames)
+    real = str(conversion / "mcu" / "hw_model.tflite")
+    cases = [(["verify", str(out)], "hw_model.tflite is not a regular file"),
+             (["run", str(bare), "--input", "x.npy"], "model.tflite is not a regular file"),
+             (["inspect", str(bare)], "model.tflite is not a regular file"),
+             (["convert", str(bare), "-t", "mcu", "-o", str(tmp_path / "o1")], "model.tflite is not a regular file"),
+             (["run", real, "--input", str(frames)], "frames.npy is not a regular file"),
+             (["convert", real, "-t", "onnx", "--calib", str(frames), "-o", str(tmp_path / "o2")],
+              "frames.npy is not a regular file")]
+    for command, expected in cases:
+        done = subprocess.run([sys.executable, "-m", "edgeserve", *command], capture_output=True, text=True,
+                              timeout=120)  # a hang fails here instead of blocking the suite
+        assert done.returncode == 1 and expected in done.stdout + done.stderr, (command, done.stdout, done.stderr)
