@@ -24,6 +24,9 @@ from edgeserve.runtime.litert import TensorDetail
 log = logging.getLogger(__name__)
 
 ENGINE = "onnxruntime"
+# One input or output of a batch-1 model larger than this is a damaged or hand-made file (a
+# 384 TiB shape), refused before its buffer is allocated; conversion uses the same bound.
+MAX_TENSOR_BYTES = 1 << 30
 
 _ORT_DTYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -74,9 +77,15 @@ class OnnxRuntimeBackend(Backend):
         self.placement = ort_placement(captured.text, provider)
         self.inputs = tuple(_tensor(i) for i in self._session.get_inputs())
         self.outputs = tuple(_tensor(o) for o in self._session.get_outputs())
+        if not self.outputs:
+            raise BackendUnavailable("the model has no outputs: there is nothing to run it for")
         for d in self.inputs + self.outputs:
             if any(s < 0 for s in d.shape):
                 raise BackendUnavailable(f"'{d.name}' has a dynamic shape {d.shape}; the batch-1 runtime needs static shapes")
+            nbytes = int(np.prod(d.shape, dtype=object)) * np.dtype(d.dtype).itemsize
+            if nbytes > MAX_TENSOR_BYTES:  # checked before the buffers below are allocated
+                raise BackendUnavailable(f"'{d.name}' has shape {d.shape}: {nbytes / (1 << 30):,.1f} GiB for one "
+                                         f"frame, more than the {MAX_TENSOR_BYTES >> 30} GiB a batch-1 tensor may hold")
         self._in = [np.zeros(d.shape, d.dtype) for d in self.inputs]
         self._out = [np.zeros(d.shape, d.dtype) for d in self.outputs]
         self._binding = self._session.io_binding()

@@ -493,6 +493,13 @@ def test_hand_made_onnx_files_that_no_conversion_can_hold_are_one_error(tmp_path
                 "a kernel ORT cannot build": "kernel_shape is not compatible with W shape"}[case]
     assert result.output.strip().splitlines()[-1].startswith("error: ") and expected in result.output
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.onnx"))
+    # `run` refuses the same files at open, before any buffer is allocated or ORT is invoked
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8) if case == "a kernel ORT cannot build" else (1, 4), np.float32))
+    ran = CliRunner().invoke(cli, ["run", str(path), "--input", str(tmp_path / "x.npy")])
+    reason = {"a 256 TiB input": "GiB for one frame, more than the 1 GiB a batch-1 tensor may hold",
+              "no outputs": "the model has no outputs",
+              "a kernel ORT cannot build": "kernel_shape is not compatible with W shape"}[case]
+    assert ran.exit_code == 1 and "Traceback" not in ran.output and reason in ran.output, ran.output
 
 
 def test_inspect_reads_external_data_as_convert_does(tmp_path: Path) -> None:
