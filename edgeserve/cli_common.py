@@ -21,7 +21,13 @@ def emit_json(data: Any) -> None:
 def progress_for(ctx: click.Context) -> Any:
     from edgeserve.console import Progress
 
-    return Progress(enabled=not ctx.obj["quiet"] and sys.stderr.isatty())
+    # In a terminal, bars; in a log file or a CI job's pipe, one line per finished stage. A
+    # stderr with no descriptor (click's CliRunner, an embedding app) gets neither.
+    try:
+        real = sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        real = False
+    return Progress(enabled=not ctx.obj["quiet"] and real, plain=not sys.stderr.isatty())
 
 
 def _parse_floats(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:

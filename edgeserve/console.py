@@ -13,6 +13,7 @@ import contextlib
 import logging
 import atexit
 import os
+import time
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -101,14 +102,19 @@ def capture_native_stderr() -> Iterator[NativeOutput]:
 
 
 class Progress:
-    """Progress bars on the UI stream; silent when disabled (tests, ``--quiet``)."""
+    """Progress bars on the UI stream; with ``plain`` (stderr is a log file or a CI job, not a
+    terminal) one line per finished stage instead; silent when disabled (tests, ``--quiet``)."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, plain: bool = False) -> None:
         self.enabled = enabled
+        self.plain = enabled and plain
         self._progress: Any = None
 
+    def _line(self, description: str, start: float, count: str = "") -> None:
+        ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {description}{count}\n")
+
     def __enter__(self) -> "Progress":
-        if self.enabled:
+        if self.enabled and not self.plain:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
             from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -127,6 +133,12 @@ class Progress:
             self._progress = None
 
     def track(self, items: Iterable[T], total: int, description: str) -> Iterator[T]:
+        if self.plain:
+            start, done = time.monotonic(), 0
+            for done, item in enumerate(items, 1):
+                yield item
+            self._line(description, start, f": {done} of {total}")
+            return
         if self._progress is None:
             yield from items
             return
@@ -138,6 +150,11 @@ class Progress:
     @contextlib.contextmanager
     def step(self, description: str) -> Iterator[None]:
         """A one-step task (spinner, then done) for work without a count, e.g. a TF conversion."""
+        if self.plain:
+            start = time.monotonic()
+            yield
+            self._line(description, start)
+            return
         if self._progress is None:
             yield
             return

@@ -157,3 +157,20 @@ def test_readme_command_forms_parse() -> None:
                 raise AssertionError(f"README form refused: {line}: {exc.format_message()}") from exc
         checked += 1
     assert checked == len(commands)
+
+
+def test_progress_in_a_log_is_one_line_per_finished_stage(testdata: Path, tmp_path: Path) -> None:
+    """Issue 27: with stderr not a terminal (CI logs, a pipe) there was no progress at all; a
+    terminal gets bars, a log one line per stage with its time, and -q neither."""
+    import subprocess
+    import sys
+
+    source = str(testdata / "tflm" / "hello_world_int8.tflite")
+    command = [sys.executable, "-m", "edgeserve", "convert", source, "-t", "mcu", "--no-fit-check"]
+    logged = subprocess.run([*command, "-o", str(tmp_path / "a")], capture_output=True, text=True, timeout=300)
+    assert logged.returncode == 0, logged.stderr
+    stages = [line for line in logged.stderr.splitlines() if re.match(r"^\[ *\d+\.\d s\] ", line)]
+    assert stages[0].endswith("] load hello_world_int8.tflite"), logged.stderr
+    assert any("mcu: plan the tensor arena" in line for line in stages) and "\x1b" not in logged.stderr
+    quiet = subprocess.run([*command, "-o", str(tmp_path / "b"), "-q"], capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0 and not re.search(r"^\[ *\d+\.\d s\] ", quiet.stderr, re.M), quiet.stderr
