@@ -121,3 +121,23 @@ def test_uint8_io_skips_float_layers_once_with_the_reason(sine: Path, tmp_path: 
         ("int8", "drop too large"), ("int16x8", "skipped"), ("float-layers", "skipped")]
     assert attempts[2]["reason"] == "keeping layers in float is not available with --io uint8"
     assert err.value.result.manifest["artifacts"][0]["inputs"][0]["dtype"] == "uint8"
+
+
+@pytest.mark.parametrize(("tensor", "shown"), [
+    # litert-torch: each module's class and attribute name; read as the module path
+    ("torch.nn.modules.container.Sequential_features/torch.nn.modules.conv.Conv2d_0;"
+     "torch.nn.modules.container.Sequential_features/x", "features.0 (Conv2d)"),
+    ("torch.nn.modules.container.Sequential_f/torch.nn.modules.pooling.MaxPool2d_2", "f.2 (MaxPool2d)"),
+    ("edgeserve.sources.onnx_torch.OnnxGraph;6", "OnnxGraph"),
+    # TensorFlow and ONNX names keep their own spelling, without the model prefix
+    ("sequential/dense_1/MatMul", "dense_1/MatMul"),
+    ("model/conv2d/BiasAdd;model/conv2d/Conv2D", "conv2d/BiasAdd"),
+    ("/backbone/layer1.0/conv1/Conv", "backbone/layer1.0/conv1/Conv"),
+    ("y", "y"),
+])
+def test_layer_names_read_as_the_source_names_them(tensor: str, shown: str) -> None:
+    """Issue 27: every row of the per-layer table of a PyTorch source read
+    `torch.nn.modules.container.Sequential_f/torch.nn.modules.poo` (the first 40 characters)."""
+    from edgeserve.converters.tflite_int8.layer_errors import LayerError
+
+    assert LayerError(tensor, "CONV_2D", 1, 0.3, 40.0, 0.01, 0.01).short_name == shown

@@ -15,12 +15,16 @@ import csv
 import dataclasses
 import io
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 ROUNDING_NOISE_STEPS = 1 / math.sqrt(12)
+# One module in litert-torch's tensor names: "package.module.ClassName" and "_attribute" when
+# the module is an attribute of its parent (the root has none).
+_TORCH_FRAME = re.compile(r"^[a-z_]\w*(?:\.\w+)*\.([A-Z][A-Za-z0-9]*)(?:_(\w+))?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,9 +39,17 @@ class LayerError:
 
     @property
     def short_name(self) -> str:
-        """The first of the fused names, without the model prefix (what a user recognises)."""
+        """The first of the fused names, without the model prefix (what a user recognises).
+        litert-torch names a tensor by the modules it was computed in, each as its class's
+        full name and its attribute name ("torch.nn.modules.container.Sequential_features/
+        torch.nn.modules.conv.Conv2d_0"): that reads as the module path, "features.0 (Conv2d)"."""
         first = self.tensor.split(";")[0]
         parts = first.split("/")
+        frames = [_TORCH_FRAME.match(part) for part in parts]
+        if first and all(frames):
+            path = ".".join(f.group(2) for f in frames if f and f.group(2))
+            kind = frames[-1].group(1) if frames[-1] else ""
+            return f"{path} ({kind})" if path else kind
         return "/".join(parts[1:]) if len(parts) > 2 else first
 
     def to_dict(self) -> dict[str, Any]:
