@@ -74,6 +74,10 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+# How every reader refuses a FIFO, socket or device where a file belongs.
+NOT_REGULAR = "is not a regular file (a pipe, socket or device)"
+
+
 class NotRegularFileError(OSError):
     """A path that names a pipe, socket or device where a file belongs: reading it could block
     forever (a FIFO with no writer) or never end (/dev/zero)."""
@@ -98,8 +102,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(f"{path} is a folder, not a file")
         if not stat.S_ISREG(mode):
-            raise NotRegularFileError(f"{path} is not a regular file (a pipe, socket or device): refused rather "
-                                      "than read")
+            raise NotRegularFileError(f"{path} {NOT_REGULAR}: refused rather than read")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeserve.atomic import sha256_file, special_file
+from edgeserve.atomic import NOT_REGULAR, sha256_file, special_file
 from edgeserve.errors import CalibrationDataError
+from edgeserve.fixtures import named_arrays
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import TensorInfo
 
@@ -120,7 +121,7 @@ def check_data_paths(calib: str | Path | None, eval_data: str | Path | None) -> 
         raise CalibrationDataError(f"calibration data not found: {calib}")
     for what, given in (("calibration", calib), ("evaluation", eval_data)):
         if given is not None and special_file(given):  # a FIFO with no writer would block for ever
-            raise CalibrationDataError(f"{what} data {given} is not a regular file (a pipe, socket or device)")
+            raise CalibrationDataError(f"{what} data {given} {NOT_REGULAR}")
     if eval_data is not None:
         if not Path(eval_data).exists():
             raise CalibrationDataError(f"evaluation data not found: {eval_data}")
@@ -150,10 +151,8 @@ def check_shape_early(path: str | Path, name: str, shape: tuple[int | None, ...]
 
 def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:
     try:
-        # Open the file here: np.load(path) leaks its handle when the zip is truncated.
-        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except Exception as exc:  # zipfile/pickle/format errors all mean "not a usable .npz"
+        arrays = named_arrays(path)
+    except ValueError as exc:  # zipfile/pickle/format errors all mean "not a usable .npz"
         raise CalibrationDataError(f"cannot read {path} as .npz: {exc}") from exc
     labels = arrays.pop("y", None)
     chosen = _pick_input_arrays(path, arrays, inputs)

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from edgeserve.atomic import special_file
+from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError
 from edgeserve.manifest import MANIFEST_NAME, load_manifest
 from edgeserve.routes import routes_for
@@ -21,7 +21,7 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise InputError(f"not found: {path}")
     if special_file(path):  # reading a FIFO with no writer would block for ever
-        raise InputError(f"{path} is not a regular file (a pipe, socket or device); give the model file")
+        raise InputError(f"{path} {NOT_REGULAR}; give the model file")
     # A Core ML package is a folder too: tell it from an output folder before looking for a manifest.
     if path.suffix.lower() == ".mlpackage":
         return inspect_mlpackage(path)

@@ -18,12 +18,14 @@ from typing import Any
 
 from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
-from edgeserve.atomic import read_regular, special_file
+from edgeserve.atomic import NOT_REGULAR, read_regular, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError
 from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
 
 log = logging.getLogger(__name__)
+
+SERVED_SUFFIXES = ", ".join(sorted(s for group in ENGINE_SUFFIXES.values() for s in group))
 
 #: Manifest targets that are not served by this runtime (their files are for other devices).
 _NOT_SERVED = {"mcu", "mcu-c"}  # C for a board; every other target's file is one the runtime serves
@@ -101,7 +103,7 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
     if not path.exists():
         raise InputError(f"no such artifact: {path}")
     if special_file(path):  # reading a FIFO with no writer would block for ever
-        raise InputError(f"{path} is not a regular file (a pipe, socket or device); give the model file or manifest")
+        raise InputError(f"{path} {NOT_REGULAR}; give the model file or manifest")
     if public_key is not None:
         if path.suffix.lower() != ".json":
             raise ManifestError(f"{path} is a bare model file, and a public key was given: only a signed "
@@ -114,8 +116,7 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
     else:
         engine = engine_of(path)
         if engine is None:
-            suffixes = sorted(s for group in ENGINE_SUFFIXES.values() for s in group)
-            raise InputError(f"{path}: expected a manifest.json or a model file ({', '.join(suffixes)}), got '{path.suffix}'")
+            raise InputError(f"{path}: expected a manifest.json or a model file ({SERVED_SUFFIXES}), got '{path.suffix}'")
         size = path.stat().st_size if path.is_file() else 0
         served = ServedModel([Artifact(path, engine, None, None, size)], _embedded_spec(path), None, None)
     if isinstance(preprocess, Mapping):
@@ -143,8 +144,7 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
         file = inside(root, entry.get("path"), where)
         engine = engine_of(file)
         if engine is None:  # refused, not skipped: skipping would serve another target without a word
-            suffixes = sorted(s for group in ENGINE_SUFFIXES.values() for s in group)
-            raise ManifestError(f"{where}: expected its path to name a model file ({', '.join(suffixes)}), "
+            raise ManifestError(f"{where}: expected its path to name a model file ({SERVED_SUFFIXES}), "
                                 f"got {str(entry.get('path'))[:80]!r}")
         if not entry.get("sha256"):
             raise ManifestError(f"{path} artifact {entry.get('target')!r} has no sha256: nothing proves "

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.atomic import special_file
+from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError, MissingDependencyError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm")
@@ -59,7 +59,7 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
         raise InputError(f"input not found: {path}")
     suffix = path.suffix.lower()
     if suffix not in VIDEO_SUFFIXES and special_file(path):  # a video may come down a pipe; a frame file may not
-        raise InputError(f"{path} is not a regular file (a pipe, socket or device); expected an image or array file")
+        raise InputError(f"{path} {NOT_REGULAR}; expected an image or array file")
     if suffix == ".npy":
         yield str(path), load_npy(path)
     elif suffix == ".npz":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from edgeserve.atomic import special_file
+from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import SourceModelError
 from edgeserve.sources.base import SERVING_KEY, FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
 
@@ -64,7 +64,7 @@ def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     if not path.exists():
         raise SourceModelError(f"source model not found: {path}")
     if special_file(path):  # reading a FIFO with no writer would block for ever
-        raise SourceModelError(f"{path} is not a regular file (a pipe, socket or device); give the model file")
+        raise SourceModelError(f"{path} {NOT_REGULAR}; give the model file")
     kind = _find(path)
     if input_values or batch_axes:
         if kind.name != "onnx":
