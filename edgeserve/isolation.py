@@ -63,7 +63,10 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
         return value
     if kind == "error":
         raise value
-    raise EdgeServeError(f"{tool} failed while {what}: {value}")
+    # What the library printed last says why (TFLM reports a kernel's refusal there, and the
+    # Python binding raises only "Interpreter invocation failed").
+    said = f" ({last[0][:300]})" if last and last[0] not in value else ""
+    raise EdgeServeError(f"{tool} failed while {what}: {value}{said}")
 
 
 def serve() -> None:

@@ -43,11 +43,15 @@ from registry_models import (
     required_wheel,
 )
 
-# MediaPipe's SsdAnchorsCalculator options for its palm (lite) and pose detectors
+# MediaPipe's graphs for its palm (lite) and pose detectors
 # (modules/palm_detection/palm_detection_cpu.pbtxt, modules/pose_detection/pose_detection_cpu.pbtxt):
-# 2016 and 2254 anchors; both score at 0.5 after a sigmoid, as the face detectors do.
-PALM_ANCHORS = {"input_size_height": 192, "input_size_width": 192, "strides": [8, 16, 16, 16]}
-POSE_ANCHORS = {"input_size_height": 224, "input_size_width": 224, "strides": [8, 16, 32, 32, 32]}
+# SsdAnchorsCalculator options (2016 and 2254 anchors), the input range ImageToTensorCalculator
+# gives ([0, 1] for palms, [-1, 1] for poses) and TensorsToDetectionsCalculator's min_score_thresh
+# (0.5 for palms, 0.2 for poses) after a sigmoid.
+PALM_ANCHORS = {"input_size_height": 192, "input_size_width": 192, "strides": [8, 16, 16, 16],
+                "input_range": [0.0, 1.0]}
+POSE_ANCHORS = {"input_size_height": 224, "input_size_width": 224, "strides": [8, 16, 32, 32, 32],
+                "score_threshold": 0.2}
 TARGETS = ("tflite-int8", "mcu", "mcu-c", "coreml", "onnx", "onnx-int8", "executorch", "executorch-int8")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -168,7 +172,7 @@ CORPUS: tuple[CorpusModel, ...] = (
                 lambda into: _saved(into, x=faces(128, 32) * 2 - 1), options={"max_drop": 100.0},
                 decoder=("mediapipe-face-short", {})),
     CorpusModel("palm_detection_lite", "palm detector with PRELU, float .tflite (MediaPipe)", _member(PALM),
-                lambda into: _saved(into, x=views((192, 192), 24) * 2 - 1),
+                lambda into: _saved(into, x=views((192, 192), 24)),
                 options={"max_drop": 100.0}, decoder=("ssd-anchors", PALM_ANCHORS)),
     CorpusModel("pose_detection", "pose detector with sparse weights, float .tflite (MediaPipe)", _member(POSE),
                 lambda into: _saved(into, x=views((224, 224), 24) * 2 - 1),

@@ -318,3 +318,23 @@ def test_ssd_postprocess_outputs_match_decoding_the_raw_encodings(tmp_path):
     np.testing.assert_allclose([d.box for d in ours], expected, atol=0.05)
     np.testing.assert_allclose([d.score for d in ours], best[candidates[kept]], atol=1e-5)
     assert [d.class_id for d in ours] == list(scores[0, candidates[kept], 1:].argmax(axis=1))
+
+
+def test_ssd_anchors_records_the_input_range_its_graph_feeds():
+    """MediaPipe's palm detector takes [0, 1] (palm_detection_cpu.pbtxt), its face and pose
+    detectors [-1, 1]: ``input_range`` in the decoder options sets the recorded preprocessing,
+    so `run` feeds what the model was trained on. A bad range is one InputError."""
+    from edgeserve.errors import InputError
+    from edgeserve.runtime.decoders import make_decoder
+
+    anchors = {"input_size_height": 192, "input_size_width": 192, "strides": [8, 16, 16, 16]}
+    pixels = np.array([0.0, 127.5, 255.0])
+    for given, expected in ((None, (-1.0, 0.0, 1.0)), ([0.0, 1.0], (0.0, 0.5, 1.0)), ([-2, 6], (-2.0, 2.0, 6.0))):
+        options = dict(anchors, **({"input_range": given} if given is not None else {}))
+        spec = make_decoder("ssd-anchors", options).preprocess
+        values = (pixels * spec.scale - np.asarray(spec.mean)) / np.asarray(spec.std)
+        np.testing.assert_allclose(values, expected, atol=1e-6)
+        assert spec.value_range == (expected[0], expected[-1])
+    for bad in ([1.0, 0.0], [0.0], "01", [0.0, "x"], [float("nan"), 1.0]):
+        with pytest.raises(InputError, match="input_range must be"):
+            make_decoder("ssd-anchors", dict(anchors, input_range=bad))

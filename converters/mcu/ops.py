@@ -262,6 +262,12 @@ TFLM_CUSTOM_KERNELS: Mapping[str, str] = MappingProxyType({
 
 _LAYERS_SHOWN = 3  # per problem; a 50-layer CONV_2D problem lists three and counts the rest
 
+# Kernels with no int16 path at TFLM_COMMIT (resize_bilinear.cc: "requires float or int8"),
+# checked by data type: ai-edge-quantizer writes an int16 RESIZE_BILINEAR at version 3, not
+# the 4 that would fail the version check above, and TFLM's Python interpreter then fails at
+# Invoke without a word of why (MediaPipe's palm detector with the int16x8 remedy).
+NO_INT16 = {"RESIZE_BILINEAR": "float and int8"}
+
 
 def resolve_ops(model: TfliteModel) -> list[OpUse]:
     """Check every operator of ``model`` against TFLM and list what the resolver must register.
@@ -280,11 +286,14 @@ def resolve_ops(model: TfliteModel) -> list[OpUse]:
     """
     versions: dict[str, int] = {}
     counts: dict[str, int] = defaultdict(int)
-    # (op name, version, is custom) -> the layers with that problem
-    problems: dict[tuple[str, int, bool], list[str]] = defaultdict(list)
+    # (op name, version, is custom[, "int16"]) -> the layers with that problem
+    problems: dict[tuple, list[str]] = defaultdict(list)
     for subgraph in model.subgraphs:
         for op in subgraph.operators:
             known = SUPPORTED.get(op.op_name)
+            if op.op_name in NO_INT16 and any(subgraph.tensors[i].dtype_name == "int16" for i in op.outputs if i >= 0):
+                problems[(op.op_name, op.version, False, "int16")].append(_layer(subgraph, op, model))
+                continue
             if op.is_custom or known is None or op.version > known.max_version:
                 problems[(op.op_name, op.version, op.is_custom)].append(
                     _layer(subgraph, op, model))
@@ -314,14 +323,19 @@ _ADVICE = {
               "operators.",
     "no_kernel": "Replace layers TFLM has no kernel for with supported operators in the "
                  "source model.",
+    "int16": "Those layers are int16 because tflite-int8 chose int16 activations (int8 ones missed the quality "
+             "bound): accept the int8 model with a looser bound (--min-sqnr, --min-detection-match), or replace "
+             "the layer in the source model.",
     "too_new": "A version above TFLM's needs a feature its kernel lacks (a newer data type, "
                "more dimensions or a new option): quantize to int8 (or int16 activations "
                "where supported), or simplify or replace the layer.",
 }
 
 
-def _diagnose(op_name: str, version: int, is_custom: bool) -> tuple[str, str]:
+def _diagnose(op_name: str, version: int, is_custom: bool, *why: str) -> tuple[str, str]:
     """What is wrong with one operator code, and the kind of problem (a key of _ADVICE)."""
+    if why == ("int16",):
+        return f"TFLM's {op_name} kernel takes {NO_INT16[op_name]} only, and this layer is int16", "int16"
     if is_custom:
         method = TFLM_CUSTOM_KERNELS.get(op_name)
         if method:
@@ -334,12 +348,12 @@ def _diagnose(op_name: str, version: int, is_custom: bool) -> tuple[str, str]:
     return f"TFLM implements {op_name} up to version {known.max_version}", "too_new"
 
 
-def _raise(problems: dict[tuple[str, int, bool], list[str]]) -> NoReturn:
+def _raise(problems: dict[tuple, list[str]]) -> NoReturn:
     lines, kinds = [], []
-    for (op_name, version, is_custom), layers in problems.items():
+    for (op_name, version, is_custom, *why), layers in problems.items():
         shown = ", ".join(layers[:_LAYERS_SHOWN])
         more = f" and {len(layers) - _LAYERS_SHOWN} more" if len(layers) > _LAYERS_SHOWN else ""
-        reason, kind = _diagnose(op_name, version, is_custom)
+        reason, kind = _diagnose(op_name, version, is_custom, *why)
         lines.append(f"{op_name} version {version} at {shown}{more}: {reason}.")
         kinds.append(kind)
     if len(lines) > 1:

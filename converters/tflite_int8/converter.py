@@ -214,6 +214,8 @@ class TfliteInt8Converter(Converter):
             record["preparations"] = list(route.prepared.steps)
             # Filled when the int8 model is made (the same dict): what edgeserve quantized itself.
             record["int8_by_edgeserve"] = route.made_integer
+            # Filled when the int16x8 remedy is tried: operators written as int16-capable ones.
+            record["int16x8_rewrites"] = route.int16_rewrites
             record["float_vs_source"] = _float_fidelity(route.float_model, ctx)
         else:
             record["float_model"] = "batch-1 SavedModel"

@@ -164,7 +164,7 @@ def rewrite_mediapipe_ops(model: Any) -> str | None:
             graph.tensors.append(shape)
             x, weights, bias = (int(i) for i in op.inputs)
             op.inputs = [len(graph.tensors) - 1, weights, x, bias]
-            op.opcodeIndex = _builtin_code(model, _TRANSPOSE_CONV, version=3)
+            op.opcodeIndex = builtin_code(model, _TRANSPOSE_CONV, version=3)
             op.builtinOptionsType = schema.BuiltinOptions.TransposeConvOptions
             op.builtinOptions = schema.TransposeConvOptionsT()
             op.builtinOptions.padding = getattr(schema.Padding, _MEDIAPIPE_PADDING[padding])
@@ -178,7 +178,7 @@ def _name(tensor: Any) -> str:
     return tensor.name.decode() if isinstance(tensor.name, bytes) else (tensor.name or "")
 
 
-def _builtin_code(model: Any, builtin: int, version: int) -> int:
+def builtin_code(model: Any, builtin: int, version: int) -> int:
     """The index of ``builtin``'s operator code, added when the model has none."""
     for i, code in enumerate(model.operatorCodes or []):
         if not code.customCode and max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == builtin:

@@ -18,6 +18,7 @@ import numpy as np
 from edgeserve._deps import package_version, require
 from edgeserve.console import NativeOutput, capture_native_stderr, quiet_libraries
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
+from edgeserve.converters.tflite_int8.int16_rewrites import rewrite_for_int16
 from edgeserve.converters.tflite_int8.integer_activations import integerize_activations
 from edgeserve.converters.tflite_int8.io_types import uint8_io
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
@@ -64,6 +65,8 @@ class QuantizerRoute:
         # Operators the quantizer left float and edgeserve made int8 (integer_activations.py),
         # by name, from the last int8 model made: the route record shows them.
         self.made_integer: dict[str, int] = {}
+        # Operators rewritten for the int16x8 attempt (int16_rewrites.py), filled when it is made.
+        self.int16_rewrites: dict[str, int] = {}
         parsed = TfliteModel.from_bytes(self.prepared.model)
         signature = parsed.signature_defs.get("serving_default") or next(iter(parsed.signature_defs.values()))
         position = {index: i for i, index in enumerate(parsed.subgraphs[signature.subgraph_index].inputs)}
@@ -106,7 +109,12 @@ class QuantizerRoute:
         data = {self._key: [dict(zip(self._names, [np.asarray(x, np.float32) for x in sample]))
                             for sample in self.calibration.batch1()]}
         what = f"quantizing ({scheme}" + (f", {len(keep_float)} layer(s) in float)" if keep_float else ")")
-        model = run_isolated(f"{__name__}:quantize_step", self.float_model, scheme, self.io == "float",
+        float_model = self.float_model
+        if scheme == "int16x8":
+            float_model, rewrites = rewrite_for_int16(float_model)
+            self.int16_rewrites.clear()
+            self.int16_rewrites.update(rewrites)
+        model = run_isolated(f"{__name__}:quantize_step", float_model, scheme, self.io == "float",
                              list(keep_float or []), data, tool=f"{NAME} (LiteRT calibration)", what=what)
         if scheme == "int8":
             model, made_integer = integerize_activations(model)

@@ -42,12 +42,14 @@ class Decoder:
         elif name == "mediapipe-face-full":
             self._ssd = mediapipe.SsdDecoder(ssd_anchors.FACE_FULL, self.score_threshold, self.iou_threshold)
         elif name == "ssd-anchors":
+            input_range = _input_range(options.pop("input_range", (-1.0, 1.0)))
             try:
                 anchors = ssd_anchors.AnchorOptions.from_mapping(options)
             except (KeyError, ValueError, TypeError) as exc:
                 raise InputError(f"--decoder ssd-anchors needs MediaPipe's anchor options (input_size_height, "
                                  f"input_size_width, strides, ...) in --decoder-options: {exc}") from exc
-            self._ssd = mediapipe.SsdDecoder(anchors, self.score_threshold, self.iou_threshold)
+            self._ssd = mediapipe.SsdDecoder(anchors, self.score_threshold, self.iou_threshold,
+                                             input_range=input_range)
             options = {}
         elif name not in ("yolo", "ssd-postprocess"):
             raise InputError(f"unknown decoder {name!r}; known: {', '.join(DECODERS)}")
@@ -77,6 +79,20 @@ class Decoder:
 
         return decode_yolo(outputs[0], input_size, geometry, score_threshold=self.score_threshold,
                            iou_threshold=self.iou_threshold, labels=labels)
+
+
+def _input_range(value: Any) -> tuple[float, float]:
+    """``input_range = [low, high]``: the model's input values (MediaPipe's output_tensor_float_range)."""
+    low = high = float("nan")
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        try:
+            low, high = float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            pass
+    if not low < high:  # also false for NaN
+        raise InputError(f"--decoder-options input_range must be [low, high] with low < high (the model's input "
+                         f"values, e.g. [0.0, 1.0] or [-1.0, 1.0]); got {value!r}")
+    return low, high
 
 
 def make_decoder(name: str, options: Mapping[str, Any] | None = None) -> Decoder:

@@ -30,11 +30,16 @@ class SsdDecoder:
     min_score: float = 0.5
     iou_threshold: float = 0.3
     scale: tuple[float, float] | None = None  # (x, y) divisors of the raw values; default: the input size
+    # The values the model was trained on: MediaPipe's ImageToTensorCalculator
+    # output_tensor_float_range, [-1, 1] for its face and pose detectors, [0, 1] for its palm
+    # detector (modules/palm_detection/palm_detection_cpu.pbtxt).
+    input_range: tuple[float, float] = (-1.0, 1.0)
 
     def preprocess(self) -> PreprocessSpec:
-        """What MediaPipe feeds these models: RGB, letterboxed, values in [-1, 1]."""
+        """What MediaPipe feeds these models: RGB, letterboxed, values in ``input_range``."""
+        low, high = self.input_range
         return PreprocessSpec(size=self.anchors.input_size, color="rgb", resize_mode="letterbox",
-                              scale=1 / 255, mean=(0.5,), std=(0.5,), pad_value=0)
+                              scale=1 / 255, mean=(-low / (high - low),), std=(1 / (high - low),), pad_value=0)
 
     def decode(self, regressors: np.ndarray, scores: np.ndarray, geometry: FrameGeometry,
                labels: Sequence[str] | None = None) -> list[Detection]:
