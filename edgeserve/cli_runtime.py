@@ -424,19 +424,28 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
         emit_json({"manifest": str(manifest), "frames": frames, "artifacts": rows})
         return
     w = max([12] + [len(r["target"]) for r in rows])
-    click.echo(f"{'artifact':{w}} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9}  quality")
+    click.echo(f"{'artifact':{w}} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9} "
+               f"{'mJ/inf':>8}  quality")
     for r in rows:
         size = f"{r['bytes'] / 1024:,.1f} KB"
         if "p50_ms" in r:
+            mj = f"{r['mj_per_inference']:.3f}" if r.get("mj_per_inference") is not None else "-"
             click.echo(f"{r['target']:{w}} {r['backend']:22} {size:>10} {r['p50_ms']:>9.3f} {r['p95_ms']:>9.3f} "
-                       f"{r['ratio']:>9.2f}  {r['quality']}")
+                       f"{r['ratio']:>9.2f} {mj:>8}  {r['quality']}")
         else:
-            click.echo(f"{r['target']:{w}} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9}  {r['quality']}")
+            click.echo(f"{r['target']:{w}} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9} {'':>8}  {r['quality']}")
             click.echo(f"{'':{w}}   {r['skipped']}")
     timed = [r for r in rows if "p50_ms" in r]
     if timed:
         click.echo(f"same input for every artifact: {timed[0]['input']}; {frames} timed runs each after {warmup} "
                    "warm-up runs; quality as the manifest recorded it against the float source")
+        unmeasured = sorted({r["energy"] for r in timed if r.get("mj_per_inference") is None and r.get("energy")})
+        measured = sorted({r["energy"] for r in timed if r.get("mj_per_inference") is not None})
+        if measured:
+            click.echo(f"energy: {frames} more runs each, the sensor's whole rail or package (idle included): "
+                       + "; ".join(measured))
+        for reason in unmeasured:
+            click.echo(f"energy not measured: {reason}")
 
 
 def _print_bench(r: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 "Which format should I ship on this board?" is answered by running each artifact this
 machine can run on the same input, with the same Session path an application uses (frame in,
 dequantized outputs out), and putting latency beside size on disk and the quality the
-manifest recorded against the float source. Artifacts that cannot run here (microcontroller
+manifest recorded against the float source, and energy per inference where the machine has a
+power sensor (``loop_energy``). Artifacts that cannot run here (microcontroller
 builds, a Core ML package off Apple hardware, a backend that refuses) get a row with the
 reason instead of vanishing.
 """
@@ -17,6 +18,8 @@ import numpy as np
 
 from edgeserve.errors import EdgeServeError
 from edgeserve.manifest import load_manifest
+from edgeserve.profiles import load_profile
+from edgeserve.runtime.loop_energy import LoopEnergy
 
 # Targets that build for a microcontroller: their figures come from the emulated board.
 _MICROCONTROLLER = ("mcu", "mcu-c")
@@ -58,6 +61,7 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
     manifest = load_manifest(manifest_path)
     root = manifest_path.parent
     rows: list[dict[str, Any]] = []
+    energy = LoopEnergy.open(load_profile(profile) if profile else None)
     shared_frame: np.ndarray | None = None
     for entry in manifest["artifacts"]:
         if entry.get("status") != "ok" or not entry.get("path"):
@@ -83,6 +87,7 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
                 result = benchmark(session, frame, frames=frames, warmup=warmup)
                 row.update(backend=session.backend, p50_ms=result["latency_ms"]["p50"],
                            p95_ms=result["latency_ms"]["p95"])
+                row.update(_energy(energy, session, frame, frames))
         except EdgeServeError as exc:
             # Each backend's own reason (BackendError lists them), not just "none worked".
             failed = [f"{a.backend}: {a.reason}" for a in getattr(exc, "attempts", ()) if not a.ok]
@@ -93,6 +98,24 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
         if "p50_ms" in r and timed:
             r["ratio"] = round(r["p50_ms"] / min(timed), 2)
     return rows
+
+
+def _energy(energy: LoopEnergy, session: Any, frame: np.ndarray, frames: int) -> dict[str, Any]:
+    """Millijoules per inference over ``frames`` more runs, bracketed by the sensor's readings
+    (a loop of its own: the timed loop above also counts allocations); None and the reason
+    without a sensor, at no cost in time."""
+    if energy.source is None:
+        return {"mj_per_inference": None, "energy": energy.reason}
+
+    def loop() -> None:
+        for _ in range(frames):
+            session.run(frame)
+
+    _, joules, problem = energy.measure(loop)
+    if joules is None:
+        return {"mj_per_inference": None, "energy": problem}
+    return {"mj_per_inference": round(1e3 * joules / frames, 4),
+            "energy": f"{energy.name}: {getattr(energy.source, 'detail', '')}"[:200]}
 
 
 def render_png(rows: list[dict[str, Any]], title: str) -> bytes:

@@ -69,3 +69,72 @@ def test_plot_draws_latency_against_size(four_formats, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     single = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--plot", str(tmp_path / "x.png")])
     assert single.exit_code == 2 and "conversion folder" in single.output and not (tmp_path / "x.png").exists()
+
+
+class _ConstantPower:
+    """A sensor on a rail drawing ``watts`` all the time: a cumulative counter or a watt meter."""
+
+    name, estimated, live, detail = "fake", False, True, "a constant 4 W rail"
+
+    def __init__(self, watts: float, cumulative: bool) -> None:
+        import time
+
+        self.watts, self.cumulative, self.t0 = watts, cumulative, time.perf_counter()
+
+    def read(self, now: float):
+        from edgeserve.profiling.power import PowerReading
+
+        if self.cumulative:
+            return PowerReading(joules=self.watts * (now - self.t0))
+        return PowerReading(watts=self.watts)
+
+
+@pytest.mark.parametrize("cumulative", [True, False], ids=["energy-counter", "watt-meter"])
+def test_energy_per_inference_is_the_rail_over_the_loop(cumulative):
+    """Both kinds of sensor give the rail's energy over the loop: 4 W for a loop of known length
+    is 4 W x its seconds, whichever way it is read (counter difference or integrated samples)."""
+    import time
+
+    from edgeserve.runtime.loop_energy import LoopEnergy
+
+    energy = LoopEnergy(_ConstantPower(4.0, cumulative), interval_s=0.005)
+    started = time.perf_counter()
+    result, joules, problem = energy.measure(lambda: time.sleep(0.2) or "done")
+    elapsed = time.perf_counter() - started
+    assert result == "done" and problem is None
+    assert joules == pytest.approx(4.0 * elapsed, rel=0.1), (joules, elapsed)
+
+
+def test_a_failing_sensor_keeps_the_loop_and_says_why():
+    from edgeserve.profiling.sysfs import SensorError
+    from edgeserve.runtime.loop_energy import LoopEnergy
+
+    class Broken(_ConstantPower):
+        def read(self, now):
+            raise SensorError("energy_uj: Permission denied")
+
+    for cumulative in (True, False):
+        result, joules, problem = LoopEnergy(Broken(1.0, cumulative)).measure(lambda: 42)
+        assert (result, joules) == (42, None) and "Permission denied" in problem
+
+
+def test_the_energy_column_says_when_the_machine_has_no_sensor(four_formats, monkeypatch):
+    """This machine has no power sensor (no RAPL, no hwmon): every timed row has no figure and
+    one line says why; with a sensor the column is its millijoules per inference."""
+    from edgeserve.runtime import compare as side_by_side
+    from edgeserve.runtime.loop_energy import LoopEnergy
+
+    table = CliRunner().invoke(cli, ["bench", str(four_formats), "--frames", "5", "--warmup", "1"])
+    assert table.exit_code == 0, table.output
+    assert "mJ/inf" in table.output.splitlines()[0]
+    rows = side_by_side.compare(four_formats / "manifest.json", frames=5, warmup=1)
+    timed = [r for r in rows if "p50_ms" in r]
+    if LoopEnergy.open().source is None:
+        assert all(r["mj_per_inference"] is None and r["energy"].startswith("no power sensor") for r in timed)
+        assert "energy not measured: no power sensor" in table.output
+    monkeypatch.setattr(LoopEnergy, "open", classmethod(lambda cls, profile=None: cls(_ConstantPower(4.0, True))))
+    rows = side_by_side.compare(four_formats / "manifest.json", frames=20, warmup=1)
+    for r in (r for r in rows if "p50_ms" in r):
+        # 4 W over 20 runs of about p50 each: the same order as 4 W x p50 (Python's loop adds a little).
+        assert 0.5 * 4.0 * r["p50_ms"] <= r["mj_per_inference"] <= 20 * 4.0 * r["p95_ms"], r
+        assert r["energy"].startswith("fake: a constant 4 W rail")

@@ -1,5 +1,5 @@
 """The int16x8 remedy's rewrites (converters/tflite_int8/int16_rewrites.py): PRELU, LEAKY_RELU,
-DEPTH_TO_SPACE and SPACE_TO_DEPTH written as operators with an int16 path, checked in float
+HARD_SWISH, DEPTH_TO_SPACE and SPACE_TO_DEPTH written as operators with an int16 path, checked in float
 against the original operators in LiteRT's reference kernels, then quantized to an
 integer-only int16x8 model that LiteRT runs."""
 
@@ -76,6 +76,31 @@ def test_each_rewrite_computes_the_original_operator_exactly(four_ops: bytes) ->
     assert (x < 0).mean() > 0.4 and np.abs(reference).max() > 0.1
     np.testing.assert_array_equal(candidate, reference)
     assert rewrite_for_int16(rewritten) == (rewritten, {})  # nothing left: the bytes come back as given
+
+
+def test_hard_swish_is_rewritten_to_float_rounding_and_then_quantizes_to_int16() -> None:
+    """HARD_SWISH (MobileNetV3-style models: selfie segmentation, PaddleOCR's text detector):
+    its arithmetic is reordered, so the float check allows float rounding, no more."""
+    import keras
+
+    from edgeserve.converters.tflite_int8.int16_rewrites import rewrite_for_int16
+    from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
+    from edgeserve.datasets import SampleSet
+    from edgeserve.metrics import sqnr_db
+    from edgeserve.tflite_model import TfliteModel
+
+    inputs = keras.Input((8, 8, 4), batch_size=1)
+    h = keras.layers.Activation("hard_swish")(keras.layers.Conv2D(8, 3, padding="same")(inputs))
+    model = keras.Model(inputs, keras.layers.Conv2D(3, 1)(h))
+    data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    assert TfliteModel.from_bytes(data).op_counts_all().get("HARD_SWISH") == 1
+    rewritten, done = rewrite_for_int16(data)
+    assert done == {"HARD_SWISH": 1} and "HARD_SWISH" not in TfliteModel.from_bytes(rewritten).op_counts_all()
+    x = _samples(8, 4) * 3  # past both knees of the curve (-3 and 3)
+    reference = _run(data, x)
+    np.testing.assert_allclose(_run(rewritten, x), reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max())
+    route = QuantizerRoute(data, SampleSet((_samples(32, 5) * 3,), None, "npz", None, None), "float")
+    assert sqnr_db(reference, _run(route.emit_scheme("int16x8"), x)) > 30.0
 
 
 def test_a_leaky_relu_steeper_than_one_is_left_for_the_quantizer_to_name() -> None:

@@ -3,13 +3,14 @@
 The int16-activation remedy is what rescues models whose activations span a wide range
 (MediaPipe's pose detector: 78 % of its detections kept with int8 activations, 89 % with
 int16, measured on the corpus photos). But ai-edge-quantizer 0.10's int16x8 recipe has no
-rule for PRELU, LEAKY_RELU, DEPTH_TO_SPACE or SPACE_TO_DEPTH, and LiteRT has no int16 kernel
-for PRELU (activations.cc: float, uint8, int8) or DEPTH_TO_SPACE / SPACE_TO_DEPTH (float,
-uint8, int8, int32, int64), so a model with any of them had no int16x8 model at all. Each is
-rewritten, exactly, into operators that the recipe and both runtimes take in int16:
+rule for PRELU, LEAKY_RELU, HARD_SWISH, DEPTH_TO_SPACE or SPACE_TO_DEPTH, and LiteRT has no
+int16 kernel for PRELU (activations.cc: float, uint8, int8) or DEPTH_TO_SPACE / SPACE_TO_DEPTH
+(float, uint8, int8, int32, int64), so a model with any of them had no int16x8 model at all.
+Each is rewritten into operators that the recipe and both runtimes take in int16:
 
     PRELU(x, alpha)      = RELU(x) + alpha * (x - RELU(x))
     LEAKY_RELU(x, a)     = MAXIMUM(x, a * x)                      (0 <= a <= 1)
+    HARD_SWISH(x)        = x * (6 - RELU(6 - RELU(x + 3))) / 6    (RELU6 and MINIMUM lack a rule)
     DEPTH_TO_SPACE(x, b) = RESHAPE [n, h, w, b, b, c] -> TRANSPOSE (0, 1, 3, 2, 4, 5)
                            -> RESHAPE [n, h*b, w*b, c]
     SPACE_TO_DEPTH(x, b) = RESHAPE [n, h/b, b, w/b, b, c] -> TRANSPOSE (0, 1, 3, 2, 4, 5)
@@ -20,7 +21,8 @@ the split, so the TRANSPOSE is 5-D.) The float model is rewritten, then
 calibrated and quantized as any other: each new tensor gets its own calibrated range. The
 rewrite only runs for the int16x8 remedy; the int8 model keeps the original operators (their
 int8 kernels exist, ``integer_activations``). tests/test_int16_rewrites.py checks each rewrite
-against the original operator in LiteRT, in float, to the last bit.
+against the original operator in LiteRT, in float: to the last bit, HARD_SWISH to float rounding
+(its arithmetic is reordered).
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from edgeserve.tflite_metadata import schema_module, unpack_model
 
 # BuiltinOperator values of the TFLite schema.
 _ADD, _DEPTH_TO_SPACE, _MUL, _RELU, _RESHAPE, _SPACE_TO_DEPTH = 0, 5, 18, 19, 22, 26
-_TRANSPOSE, _SUB, _PRELU, _MAXIMUM, _LEAKY_RELU = 39, 41, 54, 55, 98
+_TRANSPOSE, _SUB, _PRELU, _MAXIMUM, _LEAKY_RELU, _HARD_SWISH = 39, 41, 54, 55, 98, 117
 _FLOAT32, _INT32 = 0, 2
 REWRITTEN = {_PRELU: "PRELU", _LEAKY_RELU: "LEAKY_RELU", _DEPTH_TO_SPACE: "DEPTH_TO_SPACE",
-             _SPACE_TO_DEPTH: "SPACE_TO_DEPTH"}
+             _SPACE_TO_DEPTH: "SPACE_TO_DEPTH", _HARD_SWISH: "HARD_SWISH"}
 
 
 def rewrite_for_int16(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
@@ -89,6 +91,20 @@ def _rewrite(model: Any, graph: Any, op: Any, code: int) -> list[Any] | None:
                 new.op(_SUB, [x, positive], [negative], "SubOptions"),
                 new.op(_MUL, [negative, int(op.inputs[1])], [scaled], "MulOptions"),
                 new.op(_ADD, [positive, scaled], [y], "AddOptions")]
+    if code == _HARD_SWISH:
+        # x * min(max(x + 3, 0), 6) / 6, with min(r, 6) as 6 - RELU(6 - r): the int16 recipe
+        # has RELU, ADD, SUB and MUL, but neither RELU6 nor MINIMUM.
+        shifted, low, headroom, clipped = (new.like(y, name) for name in ("plus3", "relu", "headroom", "relu6"))
+        product = new.like(y, "product")
+        three, six = new.constant("three", np.float32(3.0), _FLOAT32), new.constant("six", np.float32(6.0), _FLOAT32)
+        cut = new.like(y, "cut")
+        return [new.op(_ADD, [x, three], [shifted], "AddOptions"),
+                new.op(_RELU, [shifted], [low]),
+                new.op(_SUB, [six, low], [headroom], "SubOptions"),
+                new.op(_RELU, [headroom], [cut]),
+                new.op(_SUB, [six, cut], [clipped], "SubOptions"),
+                new.op(_MUL, [x, clipped], [product], "MulOptions"),
+                new.op(_MUL, [product, new.constant("sixth", np.float32(1 / 6), _FLOAT32)], [y], "MulOptions")]
     if code == _LEAKY_RELU:
         alpha = float(op.builtinOptions.alpha) if op.builtinOptions is not None else 0.2
         if not 0.0 <= alpha <= 1.0:  # then it is a MINIMUM, which the int16 recipe lacks
