@@ -176,3 +176,21 @@ print(json.dumps({{"outputs": outputs, "backend": backend,
     with Session(digits_conversion) as session:
         here = [session.run(frame)[0].tolist() for frame in frames]
     assert served["outputs"] == here
+
+
+def test_every_python_folder_is_a_listed_package() -> None:
+    """A regular install (a wheel, as `pip install edgeserve[runtime]` on a Pi) copies only the
+    packages pyproject lists: runtime/decoders and converters/executorch were missing, so
+    `run --decoder` and `-t executorch` worked from a checkout and failed from a wheel."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    folders = {package: ROOT / path for package, path in config["package-dir"].items()}
+    found = set()
+    for package, folder in folders.items():
+        for init in folder.rglob("__init__.py"):
+            relative = init.parent.relative_to(folder).parts
+            found.add(".".join((package, *relative)))
+    assert found - listed == set(), f"folders with __init__.py not in [tool.setuptools] packages: {found - listed}"
+    assert len(found) >= 14  # the check walks the real folders

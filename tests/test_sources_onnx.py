@@ -594,3 +594,32 @@ def test_an_input_whose_first_dimension_is_not_the_batch_is_refused_by_name(tmp_
     path.write_bytes(_one_node("Relu", [], [2, 1, 8], [2, 1, 8]))
     with pytest.raises(SourceModelError, match=r"input 'x' has shape \[2, 1, 8\]: edgeserve feeds inputs one sample"):
         load_source(path)
+
+
+def test_each_node_is_a_submodule_named_after_it_so_layers_are_named() -> None:
+    """Issue 27: every row of the per-layer table of an ONNX source read "OnnxGraph", and the
+    keep-in-float remedy, which names layers by tensor, could not tell them apart. Each node now
+    runs in a submodule named after its position and name, of a class named after its operator:
+    what torch.export records as the module stack of each op, and litert-torch names tensors by."""
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgeserve.sources.onnx_torch import build_module
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv2d_1.tmp_0", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),  # unnamed, as exporters often leave them
+         helper.make_node("Add", ["r", "c"], ["y"], name="inputs")],  # a name that is also an attribute
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    module = build_module(onnx, model)
+    assert [(name, type(child).__name__) for name, child in module.named_children()] == [
+        ("n0_conv2d_1_tmp_0", "Conv"), ("n1_r", "Relu"), ("n2_inputs", "Add")]
+    x = torch.ones(1, 1, 4, 4)
+    program = torch.export.export(module, (x,))
+    stacks = {key for node in program.graph.nodes for key, _ in (node.meta.get("nn_module_stack") or {}).values()}
+    assert {"n0_conv2d_1_tmp_0", "n1_r", "n2_inputs"} <= stacks, stacks
+    conv = torch.nn.functional.conv2d(x, torch.ones(2, 1, 3, 3), padding=1)
+    np.testing.assert_allclose(module(x).numpy(), (torch.relu(conv) + conv).numpy())

@@ -14,6 +14,7 @@ error naming it and its node.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -82,14 +83,53 @@ def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]
     return found
 
 
+class OnnxNode(torch.nn.Module):
+    """One ONNX node, run as a submodule of OnnxGraph so that the tensors it makes are named
+    after it: litert-torch names a tensor by the modules it was computed in (class and
+    attribute), so the per-layer table reads "n12_conv2d_3_tmp_0 (Conv)", the node's position
+    and name and its operator, where every row read "OnnxGraph" before. One subclass per
+    operator type (``node_class``), named after it."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, args: list[Value], attrs: dict[str, Any]) -> Value:
+        return OPS[self.op](args, attrs)
+
+
+_NODE_CLASSES: dict[str, type] = {}
+
+
+def node_class(op: str) -> type:
+    """OnnxNode's subclass for operator ``op`` (a class named ``op``, made once)."""
+    if op not in _NODE_CLASSES:
+        _NODE_CLASSES[op] = type(op, (OnnxNode,), {"__module__": __name__, "__qualname__": op})
+    return _NODE_CLASSES[op]
+
+
+def node_attribute(index: int, name: str) -> str:
+    """A Python identifier for node ``index`` named ``name``: its position keeps it unique."""
+    cleaned = re.sub(r"\W+", "_", name).strip("_")[:40]
+    return f"n{index}_{cleaned}" if cleaned else f"n{index}"
+
+
 class OnnxGraph(torch.nn.Module):
-    """Runs the nodes in order; litert-torch names the tensors it makes after this class."""
+    """Runs the nodes in order, each top-level node as its own submodule (OnnxNode)."""
 
     def __init__(self, initializers: dict[str, np.ndarray], inputs: list[str], outputs: list[str],
                  nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> None:
         super().__init__()
         self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
         self._names: dict[str, str] = {}
+        # Top-level node (by identity) -> its submodule's attribute; Loop and If stay in this
+        # module, since they run nodes of their own against the enclosing values.
+        self._node_modules: dict[int, str] = {}
+        for index, node in enumerate(nodes):
+            if node[0] not in ("Loop", "If"):
+                attribute = node_attribute(index, node[4].removeprefix("-> "))
+                self.add_module(attribute, node_class(node[0])(node[0]))
+                self._node_modules[id(node)] = attribute
         self._constants: dict[str, np.ndarray] = {}
         # Float operands that are parameters, not data (Resize's roi and scales, Clip's bounds, what
         # a loop's condition compares): values the translation must read while tracing, so they
@@ -115,12 +155,15 @@ class OnnxGraph(torch.nn.Module):
 
     def _run(self, nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]], env: dict[str, Value]) -> None:
         """Run ``nodes`` in order, each reading and writing ``env`` by name."""
-        for op, ins, outs, attrs, name in nodes:
+        for node in nodes:
+            op, ins, outs, attrs, name = node
             args = [env[i] for i in ins]
             try:
                 if op in ("Loop", "If"):  # they run nodes of their own, reading the enclosing values
                     result = (onnx_loop.run if op == "Loop" else onnx_loop.run_if)(self._run, args, attrs, env)
-                else:
+                elif id(node) in self._node_modules:
+                    result = getattr(self, self._node_modules[id(node)])(args, attrs)
+                else:  # a node of a loop body or a branch
                     result = OPS[op](args, attrs)
             except (ValueError, NotImplementedError) as exc:
                 raise OnnxOpError(op, name, str(exc)) from exc
