@@ -145,8 +145,10 @@ def _print_mcu(console: Console, entry: dict[str, Any]) -> None:
     fits, memory = entry["fits"], entry["memory"]
     if fits["profile"]:
         verdict = {True: "[green]fits[/]", False: "[bold red]does not fit[/]", None: "unknown"}
+        region = memory.get("arena_region")
+        where = f" (in {region})" if region and (memory.get("regions") or 0) > 1 else ""
         console.print(f"  {fits['profile']}: flash {memory['flash_bytes']:,} B {verdict[fits['flash']]}, "
-                      f"RAM {memory['ram_bytes']:,} B {verdict[fits['ram']]}")
+                      f"RAM {memory['ram_bytes']:,} B {verdict[fits['ram']]}{where}")
     else:
         console.print(f"  flash {memory['flash_bytes']:,} B, RAM {memory['ram_bytes']:,} B (no -p profile: no fit check)")
     check = entry.get("verification") or {}

@@ -272,3 +272,29 @@ def test_a_remedy_that_kept_layers_in_float_is_named_with_the_bound_it_saved(tmp
         "the mcu-c target needs a full-integer model, and tflite-int8 met its quality gate only by keeping 2 layer(s) "
         "in float (Identity_3, model/re_lu_31/Relu6); all-INT8 it missed Identity_1_dequant: SQNR 5.1 dB < min 7 dB "
         "(--min-sqnr). Give calibration data closer to what the model sees, or accept that error with the bound named")
+
+
+@pytest.mark.parametrize(("arena", "region"), [(100_000, "sram"), (2_400_000, "psram"), (9_000_000, None)])
+def test_mcu_and_mcu_c_place_the_arena_in_the_same_ram_region(arena, region):
+    """Issue 27: `-t mcu` put MobileNetV2 (2.4 MB of activations) nowhere on an ESP32-S3 while
+    `-t mcu-c` placed its arena in the same profile's PSRAM. Both now take the fastest of the
+    profile's RAM regions that holds what they need (320 KB of internal SRAM, then 8 MB PSRAM)."""
+    from types import SimpleNamespace
+
+    from edgeserve.converters.mcu.memory import check_fit, memory_report
+    from edgeserve.converters.mcu_c.converter import fit
+    from edgeserve.profiles import load_profile
+
+    profile = load_profile("esp32-s3")
+    tflm = memory_report(model_bytes=1_000_000, core_code_bytes=30_000, op_code_bytes=20_000, op_count=10,
+                         arena_bytes=arena, profile=profile)
+    generated = SimpleNamespace(plan=SimpleNamespace(arena_bytes=arena), state_bytes=0, kernel_files=["a"] * 5,
+                                steps=[None] * 60, library_sources=[], weight_bytes=1_000_000)
+    plain_c = fit(generated, profile)
+    assert tflm.to_dict()["arena_region"] == plain_c["arena_region"] == region
+    assert tflm.fits_ram is plain_c["fits"] is (region is not None)
+    if region is None:
+        with pytest.raises(DoesNotFitError, match=r"largest RAM region of esp32-s3 \(psram\) has 8,388,608"):
+            check_fit(tflm, [])
+    else:
+        check_fit(tflm, [])  # fits: no error

@@ -194,7 +194,10 @@ class McuConverter(Converter):
             "ops": {op.builtin: op.count for op in ops},
             "op_versions": {op.builtin: op.version for op in ops},
             "fits": memory.fits(),
-            "memory": {"flash_bytes": memory.flash_needed, "ram_bytes": memory.ram_needed},
+            "memory": {"flash_bytes": memory.flash_needed, "ram_bytes": memory.ram_needed,
+                       # the fastest of the profile's RAM regions that holds it (what mcu-c reports too)
+                       "arena_region": memory.ram_region[0] if memory.ram_region else None,
+                       "regions": len(memory.regions)},
             "verification": verification,
             "audio": _audio(model, ctx),
             "arm_none_eabi_size": toolchain,

@@ -37,6 +37,11 @@ class MemoryReport:
     flash_available: int | None
     ram_available: int | None
     profile: str | None
+    # The profile's RAM regions, fastest first, as (name, bytes, note): the arena, stack and
+    # objects go to the fastest one that holds them all, as mcu-c places its arena, so both
+    # microcontroller targets read the same regions (an ESP32-S3's 320 KB of internal SRAM
+    # left by ESP-IDF, then its 8 MB of PSRAM). A profile without regions has one: all its RAM.
+    regions: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def flash_needed(self) -> int:
@@ -51,8 +56,17 @@ class MemoryReport:
         return None if self.flash_available is None else self.flash_needed <= self.flash_available
 
     @property
+    def ram_region(self) -> tuple[str, int, str] | None:
+        """The fastest region that holds the RAM this build needs, or None."""
+        return next((r for r in self.regions if r[1] >= self.ram_needed), None)
+
+    @property
     def fits_ram(self) -> bool | None:
-        return None if self.ram_available is None else self.ram_needed <= self.ram_available
+        if self.ram_available is None:
+            return None
+        if self.regions:
+            return self.ram_region is not None
+        return self.ram_needed <= self.ram_available
 
     def fits(self) -> dict[str, Any]:
         return {"flash": self.fits_flash, "ram": self.fits_ram, "profile": self.profile}
@@ -62,6 +76,8 @@ class MemoryReport:
             "profile": self.profile,
             "flash": {"needed": self.flash_needed, "available": self.flash_available, "terms": dict(self.flash)},
             "ram": {"needed": self.ram_needed, "available": self.ram_available, "terms": dict(self.ram)},
+            "regions": [{"name": name, "bytes": size, "note": note} for name, size, note in self.regions],
+            "arena_region": self.ram_region[0] if self.ram_region else None,
             "estimates": {
                 "stack": f"{STACK_ESTIMATE_BYTES} bytes, an estimate for TFLM reference kernels on Cortex-M",
                 "runtime_objects": "op resolver and MicroInterpreter objects on a 32-bit target, from their members",
@@ -96,6 +112,7 @@ def memory_report(
         },
         flash_available=flash_available,
         ram_available=ram_available,
+        regions=tuple((r.name, r.bytes, r.note) for r in profile.memory.regions()) if name is not None else (),
         profile=name,
     )
 
@@ -116,9 +133,13 @@ def check_fit(report: MemoryReport, largest: Sequence[PlannedBuffer]) -> None:
     if report.fits_ram is False:
         assert report.ram_available is not None
         terms = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in report.ram.items())
-        problems.append(
-            f"RAM needs {report.ram_needed:,} bytes but {report.profile} has {report.ram_available:,} ({terms})"
-        )
+        if len(report.regions) > 1:
+            name, size, _ = max(report.regions, key=lambda r: r[1])
+            problems.append(f"RAM needs {report.ram_needed:,} bytes but the largest RAM region of {report.profile} "
+                            f"({name}) has {size:,} ({terms})")
+        else:
+            available = report.regions[0][1] if report.regions else report.ram_available
+            problems.append(f"RAM needs {report.ram_needed:,} bytes but {report.profile} has {available:,} ({terms})")
         tensors = "; ".join(f"{b.name or f'tensor {b.tensor}'} {b.size:,} B" for b in largest)
         problems.append(f"largest activation buffers: {tensors}")
         remedies.append(

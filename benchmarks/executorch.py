@@ -1,0 +1,155 @@
+"""ExecuTorch INT8 against LiteRT INT8 on a MobileNet-sized model, side by side in one process.
+
+    python benchmarks/executorch.py [--frames 300] [--json] [--keep DIR]
+
+Model: MobileNetV3-Small as the paper specifies it (tests/mobilenet_v3.py; 2.5 M parameters,
+hard-swish, squeeze-and-excite; torchvision does not import here), its BatchNorm statistics set
+from photo crops so that its outputs depend on the image. One `edgeserve convert` of the
+``nn.Module`` makes both artifacts from the same calibration crops: ``tflite-int8``
+(ai-edge-quantizer, integer-only) and ``executorch-int8`` (PT2E, XNNPACKQuantizer, lowered to
+the XNNPACK delegate). Each is then timed four ways, round-robin in blocks so that load on the
+machine affects them alike:
+
+- ``executorch_bare``: ``Method.execute`` on the program's own input tensor (ExecuTorch's
+  XNNPACK threadpool: one thread per core, 2 here);
+- ``executorch_session``: ``Session.run`` on the model tensor (what an application calls);
+- ``litert_bare``: ``interpreter.invoke()`` on the Session's interpreter (XNNPACK, 2 threads);
+- ``litert_session``: ``Session.run`` on the model tensor.
+
+Ratios: ExecuTorch INT8 over LiteRT INT8 (bare), and each Session over its bare call (the
+issue's bound for ExecuTorch: at most 1.10x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def photo_crops(count: int, seed: int = 0) -> np.ndarray:
+    """Square crops of scikit-image's photos, 224x224, ImageNet-normalised, NCHW."""
+    from skimage import data, transform
+
+    rng = np.random.default_rng(seed)
+    images = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket()]
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    crops = []
+    for i in range(count):
+        image = images[i % len(images)] / 255.0
+        h, w = image.shape[:2]
+        side = int(rng.integers(min(h, w) // 3, min(h, w)))
+        y, x = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
+        crops.append((transform.resize(image[y:y + side, x:x + side], (224, 224)) - mean) / std)
+    return np.stack(crops).transpose(0, 3, 1, 2).astype(np.float32)
+
+
+def build(out: Path) -> dict[str, Any]:
+    """MobileNetV3-Small with photo BatchNorm statistics, converted to both INT8 artifacts."""
+    import torch
+    from mobilenet_v3 import MobileNetV3Small
+
+    from edgeserve.pipeline import convert
+
+    torch.manual_seed(0)
+    module = MobileNetV3Small()
+    crops = photo_crops(132)
+    for m in module.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = None
+            m.reset_running_stats()
+    module.train()
+    with torch.no_grad():
+        for i in range(0, 100, 20):
+            module(torch.from_numpy(crops[i:i + 20]))
+    module.eval()
+    np.savez(out / "calib.npz", x=crops[:100])
+    result = convert(module, ["tflite-int8", "executorch-int8"], out / "out", calib=out / "calib.npz",
+                     example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0, "min_sqnr_db": 0.0})
+    return {a["target"]: a for a in result.manifest["artifacts"]}
+
+
+def measure(steps: dict[str, Any], frames: int, block: int = 25, warmup: int = 20) -> dict[str, np.ndarray]:
+    """Per-frame seconds of each step, round-robin in blocks of ``block`` frames."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[int]] = {name: [] for name in steps}
+    for start in range(0, frames, block):
+        for name, step in steps.items():
+            for _ in range(min(block, frames - start)):
+                t0 = time.perf_counter_ns()
+                step()
+                times[name].append(time.perf_counter_ns() - t0)
+    return {name: np.asarray(t, np.float64) / 1e9 for name, t in times.items()}
+
+
+def run(frames: int, keep: Path | None) -> dict[str, Any]:
+    from edgeserve.runtime import Session
+
+    with tempfile.TemporaryDirectory(prefix="edgeserve-executorch-bench-") as temporary:
+        root = keep or Path(temporary)
+        root.mkdir(parents=True, exist_ok=True)
+        entries = build(root)
+        manifest = root / "out" / "manifest.json"
+        pte = Session(manifest, target="executorch-int8", threads=2)
+        tflite = Session(manifest, target="tflite-int8", backend="litert:xnnpack", threads=2)
+        x = pte.example_input()
+        pte.run(x)
+        tflite.run(x)
+        method, tensors = pte._active._method, pte._active._in_tensors
+        steps = {"executorch_bare": lambda: method.execute(tensors),
+                 "executorch_session": lambda: pte.run(x),
+                 "litert_bare": tflite._active._interp.invoke,
+                 "litert_session": lambda: tflite.run(x)}
+        times = measure(steps, frames)
+        p50 = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+        rows = [{"measurement": name, "p50_ms": round(p50[name], 3),
+                 "p95_ms": round(float(np.percentile(t, 95)) * 1e3, 3),
+                 "min_ms": round(float(t.min()) * 1e3, 3)} for name, t in times.items()]
+        pte.close()
+        tflite.close()
+        return {
+            "model": "MobileNetV3-Small (tests/mobilenet_v3.py), 1x3x224x224",
+            "frames": frames, "backends": {"executorch-int8": pte.backend, "tflite-int8": tflite.backend},
+            "bytes": {t: e.get("bytes") for t, e in entries.items()},
+            "quality": {t: (e.get("quality") or {}).get("outputs", [{}])[0].get("sqnr_db") for t, e in entries.items()},
+            "delegated": (entries["executorch-int8"].get("delegation") or {}).get("delegated_share"),
+            "rows": rows,
+            "ratios": {
+                "executorch_int8_over_litert_int8": round(p50["executorch_bare"] / p50["litert_bare"], 2),
+                "executorch_session_over_bare": round(p50["executorch_session"] / p50["executorch_bare"], 3),
+                "litert_session_over_bare": round(p50["litert_session"] / p50["litert_bare"], 3),
+            },
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=300)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", type=Path, help="convert into this folder and keep it")
+    args = parser.parse_args()
+    result = run(args.frames, args.keep)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"{result['model']}, {result['frames']} frames each; backends {result['backends']}")
+    for row in result["rows"]:
+        print(f"  {row['measurement']:20} p50 {row['p50_ms']:8.3f} ms  p95 {row['p95_ms']:8.3f}  min {row['min_ms']:8.3f}")
+    for name, value in result["ratios"].items():
+        print(f"  {name:36} {value}")
+    print(f"  sizes {result['bytes']}; SQNR vs torch {result['quality']}; XNNPACK share {result['delegated']}")
+
+
+if __name__ == "__main__":
+    main()
