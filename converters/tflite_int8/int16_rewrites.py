@@ -106,7 +106,7 @@ def _rewrite(model: Any, graph: Any, op: Any, code: int) -> list[Any] | None:
                 new.op(_MUL, [x, clipped], [product], "MulOptions"),
                 new.op(_MUL, [product, new.constant("sixth", np.float32(1 / 6), _FLOAT32)], [y], "MulOptions")]
     if code == _LEAKY_RELU:
-        alpha = float(op.builtinOptions.alpha) if op.builtinOptions is not None else 0.2
+        alpha = float(op.builtinOptions.alpha) if op.builtinOptions is not None else 0.0  # the schema default
         if not 0.0 <= alpha <= 1.0:  # then it is a MINIMUM, which the int16 recipe lacks
             return None
         scaled = new.like(y, "scaled")

@@ -1,6 +1,9 @@
 """ExecuTorch INT8 against LiteRT INT8 on a MobileNet-sized model, side by side in one process.
 
-    python benchmarks/executorch.py [--frames 300] [--json] [--keep DIR]
+(Not named executorch.py: run as a script, its folder comes first on sys.path and the file
+would shadow the executorch package.)
+
+    python benchmarks/executorch_vs_litert.py [--frames 300] [--json] [--keep DIR]
 
 Model: MobileNetV3-Small as the paper specifies it (tests/mobilenet_v3.py; 2.5 M parameters,
 hard-swish, squeeze-and-excite; torchvision does not import here), its BatchNorm statistics set
@@ -116,11 +119,12 @@ def run(frames: int, keep: Path | None) -> dict[str, Any]:
         rows = [{"measurement": name, "p50_ms": round(p50[name], 3),
                  "p95_ms": round(float(np.percentile(t, 95)) * 1e3, 3),
                  "min_ms": round(float(t.min()) * 1e3, 3)} for name, t in times.items()]
+        backends = {"executorch-int8": pte.backend, "tflite-int8": tflite.backend}
         pte.close()
         tflite.close()
         return {
             "model": "MobileNetV3-Small (tests/mobilenet_v3.py), 1x3x224x224",
-            "frames": frames, "backends": {"executorch-int8": pte.backend, "tflite-int8": tflite.backend},
+            "frames": frames, "backends": backends,
             "bytes": {t: e.get("bytes") for t, e in entries.items()},
             "quality": {t: (e.get("quality") or {}).get("outputs", [{}])[0].get("sqnr_db") for t, e in entries.items()},
             "delegated": (entries["executorch-int8"].get("delegation") or {}).get("delegated_share"),
