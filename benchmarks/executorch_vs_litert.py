@@ -60,22 +60,13 @@ def photo_crops(count: int, seed: int = 0) -> np.ndarray:
 def build(out: Path) -> dict[str, Any]:
     """MobileNetV3-Small with photo BatchNorm statistics, converted to both INT8 artifacts."""
     import torch
-    from mobilenet_v3 import MobileNetV3Small
+    from mobilenet_v3 import MobileNetV3Small, with_photo_statistics
 
     from edgeserve.pipeline import convert
 
     torch.manual_seed(0)
-    module = MobileNetV3Small()
     crops = photo_crops(132)
-    for m in module.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = None
-            m.reset_running_stats()
-    module.train()
-    with torch.no_grad():
-        for i in range(0, 100, 20):
-            module(torch.from_numpy(crops[i:i + 20]))
-    module.eval()
+    module = with_photo_statistics(MobileNetV3Small(), torch.from_numpy(crops[:100]))
     np.savez(out / "calib.npz", x=crops[:100])
     result = convert(module, ["tflite-int8", "executorch-int8"], out / "out", calib=out / "calib.npz",
                      example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0, "min_sqnr_db": 0.0})

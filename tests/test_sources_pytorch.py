@@ -233,20 +233,11 @@ def test_mobilenet_v3_small_reaches_tflite_int8_and_coreml(tmp_path: Path) -> No
     """MobileNet-sized: MobileNetV3-Small (hard-swish, squeeze-and-excite, 2.5 M parameters),
     untrained, its BatchNorm statistics set from 100 photo crops so that its outputs depend on
     the image (with fresh statistics every crop gets the same class and nothing could fail)."""
-    from mobilenet_v3 import MobileNetV3Small
+    from mobilenet_v3 import MobileNetV3Small, with_photo_statistics
 
     torch.manual_seed(0)
-    module = MobileNetV3Small()
     crops = _photo_crops(132)
-    for m in module.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = None  # a plain average over the batches below
-            m.reset_running_stats()
-    module.train()
-    with torch.no_grad():
-        for i in range(0, 100, 20):
-            module(torch.from_numpy(crops[i:i + 20]))
-    module.eval()
+    module = with_photo_statistics(MobileNetV3Small(), torch.from_numpy(crops[:100]))
     np.savez(tmp_path / "calib.npz", x=crops[:100])
     images = crops[100:]  # 32 crops the quantizer never saw
     with torch.no_grad():
