@@ -30,7 +30,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from runtime import measure  # noqa: E402  (benchmarks/runtime.py: round-robin blocks)
 
 
 def photo_crops(count: int, seed: int = 0) -> np.ndarray:
@@ -71,21 +73,6 @@ def build(out: Path) -> dict[str, Any]:
     result = convert(module, ["tflite-int8", "executorch-int8"], out / "out", calib=out / "calib.npz",
                      example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0, "min_sqnr_db": 0.0})
     return {a["target"]: a for a in result.manifest["artifacts"]}
-
-
-def measure(steps: dict[str, Any], frames: int, block: int = 25, warmup: int = 20) -> dict[str, np.ndarray]:
-    """Per-frame seconds of each step, round-robin in blocks of ``block`` frames."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    times: dict[str, list[int]] = {name: [] for name in steps}
-    for start in range(0, frames, block):
-        for name, step in steps.items():
-            for _ in range(min(block, frames - start)):
-                t0 = time.perf_counter_ns()
-                step()
-                times[name].append(time.perf_counter_ns() - t0)
-    return {name: np.asarray(t, np.float64) / 1e9 for name, t in times.items()}
 
 
 def run(frames: int, keep: Path | None) -> dict[str, Any]:
