@@ -42,7 +42,10 @@ def _run_pte(path: Path, x: np.ndarray) -> np.ndarray:
     from executorch.runtime import Runtime
 
     method = Runtime.get().load_program(str(path)).load_method("forward")
-    return np.concatenate([method.execute([torch.from_numpy(x[i:i + 1])])[0].numpy() for i in range(len(x))])
+    # ExecuTorch reads the tensor's memory as contiguous: a strided view (a transposed crop
+    # stack) would be read as other numbers entirely.
+    return np.concatenate([method.execute([torch.from_numpy(np.ascontiguousarray(x[i:i + 1]))])[0].numpy()
+                           for i in range(len(x))])
 
 
 def test_a_pytorch_program_becomes_float_and_int8_pte_on_xnnpack(example: TorchExample, tmp_path: Path) -> None:
@@ -196,3 +199,33 @@ def test_int8_weights_stay_int8_in_the_pte(tmp_path: Path) -> None:
     assert entries["executorch"]["bytes"] > 4 * weights  # float32
     assert entries["executorch-int8"]["bytes"] < entries["executorch"]["bytes"] / 3
     assert entries["executorch-int8"]["delegation"]["delegated_share"] >= 0.9
+
+
+def test_mobilenet_v3_small_becomes_float_and_int8_pte_checked_against_torch(tmp_path: Path) -> None:
+    """MobileNet-sized (MobileNetV3-Small as torchvision's weights=None gives it; torchvision does
+    not import here), its BatchNorm statistics from photo crops: both .pte files run in
+    ExecuTorch and are compared with torch on 16 crops the quantizer never saw. Measured: float
+    within 1e-6 (115 dB), INT8 about 14 dB against torch, 91 % of the nodes on XNNPACK."""
+    from mobilenet_v3 import MobileNetV3Small, with_photo_statistics
+    from test_sources_pytorch import _photo_crops
+
+    from edgeserve.metrics import sqnr_db
+    from edgeserve.pipeline import convert
+
+    torch.manual_seed(0)
+    crops = _photo_crops(116)
+    module = with_photo_statistics(MobileNetV3Small(), torch.from_numpy(crops[:100]))
+    np.savez(tmp_path / "calib.npz", x=crops[:100])
+    held_out = crops[100:]
+    with torch.no_grad():
+        expected = module(torch.from_numpy(held_out)).numpy()
+    assert len(np.unique(expected.argmax(1))) > 4  # the outputs tell the crops apart
+    result = convert(module, ["executorch", "executorch-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                     example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0})
+    entries = {a["target"]: a for a in result.manifest["artifacts"]}
+    assert entries["executorch"]["status"] == "ok" and entries["executorch-int8"]["status"] == "ok", entries
+    float_out, int8_out = (_run_pte(tmp_path / "out" / entries[t]["path"], held_out)
+                           for t in ("executorch", "executorch-int8"))
+    np.testing.assert_allclose(float_out, expected, atol=1e-4 * np.abs(expected).max())
+    assert sqnr_db(expected, int8_out) >= 11.0
+    assert entries["executorch-int8"]["delegation"]["delegated_share"] >= 0.85
