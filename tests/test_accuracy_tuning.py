@@ -130,7 +130,7 @@ def test_uint8_io_skips_float_layers_once_with_the_reason(sine: Path, tmp_path: 
     ("torch.nn.modules.container.Sequential_f/torch.nn.modules.pooling.MaxPool2d_2", "f.2 (MaxPool2d)"),
     ("edgeserve.sources.onnx_torch.OnnxGraph;6", "OnnxGraph"),
     # the ONNX reader: one submodule per node, a class per operator type
-    ("edgeserve.sources.onnx_torch.OnnxGraph/edgeserve.sources.onnx_torch.Conv_n3_conv2d_1_tmp_0;;"
+    ("edgeserve.sources.onnx_torch.OnnxGraph/edgeserve.sources.onnx_nodes.Conv_n3_conv2d_1_tmp_0;;"
      "edgeserve.sources.onnx_torch.OnnxGraph/x", "n3_conv2d_1_tmp_0 (Conv)"),
     # TensorFlow and ONNX names keep their own spelling, without the model prefix
     ("sequential/dense_1/MatMul", "dense_1/MatMul"),

