@@ -153,3 +153,23 @@ def test_a_killed_onnx_runtime_debugger_leaves_the_onnx_int8_model_without_its_t
     assert entry["status"] == "failed" and (out / entry["path"]).is_file()
     assert "ONNX Runtime's quantizer crashed (SIGSEGV) while measuring the per-node int8 error" in entry["nodes_note"]
     assert [a["float_nodes"] for a in entry["attempts"]] == [[]]  # no table, so no node kept in float
+
+
+def test_a_killed_coreml_quantization_is_one_line_after_a_conversion_that_worked(torch_example, tmp_path):
+    """The second coremltools child (int8 activations, int8 weights, save) dies after the first
+    converted the program: the error names that step, and the onnx target of the run is written."""
+    import json
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(torch_example.root / "digits.pt2"),
+                           "-t", "onnx", "-t", "coreml", "--coreml-precision", "w8a8", "--calib",
+                           str(torch_example.root / "calib.npz"), "-o", str(out)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, CRASH_FOR_TESTS: f"{int(signal.SIGSEGV)}:coreml.isolated:finish_step"})
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output, output
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output
+    assert "coremltools crashed (SIGSEGV) while quantizing and saving the ML program of digits.pt2 (w8a8)" in errors[0]
+    status = {a["target"]: a["status"] for a in json.loads((out / "manifest.json").read_text())["artifacts"]}
+    assert status == {"onnx": "ok"}, status

@@ -169,7 +169,7 @@ class CoreMLConverter(Converter):
             )
         plans = self.prepare(ctx, opts)
         messages: list[str] = []
-        package, stats, table = self.emit(ctx, opts, ct, target, plans, messages, torch_source(ctx))
+        package, stats, table = self.emit(ctx, opts, plans, messages, torch_source(ctx))
         verification = self.verify(ctx, opts, package, plans)
         return self._write(ctx, opts, package, plans, verification, stats, table, messages)
 
@@ -192,34 +192,25 @@ class CoreMLConverter(Converter):
         return plans
 
     # ----- calibrate + emit -------------------------------------------------------------
-    def emit(self, ctx: ConversionContext, opts: Options, ct: Any, target: Any, plans: list[Any],
-             messages: list[str], source: Any) -> tuple[Path, Any, list[dict[str, Any]]]:
+    def emit(self, ctx: ConversionContext, opts: Options, plans: list[Any], messages: list[str],
+             source: Any) -> tuple[Path, Any, list[dict[str, Any]]]:
         """Convert ``source`` (what coremltools is given: ``torch_source``), quantize and save
         the package into the work directory (not yet OUT)."""
-        from edgeserve.converters.coreml import quantize, toolchain
-        from edgeserve.converters.coreml.isolated import convert_in_child
+        from edgeserve.converters.coreml import quantize
+        from edgeserve.converters.coreml.isolated import convert_in_child, finish_in_child
 
         with ctx.progress.step(f"coreml: convert {ctx.source.kind} with coremltools"):
-            mlmodel, said_there = convert_in_child(ct, source, plans, target_name=opts.deployment_target,
-                                                   labels=opts.labels, workdir=ctx.workdir)
+            converted, said_there = convert_in_child(source, plans, target_name=opts.deployment_target,
+                                                     labels=opts.labels, workdir=ctx.workdir)
         messages += said_there
-        stats = None
-        if opts.precision == "w8a8":
-            stats = self.calibrate(ctx, mlmodel, plans)
-            with ctx.progress.step("coreml: int8 activations"), toolchain.captured() as said:
-                mlmodel = quantize.quantize_activations(mlmodel, stats)
-            messages += said.messages
-        if opts.precision in ("int8-weights", "w8a8"):
-            with ctx.progress.step("coreml: int8 weights"), toolchain.captured() as said:
-                mlmodel = quantize.quantize_weights(mlmodel)
-            messages += said.messages
-        self._stamp(ctx, opts, mlmodel)
+        stats = self.calibrate(ctx, converted, plans) if opts.precision == "w8a8" else None
         package = ctx.workdir / "coreml" / ARTIFACT_NAME
         if package.exists():
             shutil.rmtree(package)
-        with toolchain.captured() as said:
-            mlmodel.save(str(package))
-        messages += said.messages
+        step = {"fp16": "save", "int8-weights": "int8 weights", "w8a8": "int8 activations and weights"}
+        with ctx.progress.step(f"coreml: {step[opts.precision]}"):
+            messages += finish_in_child(converted, package, precision=opts.precision, stats=stats,
+                                        metadata=self._metadata(ctx, opts), name=ctx.source.path.name)
         table: list[dict[str, Any]] = []
         if stats is not None:
             from edgeserve.converters.coreml.program import MilProgram
@@ -227,29 +218,27 @@ class CoreMLConverter(Converter):
             table = quantize.activation_table(MilProgram.load(package), stats)
         return package, stats, table
 
-    def calibrate(self, ctx: ConversionContext, mlmodel: Any, plans: list[Any]) -> Any:
+    def calibrate(self, ctx: ConversionContext, float_package: Path, plans: list[Any]) -> Any:
         """Activation ranges of the fp16 program over the calibration set (for w8a8)."""
-        from edgeserve.converters.coreml import toolchain
         from edgeserve.converters.coreml.program import MilProgram
         from edgeserve.converters.coreml.quantize import collect_activation_stats
 
         calibration = ctx.calibration
         assert calibration is not None
-        float_package = ctx.workdir / "coreml" / "float.mlpackage"
-        with toolchain.captured():
-            mlmodel.save(str(float_package))
         program = MilProgram.load(float_package)
         feeds = ctx.progress.track(_feeds(plans, calibration.inputs), len(calibration),
                                    "coreml: activation ranges (numpy MIL evaluator)")
         return collect_activation_stats(program, feeds)
 
-    def _stamp(self, ctx: ConversionContext, opts: Options, mlmodel: Any) -> None:
-        mlmodel.author = opts.author or f"edgeserve {edgeserve_version()}"
-        mlmodel.license = opts.license or "unspecified"
-        mlmodel.version = opts.version or ctx.source.sha256[:12]
-        mlmodel.short_description = (f"{ctx.source.path.name} converted by edgeserve (coreml, {opts.precision})")
+    def _metadata(self, ctx: ConversionContext, opts: Options) -> dict[str, str]:
+        """What the package's metadata says: its four fields, then edgeserve's provenance keys."""
+        metadata = {"author": opts.author or f"edgeserve {edgeserve_version()}",
+                    "license": opts.license or "unspecified",
+                    "version": opts.version or ctx.source.sha256[:12],
+                    "short_description": f"{ctx.source.path.name} converted by edgeserve (coreml, {opts.precision})"}
         for key, value in _provenance(ctx, opts).items():
-            mlmodel.user_defined_metadata[f"edgeserve.{key}"] = value if isinstance(value, str) else json.dumps(value)
+            metadata[f"edgeserve.{key}"] = value if isinstance(value, str) else json.dumps(value)
+        return metadata
 
     # ----- verify -----------------------------------------------------------------------
     def verify(self, ctx: ConversionContext, opts: Options, package: Path, plans: list[Any]) -> Verification:

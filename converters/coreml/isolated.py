@@ -1,17 +1,20 @@
-"""coremltools' conversion in a child process (edgeserve.isolation).
+"""coremltools in child processes (edgeserve.isolation): conversion, then quantization and save.
 
 ct.convert drives TensorFlow's graph tooling (for Keras) or torch's, and coremltools' own
 passes, over a graph it has never seen; a native crash there used to end the user's whole
 run. Here it costs a child and becomes one error line naming coremltools, and the other
 targets go on. The source crosses as a file (its torch program as .pt2, a TorchScript
 module as TorchScript; a Keras model is loaded again from its own file) and the child
-prepares what coremltools reads from it exactly as the in-process path did. The package comes
-back on disk and is opened without Core ML (skip_model_load), as the in-process path kept it.
+prepares what coremltools reads from it exactly as the in-process path did.
+
+The second step (int8 activations from the parent's ranges, int8 weights, metadata, save)
+runs coremltools' graph passes and its native weight-blob writer on the converted package:
+a child too, so that no coremltools code runs in the user's process. Packages cross on disk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,10 +24,10 @@ from edgeserve.isolation import run_isolated
 from edgeserve.sources import SourceModel
 
 
-def convert_in_child(ct: Any, source: SourceModel, plans: Sequence[Any], *, target_name: str,
-                     labels: Sequence[str] | None, workdir: Path) -> tuple[Any, list[str]]:
-    """The fp16 ML program of ``source`` (an MLModel not loaded into Core ML) and what
-    coremltools said while converting it."""
+def convert_in_child(source: SourceModel, plans: Sequence[Any], *, target_name: str,
+                     labels: Sequence[str] | None, workdir: Path) -> tuple[Path, list[str]]:
+    """The fp16 ML program of ``source`` as a package in ``workdir`` and what coremltools said
+    while converting it."""
     from edgeserve.converters.coreml.frontend import prepared
 
     folder = workdir / "coreml"
@@ -46,7 +49,15 @@ def convert_in_child(ct: Any, source: SourceModel, plans: Sequence[Any], *, targ
     messages = run_isolated(f"{__name__}:convert_step", carrier, list(plans), target_name,
                             list(labels) if labels else None, source.path.name, str(package),
                             tool="coremltools", what=f"converting {source.path.name} to an ML program")
-    return ct.models.MLModel(str(package), skip_model_load=True), messages
+    return package, messages
+
+
+def finish_in_child(converted: Path, package: Path, *, precision: str, stats: Any,
+                    metadata: Mapping[str, str], name: str) -> list[str]:
+    """``converted`` quantized as ``precision`` asks (``stats``: activation ranges, for w8a8),
+    stamped with ``metadata`` and saved as ``package``; what coremltools said."""
+    return run_isolated(f"{__name__}:finish_step", str(converted), str(package), precision, stats, dict(metadata),
+                        tool="coremltools", what=f"quantizing and saving the ML program of {name} ({precision})")
 
 
 def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, labels: list[str] | None,
@@ -72,3 +83,27 @@ def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, l
                                    labels=labels, name=name)
         mlmodel.save(package)
     return said.messages
+
+
+def finish_step(converted: str, package: str, precision: str, stats: Any, metadata: dict[str, str]) -> list[str]:
+    """The child's side of :func:`finish_in_child`."""
+    from edgeserve.converters.coreml import quantize, toolchain
+
+    ct = toolchain.coremltools()
+    messages: list[str] = []
+    mlmodel = ct.models.MLModel(converted, skip_model_load=True)
+    if precision == "w8a8":
+        with toolchain.captured() as said:
+            mlmodel = quantize.quantize_activations(mlmodel, stats)
+        messages += said.messages
+    if precision in ("int8-weights", "w8a8"):
+        with toolchain.captured() as said:
+            mlmodel = quantize.quantize_weights(mlmodel)
+        messages += said.messages
+    for key in ("author", "license", "version", "short_description"):
+        setattr(mlmodel, key, metadata.pop(key))
+    for key, value in metadata.items():
+        mlmodel.user_defined_metadata[key] = value
+    with toolchain.captured() as said:
+        mlmodel.save(package)
+    return messages + said.messages
