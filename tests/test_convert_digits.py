@@ -167,6 +167,23 @@ def test_cli_json_prints_only_the_manifest(digits_example: Path, tmp_path: Path)
     assert entry["metrics"]["drop_points"] <= 1.0
 
 
+def test_a_real_convert_prints_none_of_the_libraries_noise(digits_example: Path, tmp_path: Path) -> None:
+    """TensorFlow's "tf.lite.Interpreter is deprecated" block (its quantization debugger opens one),
+    its C++ start-up lines and Python warnings of the libraries under the converters never reach
+    the user's terminal: a whole convert in a real process, both streams read."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(digits_example / "digits_cnn.keras"),
+                           "-t", "tflite-int8", "-t", "mcu", "--calib", str(digits_example / "calib.npz"),
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=900)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "per-layer error" in done.stderr  # the debugger ran, so its Interpreter was opened
+    for noise in ("deprecated", "tf.lite.Interpreter", "oneDNN", "absl::", "Warning:", "Traceback"):
+        assert noise not in output, f"{noise!r} in:\n{output}"
+
+
 def test_float_io_keeps_integer_kernels(digits_example: Path, tmp_path: Path) -> None:
     result = invoke("convert", digits_example / "digits_cnn.keras", "-t", "tflite-int8", "--io", "float",
                     "--calib", digits_example / "calib.npz", "--eval", digits_example / "eval.npz",
