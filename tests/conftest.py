@@ -42,7 +42,7 @@ def require_testdata(path: Path | None = None) -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    return TESTDATA
+    return wanted
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

