@@ -45,8 +45,9 @@ def open_session(artifact: Path, profile: str | None, backend: str, require: str
     session = Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
                       target=target, labels=labels, public_key=public_key)
     if session.preprocess_overrides and not _quiet():
-        click.echo(f"preprocess: {', '.join(session.preprocess_overrides)} overridden, the rest as recorded",
-                   err=True)
+        rest = "the rest as recorded" if session.preprocess_recorded else \
+            "the rest from the model's input (the artifact records no preprocessing)"
+        click.echo(f"preprocess: {', '.join(session.preprocess_overrides)} overridden, {rest}", err=True)
     return session
 
 

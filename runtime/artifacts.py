@@ -84,6 +84,7 @@ class ServedModel:
     manifest_path: Path | None
     overridden: tuple[str, ...] = ()  # PreprocessSpec fields the caller changed from the recorded spec
     output: dict[str, Any] | None = None  # the OutputSpec recorded at conversion (e.g. a detector's decoder)
+    recorded_preprocess: bool = True  # False: the artifact carried no PreprocessSpec of its own
 
 
 def engine_of(path: Path) -> str | None:
@@ -119,6 +120,7 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
             raise InputError(f"{path}: expected a manifest.json or a model file ({SERVED_SUFFIXES}), got '{path.suffix}'")
         size = path.stat().st_size if path.is_file() else 0
         served = ServedModel([Artifact(path, engine, None, None, size)], _embedded_spec(path), None, None)
+    served.recorded_preprocess = served.preprocess is not None
     if isinstance(preprocess, Mapping):
         # Fields to change, not a whole spec: the rest stays as recorded (a --mean on the
         # command line must not silently drop the recorded size, crop and interpolation).

@@ -208,6 +208,11 @@ class Session:
         return self._served.overridden
 
     @property
+    def preprocess_recorded(self) -> bool:
+        """Whether the artifact carried its own PreprocessSpec (manifest or .tflite metadata)."""
+        return self._served.recorded_preprocess
+
+    @property
     def inputs(self) -> tuple[Any, ...]:
         return self._current().inputs
 
