@@ -85,6 +85,7 @@ test-fast: setup registry-models tflm-host tflm-cortex-m4
 
 bench: setup
 	$(PY) benchmarks/convert.py
+	$(PY) benchmarks/first_answer.py
 	$(PY) benchmarks/runtime.py
 	$(PY) benchmarks/onnx_targets.py
 	$(PY) benchmarks/streaming.py
