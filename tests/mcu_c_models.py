@@ -2,7 +2,9 @@
 the reference models do not: PAD (unfolded, before a max pool), STRIDED_SLICE, CONCATENATION on
 two axes, MUL and ADD of two activations and of constants, TRANSPOSE, LOGISTIC, TANH, MEAN,
 PRELU, LEAKY_RELU, SUB, MAXIMUM, MINIMUM, RELU, RELU6, RESIZE_BILINEAR/NEAREST_NEIGHBOR, HARD_SWISH,
-TRANSPOSE_CONV, DEPTH_TO_SPACE and SPACE_TO_DEPTH, and a model with two outputs."""
+TRANSPOSE_CONV, DEPTH_TO_SPACE and SPACE_TO_DEPTH, and a model with two outputs; and the same
+kind of models with int16 activations and int8 weights (the 16x8 scheme the INT8 retry can
+choose), converted by TensorFlow's own 16x8 converter."""
 
 from __future__ import annotations
 
@@ -74,6 +76,16 @@ def build(kind: str):  # -> tf.keras.Model
         a = d2s(conv(12)(x))  # 16x16x12 -> 32x32x3
         b = s2d(conv(4)(a))  # 32x32x4 -> 8x8x64
         y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(d2s(conv(8, 1)(b))))
+    elif kind == "wide":  # int16: convolutions (fused RELU6), depthwise, PAD, pools, slices, binaries
+        a = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu6")(x)
+        d = tf.keras.layers.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2)(a)
+        p = tf.keras.layers.MaxPool2D(2)(tf.keras.layers.ZeroPadding2D(((1, 1), (0, 2)))(d))
+        s = p[:, 1:4, 0:4:2, :]
+        c = tf.keras.layers.Concatenate(axis=-1)([s, s * 0.5 + 0.25])
+        m = tf.keras.layers.Multiply()([c, conv(32, 1, None)(c)])
+        e = tf.keras.layers.Subtract()([tf.keras.layers.Add()([m, c]), tf.keras.layers.Maximum()([m, c])])
+        f = tf.keras.layers.AveragePooling2D(2, padding="same")(tf.keras.layers.Minimum()([e, c]))
+        y = tf.keras.layers.Dense(6)(tf.keras.layers.Flatten()(f))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))
@@ -99,5 +111,26 @@ def int8_tflite(kind: str, out: Path) -> Path:
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
     path = out / f"{kind}.tflite"
+    path.write_bytes(converter.convert())
+    return path
+
+
+def int16x8_tflite(kind: str, out: Path, int32_bias: bool = False) -> Path:
+    """The model in TensorFlow's 16x8 scheme: int16 activations (and input and output), int8
+    weights, int64 biases (int32 with ``int32_bias``, which TFLM accumulates in 32 bits)."""
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    converter = tf.lite.TFLiteConverter.from_keras_model(build(kind))
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    rng = np.random.default_rng(0)
+    converter.representative_dataset = lambda: ([rng.standard_normal((1, 16, 16, 3)).astype(np.float32)]
+                                                for _ in range(20))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    converter.inference_input_type = tf.int16
+    converter.inference_output_type = tf.int16
+    if int32_bias:
+        converter._experimental_full_integer_quantization_bias_type = tf.int32
+    path = out / f"{kind}_16x8{'_b32' if int32_bias else ''}.tflite"
     path.write_bytes(converter.convert())
     return path

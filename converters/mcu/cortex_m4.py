@@ -25,12 +25,14 @@ def board_dir() -> Path:
 
 
 def write_inputs_header(workdir: Path, inputs: np.ndarray) -> None:
-    """es_inputs.h: the int8 inputs [N, ...] the firmware runs, as a const array (flash)."""
+    """es_inputs.h: the inputs [N, ...] the firmware runs (int8, or int16 for a 16x8 model), as a
+    const array (flash)."""
     workdir.mkdir(parents=True, exist_ok=True)
     rows = [f"  {{{', '.join(str(v) for v in x.reshape(-1).tolist())}}}," for x in inputs]
+    ctype = f"{np.dtype(inputs.dtype).name}_t"
     (workdir / "es_inputs.h").write_text(
         f"#define ES_INPUT_COUNT {len(inputs)}\n"
-        f"static const int8_t es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
+        f"static const {ctype} es_inputs[{len(inputs)}][{inputs[0].size}] = {{\n" + "\n".join(rows) + "\n};\n")
 
 
 def build_image(mcu_dir: Path, name: str, tflm: Path, inputs: np.ndarray, workdir: Path,

@@ -48,6 +48,7 @@ def _model_defines(name: str, directory: Path) -> list[str]:
     up = name.upper()
     stateful = f"void {name}_reset(void);" in (directory / f"{name}.h").read_text()
     return [f'-DES_HEADER="{name}.h"', f"-DES_INVOKE={name}_invoke", f"-DES_INPUT_BYTES={up}_INPUT_BYTES",
+            f"-DES_INPUT_TYPE={up}_INPUT_TYPE",
             f"-DES_OUTPUT_BYTES={up}_OUTPUT_BYTES", f"-DES_OUTPUT_TYPE={up}_OUTPUT_TYPE",
             *([f"-DES_RESET={name}_reset"] if stateful else [])]
 
@@ -216,7 +217,7 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None
                                                         ".init_array", ".fini_array"))
     return TargetRun(np.array(outputs, np.int64), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
                      sections.get(".data", 0), sections.get(".bss", 0),
-                     _symbol_bytes(image, weights or rf"{re.escape(name)}_([wbmsrkt]\d+(_\d+)?|init_\d+)"),
+                     _symbol_bytes(image, weights or rf"{re.escape(name)}_([wblmsrkt]\d+(_\d+)?|init_\d+)"),
                      _symbol_bytes(image, "es_inputs"),
                      stack[-1] if stack else None, arena[-1] if arena else None,
                      newlib_bytes(image.with_suffix(".map")) if image.with_suffix(".map").is_file() else None)

@@ -212,6 +212,11 @@ def assign(steps: list[Step], tree: CmsisNnTree | None = None) -> tuple[list[Ste
         if step.kernel is None or step.kernel == "memcpy":
             out.append(step)
             continue
+        if step.kernel.endswith("_s16") and step.op in BUILDERS:
+            out.append(step)  # CMSIS-NN has _s16 kernels; calling them is not built yet
+            choices.append(Choice(position, step.op, step.index, step.kernel, "portable",
+                                  "int16 activations (edgeserve calls CMSIS-NN's int8 kernels only)"))
+            continue
         if step.op not in BUILDERS or step.kernel != _PORTABLE[step.op]:
             out.append(step)
             choices.append(Choice(position, step.op, step.index, step.kernel, "portable"))

@@ -181,9 +181,9 @@ class McuCConverter(Converter):
         graph = model.subgraphs[0]
         # Several outputs arrive back to back in one buffer (see generate.py), so they are
         # compared as one flat row per input; one output keeps its shape.
-        out_shape = (tuple(graph.tensors[graph.outputs[0]].shape) if len(graph.outputs) == 1
-                     else (generated.output_bytes,))
         out_dtype = graph.tensors[graph.outputs[0]].dtype_name
+        out_shape = (tuple(graph.tensors[graph.outputs[0]].shape) if len(graph.outputs) == 1
+                     else (generated.output_bytes // np.dtype(out_dtype).itemsize,))
         host_samples, sanitizer_samples, target_samples = check_samples(generated.macs)
         inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])
         try:

@@ -96,7 +96,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables,
                                         LIBRARY if any(s.library_call for s in steps) else None),
         f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs, variables,
-                                        f"{ys[0].dtype_name}_t"),
+                                        f"{ys[0].dtype_name}_t", f"{x.dtype_name}_t"),
     }
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)

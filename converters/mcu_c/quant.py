@@ -36,8 +36,9 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return fixed, shift
 
 
-def activation_range(activation: int, scale: float, zero_point: int) -> tuple[int, int]:
-    """CalculateActivationRangeQuantized for int8: the quantization is done in float32."""
+def activation_range(activation: int, scale: float, zero_point: int, lo: int = -128,
+                     hi: int = 127) -> tuple[int, int]:
+    """CalculateActivationRangeQuantized (int8; int16 with ``lo``/``hi``): quantized in float32."""
     def quantize(value: float) -> int:
         return zero_point + round_half_away(float(np.float32(value) / np.float32(scale)))
 
@@ -45,12 +46,12 @@ def activation_range(activation: int, scale: float, zero_point: int) -> tuple[in
     if name is None:
         raise ValueError(f"fused activation {activation} has no integer kernel")
     if name == "RELU":
-        return max(-128, quantize(0.0)), 127
+        return max(lo, quantize(0.0)), hi
     if name == "RELU6":
-        return max(-128, quantize(0.0)), min(127, quantize(6.0))
+        return max(lo, quantize(0.0)), min(hi, quantize(6.0))
     if name == "RELU_N1_TO_1":
-        return max(-128, quantize(-1.0)), min(127, quantize(1.0))
-    return -128, 127
+        return max(lo, quantize(-1.0)), min(hi, quantize(1.0))
+    return lo, hi
 
 
 def per_channel_multipliers(input_scale: float, filter_scales: tuple[float, ...], output_scale: float,

@@ -93,3 +93,42 @@ void es_conv2d_rows_inplace(const es_conv_params *p, const int8_t *in, int8_t *o
     }
   }
 }
+
+/* int16 activations, int8 weights (TFLite reference_integer_ops::ConvPerChannel for int16):
+ * no input or output offset (the 16x8 scheme's zero points are 0), the accumulator and the
+ * requantization 64-bit unless the bias is int32. */
+void es_conv2d_s16(const es_conv_params *p, const int16_t *in, int16_t *out) {
+  const int32_t groups = p->in_c / p->k_c;
+  const int32_t per_group = p->out_c / groups;
+  int32_t b, oy, ox, oc;
+  for (b = 0; b < p->batches; ++b) {
+    const int16_t *image = in + (int32_t)b * p->in_h * p->in_w * p->in_c;
+    for (oy = 0; oy < p->out_h; ++oy) {
+      const int32_t y0 = oy * p->stride_h - p->pad_h;
+      for (ox = 0; ox < p->out_w; ++ox) {
+        const int32_t x0 = ox * p->stride_w - p->pad_w;
+        for (oc = 0; oc < p->out_c; ++oc) {
+          const int8_t *filter = p->filter + oc * p->k_h * p->k_w * p->k_c;
+          const int32_t channel0 = (oc / per_group) * p->k_c;
+          int64_t acc = 0;
+          int32_t ky, kx, ic;
+          for (ky = 0; ky < p->k_h; ++ky) {
+            const int32_t y = y0 + ky * p->dil_h;
+            if (y < 0 || y >= p->in_h) continue;
+            for (kx = 0; kx < p->k_w; ++kx) {
+              const int32_t x = x0 + kx * p->dil_w;
+              const int16_t *pixel;
+              const int8_t *weights;
+              if (x < 0 || x >= p->in_w) continue;
+              pixel = image + (y * p->in_w + x) * p->in_c + channel0;
+              weights = filter + (ky * p->k_w + kx) * p->k_c;
+              for (ic = 0; ic < p->k_c; ++ic) acc += weights[ic] * pixel[ic];  /* each product fits int32 */
+            }
+          }
+          *out++ = es_requantize_s16(p->act_min, p->act_max, p->acc64, p->bias, p->bias64, acc, oc,
+                                     p->multiplier[oc], p->shift[oc]);
+        }
+      }
+    }
+  }
+}

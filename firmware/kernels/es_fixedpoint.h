@@ -38,6 +38,15 @@ static inline int32_t es_mul_by_qm(int32_t x, int32_t multiplier, int shift) {
   return es_rdivpot(es_srdhm((int32_t)((uint32_t)x << left), multiplier), right);
 }
 
+/* x * multiplier * 2^shift for a 64-bit accumulator (the int16x8 kernels with int64 biases):
+ * TFLite's single-rounding form, the multiplier rounded to 16 bits first. */
+static inline int32_t es_mul_by_qm64(int64_t x, int32_t multiplier, int shift) {
+  const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
+  const int total_shift = 15 - shift;
+  /* Arithmetic right shift of a negative value, as for es_rdivpot. */
+  return (int32_t)((x * reduced + ((int64_t)1 << (total_shift - 1))) >> total_shift);
+}
+
 /* 2^exponent times x with saturation (exponent > 0) or rounding (exponent < 0). */
 static inline int32_t es_sat_mul_pot(int32_t x, int exponent) {
   int32_t threshold;
@@ -51,6 +60,23 @@ static inline int32_t es_sat_mul_pot(int32_t x, int exponent) {
 
 static inline int32_t es_clamp(int32_t x, int32_t lo, int32_t hi) {
   return x < lo ? lo : (x > hi ? hi : x);
+}
+
+/* The end of every int16x8 accumulation (conv, depthwise, fully connected): TFLM's AccumScalar
+ * is int64 unless the bias is int32. */
+static inline int16_t es_requantize_s16(int32_t act_min, int32_t act_max, int32_t acc64, const int32_t *bias,
+                                        const int64_t *bias64, int64_t acc, int32_t channel, int32_t multiplier, int32_t shift) {
+  int32_t value;
+  if (acc64) {
+    if (bias64) acc += bias64[channel];
+    value = es_mul_by_qm64(acc, multiplier, shift);
+  } else {
+    /* TFLM accumulates in int32 here: the same sum whenever TFLM's own does not overflow. */
+    int32_t narrow = (int32_t)acc;
+    if (bias) narrow += bias[channel];
+    value = es_mul_by_qm(narrow, multiplier, shift);
+  }
+  return (int16_t)es_clamp(value, act_min, act_max);
 }
 
 #endif

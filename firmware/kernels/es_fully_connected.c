@@ -21,3 +21,20 @@ void es_fully_connected(const es_fc_params *p, const int8_t *in, int8_t *out) {
     }
   }
 }
+
+/* int16 activations, int8 weights (reference_integer_ops::FullyConnected[PerChannel] for
+ * int16): the input's zero point is 0, the accumulator 64-bit unless the bias is int32. */
+void es_fully_connected_s16(const es_fc_params *p, const int16_t *in, int16_t *out) {
+  int32_t b, o, d;
+  for (b = 0; b < p->batches; ++b) {
+    const int16_t *row = in + b * p->in_depth;
+    for (o = 0; o < p->out_depth; ++o) {
+      const int8_t *weights = p->filter + o * p->in_depth;
+      const int32_t c = p->per_channel ? o : 0;
+      int64_t acc = 0;
+      for (d = 0; d < p->in_depth; ++d) acc += (weights[d] + p->filter_offset) * (row[d] + p->in_offset);
+      out[b * p->out_depth + o] = es_requantize_s16(p->act_min, p->act_max, p->acc64, p->bias, p->bias64, acc, o,
+                                                    p->multiplier[c], p->shift[c]);
+    }
+  }
+}

@@ -1,6 +1,7 @@
 /* edgeserve's portable INT8 kernels: C99, no heap, bit-exact with TFLite's reference kernels.
  *
- * Tensors are NHWC int8 in memory the caller owns (one static arena in generated code).
+ * Tensors are NHWC int8 (the _s16 kernels: int16 activations with int8 weights, the 16x8
+ * scheme, whose zero points are 0) in memory the caller owns (one static arena in generated code).
  * Parameters are computed by the generator and stored as const structs, so they stay in
  * flash; a kernel never allocates, and reads and writes only its own tensors (the generated
  * code's region check proves this under AddressSanitizer). */
@@ -24,6 +25,10 @@ typedef struct {
   const int32_t *bias;           /* [out_c], or NULL */
   const int32_t *multiplier;     /* [out_c] */
   const int8_t *shift;           /* [out_c] */
+  /* _s16 only: an int64 bias, and whether the accumulator is 64-bit (as TFLM's is unless the
+   * bias is int32), which selects TFLM's 64-bit requantization. */
+  const int64_t *bias64;         /* [out_c], or NULL */
+  int32_t acc64;
 } es_conv_params;
 
 void es_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
@@ -40,6 +45,8 @@ void es_transpose_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out)
 /* depth_multiplier 1: out may start where in starts or end where it ends; `plane` holds
  * one input channel (in_h * in_w bytes). */
 void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *plane);
+void es_conv2d_s16(const es_conv_params *p, const int16_t *in, int16_t *out);
+void es_depthwise_conv2d_s16(const es_conv_params *p, const int16_t *in, int16_t *out);
 
 /* FULLY_CONNECTED. */
 typedef struct {
@@ -55,9 +62,12 @@ typedef struct {
    * two; a Cortex-M4 has no double-precision FPU, so that is not paid for here. */
   const int32_t *multiplier;     /* [out_depth], or [1] */
   const int8_t *shift;           /* [out_depth], or [1] */
+  const int64_t *bias64;         /* _s16 only, as in es_conv_params */
+  int32_t acc64;
 } es_fc_params;
 
 void es_fully_connected(const es_fc_params *p, const int8_t *in, int8_t *out);
+void es_fully_connected_s16(const es_fc_params *p, const int16_t *in, int16_t *out);
 
 /* AVERAGE_POOL_2D and MAX_POOL_2D. */
 typedef struct {
@@ -70,6 +80,8 @@ typedef struct {
  * channel (global pooling). */
 void es_average_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
 void es_max_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
+void es_average_pool_s16(const es_pool_params *p, const int16_t *in, int16_t *out);
+void es_max_pool_s16(const es_pool_params *p, const int16_t *in, int16_t *out);
 
 /* ADD and MUL, with broadcasting over up to 4 dimensions. */
 typedef struct {
@@ -89,6 +101,12 @@ void es_mul(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int
 void es_sub(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void es_maximum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void es_minimum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+/* int16: the same arithmetic (ADD and SUB with left_shift 15, as TFLM's general int16 path). */
+void es_add_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
+void es_mul_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
+void es_sub_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
+void es_maximum_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
+void es_minimum_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
 
 /* SOFTMAX over the last dimension. */
 typedef struct {
@@ -129,6 +147,13 @@ typedef struct {
 } es_requantize_params;
 
 void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out);
+
+/* QUANTIZE between int8 and int16 (either way, or int16 -> int16): in_bits and out_bits are 8 or 16. */
+typedef struct {
+  int32_t count, in_zero_point, out_zero_point, multiplier, shift, in_bits, out_bits;
+} es_requantize16_params;
+
+void es_requantize16(const es_requantize16_params *p, const void *in, void *out);
 
 /* LOGISTIC, TANH: table[(uint8_t)x] is the output for input x. */
 typedef struct {

@@ -1,13 +1,17 @@
-/* Host harness for a generated model: reads N raw int8 inputs from stdin, writes N raw
+/* Host harness for a generated model: reads N raw inputs from stdin, writes N raw
  * outputs to stdout, in order (a stateful model sees them as one stream). Compiled with
  * -DES_HEADER='"name.h"' -DES_INVOKE=name_invoke -DES_INPUT_BYTES=... -DES_OUTPUT_BYTES=...
- * -DES_OUTPUT_TYPE=...; a stateful model adds -DES_RESET=name_reset, and a second argument
+ * -DES_INPUT_TYPE=... -DES_OUTPUT_TYPE=...; a stateful model adds -DES_RESET=name_reset, and a second argument
  * K resets the stream after every K inputs. With -DES_REGION_CHECK and AddressSanitizer it
  * also proves each kernel touches only its own tensors in the arena. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include ES_HEADER
+
+#ifndef ES_INPUT_TYPE
+#define ES_INPUT_TYPE int8_t
+#endif
 
 #ifdef ES_REGION_CHECK
 #include <sanitizer/asan_interface.h>
@@ -23,7 +27,7 @@ int main(int argc, char **argv) {
   long count = argc > 1 ? strtol(argv[1], NULL, 10) : 1, i;
   long reset_every = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
   /* Exactly-sized heap buffers: AddressSanitizer sees any read past the input. */
-  int8_t *input = malloc(ES_INPUT_BYTES);
+  ES_INPUT_TYPE *input = malloc(ES_INPUT_BYTES);
   ES_OUTPUT_TYPE *output = malloc(ES_OUTPUT_BYTES);
   if (input == NULL || output == NULL) return 3;
   for (i = 0; i < count; ++i) {

@@ -1,0 +1,73 @@
+"""int16 activations with int8 weights (the 16x8 scheme): what changes from the int8 lowering.
+
+The INT8 retry writes such a model when int8 activations miss the quality bound (the int16x8
+remedy), so a model that needed it reaches a microcontroller with it. TFLM has int16 reference
+kernels for these operators, and the ones here follow them: CONV_2D, DEPTHWISE_CONV_2D and
+FULLY_CONNECTED accumulate in 64 bits and requantize with TFLite's 64-bit multiplier unless the
+bias is int32; ADD and SUB take TFLM's general int16 path (the int8 arithmetic with a left shift
+of 15); MUL, the pools, MAXIMUM/MINIMUM and QUANTIZE the int8 arithmetic with int16 limits. Zero
+points are 0 in this scheme (TFLM refuses others for MUL and requires them for the rest).
+
+Data movement (TRANSPOSE, slices, PAD, CONCATENATION, SPLIT, DEPTH_TO_SPACE) is written in bytes:
+each int16 element is two bytes along one more, innermost axis, so the byte kernels move them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from edgeserve.converters.mcu_c import quant
+from edgeserve.converters.mcu_c.steps import ConstArray
+
+# Operator -> its int16 kernel; None: the int8 kernel's byte copies (params converted here).
+KERNELS: dict[str, str | None] = {
+    "CONV_2D": "es_conv2d_s16",
+    "DEPTHWISE_CONV_2D": "es_depthwise_conv2d_s16",
+    "FULLY_CONNECTED": "es_fully_connected_s16",
+    "AVERAGE_POOL_2D": "es_average_pool_s16",
+    "MAX_POOL_2D": "es_max_pool_s16",
+    "ADD": "es_add_s16",
+    "SUB": "es_sub_s16",
+    "MUL": "es_mul_s16",
+    "MAXIMUM": "es_maximum_s16",
+    "MINIMUM": "es_minimum_s16",
+    "QUANTIZE": "es_requantize16",
+    "TRANSPOSE": None, "STRIDED_SLICE": None, "SLICE": None, "PAD": None, "PADV2": None,
+    "CONCATENATION": None, "SPLIT": None, "SPLIT_V": None, "DEPTH_TO_SPACE": None, "SPACE_TO_DEPTH": None,
+    "RESHAPE": None, "SQUEEZE": None, "EXPAND_DIMS": None,
+}
+INT16_MIN, INT16_MAX = -32768, 32767
+ADD_LEFT_SHIFT = 15  # TFLM's add_common.cc / sub_common.cc for int16 outputs (20 for int8)
+
+
+def limits(dtype: str) -> tuple[int, int]:
+    return (INT16_MIN, INT16_MAX) if dtype == "int16" else (-128, 127)
+
+
+def bias_array(name: str, values: np.ndarray) -> tuple[ConstArray, int]:
+    """The bias as the kernel reads it, and ``acc64``: TFLM accumulates in 64 bits (and
+    requantizes with its 64-bit multiplier) unless the bias is int32."""
+    if values.dtype == np.int64:
+        return ConstArray(f"l{name}", "int64_t", values), 1
+    return ConstArray(f"b{name}", "int32_t", values.astype(np.int32)), 0
+
+
+def copy_in_bytes(params: dict[str, Any], itemsize: int) -> dict[str, Any] | None:
+    """es_copy_params over elements as the same copy over bytes: the first axis (size 1 at
+    batch 1) makes room for an innermost byte axis. None when the first axis is longer."""
+    if itemsize == 1:
+        return params
+    dims = list(params["dims"])
+    if dims[0] != 1:
+        return None
+    scale = lambda values: [v * itemsize for v in values[1:]] + [1]  # noqa: E731
+    return {"dims": dims[1:] + [itemsize], "in_offset": params["in_offset"] * itemsize,
+            "in_strides": scale(params["in_strides"]), "out_offset": params["out_offset"] * itemsize,
+            "out_strides": scale(params["out_strides"])}
+
+
+def activation_range(activation: int, scale: float, zero_point: int, dtype: str) -> tuple[int, int]:
+    lo, hi = limits(dtype)
+    return quant.activation_range(activation, scale, zero_point, lo, hi)

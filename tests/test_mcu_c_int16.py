@@ -1,0 +1,108 @@
+"""mcu-c on int16 activations with int8 weights (the 16x8 scheme the INT8 retry chooses when int8
+activations miss the bound): models converted by TensorFlow's own 16x8 converter, checked bit
+for bit against the tflite-micro interpreter (TFLM's reference kernels) on inputs over the whole
+int16 range, on the host and on the emulated Cortex-M4."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from edgeserve.converters.mcu.check import sample_inputs
+from edgeserve.converters.mcu_c import check
+from edgeserve.converters.mcu_c.generate import generate
+from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
+from edgeserve.tflite_model import TfliteModel
+from tools_required import require_compiler, require_qemu
+
+SAMPLES = 50
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    import mcu_c_models
+
+    out = tmp_path_factory.mktemp("mcu_c_int16")
+    return {"wide": mcu_c_models.int16x8_tflite("wide", out),  # int64 biases: 64-bit accumulators
+            "move_int32_bias": mcu_c_models.int16x8_tflite("move", out, int32_bias=True),
+            "wide_int32_bias": mcu_c_models.int16x8_tflite("wide", out, int32_bias=True),
+            "softmax": mcu_c_models.int16x8_tflite("pad", out)}
+
+
+def _write(generated, directory):
+    for rel, text in generated.files.items():
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (directory / rel).write_text(text)
+    return directory
+
+
+@pytest.mark.parametrize(("kind", "kernels"), [
+    ("wide", {"es_conv2d_s16", "es_depthwise_conv2d_s16", "es_fully_connected_s16", "es_max_pool_s16",
+              "es_average_pool_s16", "es_add_s16", "es_sub_s16", "es_mul_s16", "es_maximum_s16", "es_minimum_s16",
+              "es_requantize16", "es_pad", "es_copy4d", "es_concatenation"}),
+    ("move_int32_bias", {"es_conv2d_s16", "es_fully_connected_s16", "es_copy4d", "es_concatenation"}),
+])
+def test_int16_kernels_are_bit_exact_with_tflm(models, tmp_path, kind, kernels):
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    require_compiler("host-c")
+    model = TfliteModel.from_file(models[kind])
+    graph = model.subgraphs[0]
+    assert graph.tensors[graph.inputs[0]].dtype_name == "int16"
+    generated = generate(model, "model", kind)
+    assert kernels <= {s.kernel for s in generated.steps if s.kernel}
+    harness = check.build_host(_write(generated, tmp_path / "out"), "model", tmp_path / "harness")
+    inputs = np.stack([s[0] for s in sample_inputs(model, SAMPLES)])  # the whole int16 range, as convert uses
+    ours = check.run_host(harness, inputs, tuple(graph.tensors[graph.outputs[0]].shape), "int16")
+    which, reference = reference_outputs(model.file_bytes, inputs)
+    assert which == "tflm-reference"
+    assert len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) == SAMPLES  # outputs vary: the check can fail
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+def test_what_tflm_cannot_run_in_int16_is_refused_by_name(models):
+    # TFLM's int16 depthwise kernel reads its bias as int64 (measured: 64,554 steps off with an
+    # int32 one), so there is nothing to be exact with.
+    with pytest.raises(UnsupportedOperatorError, match="DEPTHWISE_CONV_2D .* int32 bias"):
+        generate(TfliteModel.from_file(models["wide_int32_bias"]), "model", "x")
+    with pytest.raises(UnsupportedOperatorError, match="SOFTMAX .* on int16 tensors .* -t mcu"):
+        generate(TfliteModel.from_file(models["softmax"]), "model", "x")
+
+
+def test_convert_runs_an_int16_model_on_the_emulated_cortex_m4(models, tmp_path):
+    """The whole target from the CLI: bit-exact on the host, AddressSanitizer and the region check
+    clean, and the Cortex-M4 build (64-bit accumulators on a 32-bit core) prints the host's
+    outputs. The objects call no soft-float double routine."""
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    require_qemu()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["convert", str(models["wide"]), "-t", "mcu-c", "--name", "wide", "-o", str(out),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    entry = next(a for a in json.loads(result.stdout)["artifacts"] if a["target"] == "mcu-c")
+    verification = entry["verification"]
+    assert verification["bit_exact"] and verification["reference"] == "tflm-reference"
+    assert verification["sanitizers"]["ok"] is True
+    assert verification["cortex_m4"]["matches_host"] is True
+    header = (out / "mcu-c" / "wide.h").read_text()
+    assert "int wide_invoke(const int16_t *input, int16_t *output);" in header
+    assert "#define WIDE_INPUT_TYPE int16_t" in header
+    nm = shutil.which("arm-none-eabi-nm")
+    if nm is None:
+        pytest.skip("arm-none-eabi-nm is not installed")
+    from edgeserve.converters.mcu.toolchain import find_compiler
+
+    directory = out / "mcu-c"
+    for source in [directory / "wide.c", *sorted((directory / "kernels").glob("*.c"))]:
+        obj = tmp_path / f"{source.stem}.o"
+        subprocess.run([str(find_compiler("arm-c")), *check.CORTEX_M4_C_FLAGS, f"-I{directory}",
+                        f"-I{directory / 'kernels'}", "-c", str(source), "-o", str(obj)], check=True)
+        undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True).stdout
+        assert "__aeabi_d" not in undefined, (source.name, undefined)
