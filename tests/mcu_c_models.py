@@ -86,6 +86,18 @@ def build(kind: str):  # -> tf.keras.Model
         e = tf.keras.layers.Subtract()([tf.keras.layers.Add()([m, c]), tf.keras.layers.Maximum()([m, c])])
         f = tf.keras.layers.AveragePooling2D(2, padding="same")(tf.keras.layers.Minimum()([e, c]))
         y = tf.keras.layers.Dense(6)(tf.keras.layers.Flatten()(f))
+    elif kind == "wide_act":  # int16, judged by LiteRT (TFLM has no int16 RESIZE_BILINEAR): resizes, RELU, RELU6, MEAN
+        a = conv(8)(x)
+        up = tf.keras.layers.ReLU(6.0)(tf.keras.layers.Resizing(32, 32, interpolation="bilinear")(a * 3.0 - 1.0))
+        near = tf.keras.layers.ReLU()(tf.keras.layers.Resizing(32, 32, interpolation="nearest")(a - 0.5))
+        odd = tf.keras.layers.Resizing(11, 13, interpolation="bilinear")(tf.keras.layers.Add()([up, near]))
+        # No FULLY_CONNECTED here: LiteRT's requantizes in double, a step off TFLM's (reference.py).
+        y = tf.keras.layers.GlobalAveragePooling2D()(odd)
+    elif kind == "wide_tflm":  # int16, judged by TFLM: nearest resize, RELU, RELU6, MEAN, FULLY_CONNECTED
+        a = conv(8)(x)
+        near = tf.keras.layers.ReLU()(tf.keras.layers.Resizing(24, 24, interpolation="nearest")(a - 0.5))
+        b = tf.keras.layers.ReLU(6.0)(tf.keras.layers.Resizing(12, 12, interpolation="nearest")(near * 4.0))
+        y = tf.keras.layers.Dense(6)(tf.keras.layers.GlobalAveragePooling2D()(b))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

@@ -5,10 +5,13 @@ remedy), so a model that needed it reaches a microcontroller with it. TFLM has i
 kernels for these operators, and the ones here follow them: CONV_2D, DEPTHWISE_CONV_2D and
 FULLY_CONNECTED accumulate in 64 bits and requantize with TFLite's 64-bit multiplier unless the
 bias is int32; ADD and SUB take TFLM's general int16 path (the int8 arithmetic with a left shift
-of 15); MUL, the pools, MAXIMUM/MINIMUM and QUANTIZE the int8 arithmetic with int16 limits. Zero
-points are 0 in this scheme (TFLM refuses others for MUL and requires them for the rest).
+of 15); MUL, the pools, MEAN, MAXIMUM/MINIMUM and QUANTIZE the int8 arithmetic with int16 limits; RELU
+and RELU6 a requantization clamped to their range; RESIZE_BILINEAR LiteRT's reference kernel in 64
+bits (TFLM has no int16 one). Zero points are 0 in this scheme (TFLM refuses others for MUL and
+RELU and requires them for the rest).
 
-Data movement (TRANSPOSE, slices, PAD, CONCATENATION, SPLIT, DEPTH_TO_SPACE) is written in bytes:
+Data movement (TRANSPOSE, slices, PAD, CONCATENATION, SPLIT, DEPTH_TO_SPACE, nearest-neighbour
+resizing) is written in bytes:
 each int16 element is two bytes along one more, innermost axis, so the byte kernels move them.
 """
 
@@ -34,6 +37,12 @@ KERNELS: dict[str, str | None] = {
     "MAXIMUM": "es_maximum_s16",
     "MINIMUM": "es_minimum_s16",
     "QUANTIZE": "es_requantize16",
+    "RELU": "es_requantize16",  # a requantization clamped below at 0, as TFLM's int16 RELU
+    "RELU6": "es_requantize16",  # the identity clamped to [0, 6]
+    "MEAN": "es_mean_s16",
+    # TFLM has no int16 bilinear resize: LiteRT's reference kernels are the reference then.
+    "RESIZE_BILINEAR": "es_resize_bilinear_s16",
+    "RESIZE_NEAREST_NEIGHBOR": None,
     "TRANSPOSE": None, "STRIDED_SLICE": None, "SLICE": None, "PAD": None, "PADV2": None,
     "CONCATENATION": None, "SPLIT": None, "SPLIT_V": None, "DEPTH_TO_SPACE": None, "SPACE_TO_DEPTH": None,
     "RESHAPE": None, "SQUEEZE": None, "EXPAND_DIMS": None,
@@ -55,11 +64,17 @@ def bias_array(name: str, values: np.ndarray) -> tuple[ConstArray, int]:
 
 
 def copy_in_bytes(params: dict[str, Any], itemsize: int) -> dict[str, Any] | None:
-    """es_copy_params over elements as the same copy over bytes: the first axis (size 1 at
-    batch 1) makes room for an innermost byte axis. None when the first axis is longer."""
+    """es_copy_params over elements as the same copy over bytes: when the innermost axis is
+    contiguous on both sides it just holds ``itemsize`` times more bytes; otherwise the first
+    axis (size 1 at batch 1) makes room for an innermost byte axis. None when neither fits."""
     if itemsize == 1:
         return params
     dims = list(params["dims"])
+    if params["in_strides"][3] == 1 and params["out_strides"][3] == 1:
+        wider = lambda values: [v * itemsize for v in values[:3]] + [1]  # noqa: E731
+        return {"dims": dims[:3] + [dims[3] * itemsize], "in_offset": params["in_offset"] * itemsize,
+                "in_strides": wider(params["in_strides"]), "out_offset": params["out_offset"] * itemsize,
+                "out_strides": wider(params["out_strides"])}
     if dims[0] != 1:
         return None
     scale = lambda values: [v * itemsize for v in values[1:]] + [1]  # noqa: E731
@@ -71,3 +86,14 @@ def copy_in_bytes(params: dict[str, Any], itemsize: int) -> dict[str, Any] | Non
 def activation_range(activation: int, scale: float, zero_point: int, dtype: str) -> tuple[int, int]:
     lo, hi = limits(dtype)
     return quant.activation_range(activation, scale, zero_point, lo, hi)
+
+
+def tflm_runs(model: Any) -> bool:
+    """Whether TFLM has an int16 kernel for every int16 layer of ``model`` (the mcu target's own
+    check by data type). Where the two reference kernels disagree (RELU6 between scales), the C
+    follows TFLM when it runs the model and LiteRT, the reference then, when it cannot."""
+    from edgeserve.converters.mcu.ops import NO_INT16
+
+    graph = model.subgraphs[0]
+    return not any(op.op_name in NO_INT16 and any(graph.tensors[t].dtype_name == "int16" for t in op.outputs)
+                   for op in graph.operators)

@@ -95,6 +95,24 @@ def _row_major(dims: list[int]) -> list[int]:
     return strides
 
 
+def _merged_axes(shape: tuple[int, ...], perm: list[int]) -> tuple[tuple[int, ...], list[int]]:
+    """The same transpose over fewer axes: size-1 axes dropped, and input axes that are also
+    neighbours, in order, in the output merged into one."""
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    renumber = {a: i for i, a in enumerate(kept)}
+    order = [renumber[a] for a in perm if shape[a] != 1]
+    dims = [shape[a] for a in kept]
+    runs: list[list[int]] = []
+    for axis in order:
+        if runs and runs[-1][-1] + 1 == axis:
+            runs[-1].append(axis)
+        else:
+            runs.append([axis])
+    by_input = sorted(range(len(runs)), key=lambda r: runs[r][0])
+    merged = tuple(int(np.prod([dims[a] for a in runs[r]])) for r in by_input)
+    return (merged or (1,)), ([by_input.index(r) for r in range(len(runs))] or [0])
+
+
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     if len(shape) != 4:
         raise ValueError(f"expected a 4-D NHWC shape, got {list(shape)}")
@@ -509,6 +527,11 @@ class Lowering:
             params.update(quant.add_multipliers(sa, sb, sy, left_shift))
         elif kernel == "es_sub":
             params.update(quant.sub_multipliers(sa, sb, sy, left_shift))
+        elif kernel == "es_mul" and dtype == "int16" and not int16.tflm_runs(self.model):
+            # LiteRT, the reference when TFLM cannot run the model, takes this ratio in float32
+            # for int16 (measured on MediaPipe's palm detector: 1 element in 295k a step off).
+            m, s = quant.quantize_multiplier(float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy)))
+            params.update({"out_multiplier": m, "out_shift": s, **unused})
         elif kernel == "es_mul":
             m, s = quant.mul_multiplier(sa, sb, sy)
             params.update({"out_multiplier": m, "out_shift": s, **unused})
@@ -583,10 +606,13 @@ class Lowering:
         x, y = self._data_input(op), self.tensor(op.outputs[0])
         self._same_quantization(op, [x], y)
         perm = [int(v) for v in self.model.tensor_data(0, op.inputs[1]).reshape(-1)]
-        if len(x.shape) > 4:
+        # Axes of size 1, and axes that stay side by side, do not change the copy: a 5-D
+        # TRANSPOSE at batch 1 (DEPTH_TO_SPACE as the int16 remedy writes it) is a 4-D one.
+        shape, perm = _merged_axes(tuple(int(d) for d in x.shape), perm)
+        if len(shape) > 4:
             raise _refuse(op, "on more than 4 dimensions")
-        k = 4 - len(x.shape)
-        dims4 = _pad4(x.shape)
+        k = 4 - len(shape)
+        dims4 = _pad4(shape)
         perm4 = list(range(k)) + [p + k for p in perm]
         strides = _row_major(dims4)
         out_dims = [dims4[a] for a in perm4]
@@ -718,9 +744,10 @@ class Lowering:
         multiplier, shift = quant.quantize_multiplier(float(np.float32(sx)) / float(np.float32(sy)))
         if "int16" in (x.dtype_name, y.dtype_name):
             bits = {"int8": 8, "int16": 16}
+            lo, hi = int16.limits(y.dtype_name)
             params = {"count": int(np.prod(x.shape)), "in_zero_point": zx, "out_zero_point": zy,
                       "multiplier": multiplier, "shift": shift, "in_bits": bits[x.dtype_name],
-                      "out_bits": bits[y.dtype_name]}
+                      "out_bits": bits[y.dtype_name], "act_min": lo, "act_max": hi}
             # Not in place: an int16 output would overwrite int8 inputs not yet read.
             return Step(op.index, op.op_name, "es_requantize16", "es_requantize16_params", params, [],
                         (op.inputs[0],), op.outputs[0], None, KERNEL_SOURCES[op.op_name])
@@ -770,6 +797,9 @@ class Lowering:
             arrays.append(ConstArray(f"t{op.index}_{field}", "int32_t", np.array(tables[field], np.int32)))
             params[field] = Ref(f"t{op.index}_{field}")
         kernel = "es_resize_bilinear" if bilinear else "es_resize_nearest"
+        if y.dtype_name == "int16":  # nearest moves bytes: two per value
+            kernel = "es_resize_bilinear_s16" if bilinear else kernel
+            params["depth"] = depth if bilinear else 2 * depth
         return Step(op.index, op.op_name, kernel, "es_resize_params", params, arrays, (op.inputs[0],),
                     op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 
@@ -788,11 +818,34 @@ class Lowering:
 
     def _relu(self, op: Operator) -> Step:
         (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
+        if self._wide(op):  # CalculateReluOpData: float32(input scale / output scale), clamped at zero
+            multiplier, shift = quant.quantize_multiplier(float(np.float32(np.float32(sx) / np.float32(sy))))
+            return self._clamp_step(op, multiplier, shift, max(int16.INT16_MIN, zy), int16.INT16_MAX)
         return self._table_step(op, quant.relu_table(sx, zx, sy, zy))
 
     def _relu6(self, op: Operator) -> Step:
         sx, zx = _q(self._data_input(op))
+        if self._wide(op):
+            sy, zy = _q(self.tensor(op.outputs[0]))
+            if (sx, zx) != (sy, zy) and not int16.tflm_runs(self.model):
+                # LiteRT, the reference when TFLM cannot run the model, requantizes int16 RELU6 to
+                # the output's scale (as RELU) and clamps at round(6 / output scale).
+                multiplier, shift = quant.quantize_multiplier(float(np.float32(np.float32(sx) / np.float32(sy))))
+                six = zy + quant.round_half_away(float(np.float32(6.0) / np.float32(sy)))
+                return self._clamp_step(op, multiplier, shift, max(int16.INT16_MIN, zy), min(int16.INT16_MAX, six))
+            # TFLM: the input clamped to [zero point, six] in its own quantization (output's unread).
+            six = quant.round_half_away(float(np.float32(6.0) / np.float32(sx))) + zx
+            return self._clamp_step(op, 1 << 30, 1, zx, min(int16.INT16_MAX, six))  # 2^30 x 2^1 / 2^31: x
         return self._table_step(op, quant.relu6_table(sx, zx))
+
+    def _clamp_step(self, op: Operator, multiplier: int, shift: int, lo: int, hi: int) -> Step:
+        """An int16 activation as es_requantize16: a requantization clamped to [lo, hi]."""
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        params = {"count": int(np.prod(x.shape)), "in_zero_point": _q(x)[1], "out_zero_point": _q(y)[1],
+                  "multiplier": multiplier, "shift": shift, "in_bits": 16, "out_bits": 16, "act_min": lo,
+                  "act_max": hi}
+        return Step(op.index, op.op_name, "es_requantize16", "es_requantize16_params", params, [], (op.inputs[0],),
+                    op.outputs[0], InPlace("start", "es_requantize16"), "es_quantize.c")
 
     def _hard_swish(self, op: Operator) -> Step:
         """A table of TFLM's 16-bit fixed-point arithmetic for each of the 256 inputs."""
@@ -844,7 +897,8 @@ class Lowering:
         multiplier, shift = quant.mean_multiplier(sx, sy, count)
         params = {"dims": dims, "strides": _row_major(dims), "reduce": reduce, "count": count,
                   "in_zero_point": zx, "out_zero_point": zy, "multiplier": multiplier, "shift": shift}
-        return Step(op.index, op.op_name, "es_mean", "es_mean_params", params, [], (op.inputs[0],),
+        kernel = "es_mean_s16" if self._wide(op) else "es_mean"
+        return Step(op.index, op.op_name, kernel, "es_mean_params", params, [], (op.inputs[0],),
                     op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 
     def _squeeze(self, op: Operator) -> Step:

@@ -148,9 +148,11 @@ typedef struct {
 
 void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out);
 
-/* QUANTIZE between int8 and int16 (either way, or int16 -> int16): in_bits and out_bits are 8 or 16. */
+/* QUANTIZE between int8 and int16 (either way, or int16 -> int16), and int16 RELU and RELU6 (a
+ * requantization clamped to [act_min, act_max]): in_bits and out_bits are 8 or 16. */
 typedef struct {
   int32_t count, in_zero_point, out_zero_point, multiplier, shift, in_bits, out_bits;
+  int32_t act_min, act_max;
 } es_requantize16_params;
 
 void es_requantize16(const es_requantize16_params *p, const void *in, void *out);
@@ -174,6 +176,9 @@ typedef struct {
 
 void es_resize_nearest(const es_resize_params *p, const int8_t *in, int8_t *out);
 void es_resize_bilinear(const es_resize_params *p, const int8_t *in, int8_t *out);
+/* int16 bilinear (LiteRT's reference ResizeBilinearInteger; TFLM has no int16 one). Nearest
+ * needs none: it moves bytes, so the generator gives it depth in bytes. */
+void es_resize_bilinear_s16(const es_resize_params *p, const int16_t *in, int16_t *out);
 
 /* PRELU: alpha [alpha_count] repeats along the input (its trailing dimensions). */
 typedef struct {
@@ -195,5 +200,6 @@ typedef struct {
 } es_mean_params;
 
 void es_mean(const es_mean_params *p, const int8_t *in, int8_t *out);
+void es_mean_s16(const es_mean_params *p, const int16_t *in, int16_t *out);
 
 #endif

@@ -16,12 +16,11 @@ void es_requantize(const es_requantize_params *p, const int8_t *in, int8_t *out)
 }
 
 void es_requantize16(const es_requantize16_params *p, const void *in, void *out) {
-  const int32_t lo = p->out_bits == 16 ? -32768 : -128, hi = p->out_bits == 16 ? 32767 : 127;
   int32_t i;
   for (i = 0; i < p->count; ++i) {
     const int32_t x = p->in_bits == 16 ? ((const int16_t *)in)[i] : ((const int8_t *)in)[i];
     const int32_t value = es_clamp(es_mul_by_qm(x - p->in_zero_point, p->multiplier, p->shift) + p->out_zero_point,
-                                   lo, hi);
+                                   p->act_min, p->act_max);
     if (p->out_bits == 16) {
       ((int16_t *)out)[i] = (int16_t)value;
     } else {
