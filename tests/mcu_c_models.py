@@ -98,6 +98,15 @@ def build(kind: str):  # -> tf.keras.Model
         near = tf.keras.layers.ReLU()(tf.keras.layers.Resizing(24, 24, interpolation="nearest")(a - 0.5))
         b = tf.keras.layers.ReLU(6.0)(tf.keras.layers.Resizing(12, 12, interpolation="nearest")(near * 4.0))
         y = tf.keras.layers.Dense(6)(tf.keras.layers.GlobalAveragePooling2D()(b))
+    elif kind == "wide_sig":  # int16 LOGISTIC (a gate, as PicoDet's and DBNet's heads have)
+        a = conv(8, act=None)(x)
+        g = tf.keras.layers.Activation("sigmoid")(a * 2.0)
+        y = tf.keras.layers.Dense(6)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(4)(
+            tf.keras.layers.Multiply()([a, g]))))
+    elif kind == "wide_tconv":  # int16 TRANSPOSE_CONV (DBNet's and selfie segmentation's upsampling)
+        a = tf.keras.layers.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(conv(8)(x))
+        b = tf.keras.layers.Conv2DTranspose(4, 4, strides=2, padding="valid")(tf.keras.layers.MaxPool2D(4)(a))
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(3)(b)))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

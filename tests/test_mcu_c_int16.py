@@ -33,6 +33,8 @@ def models(tmp_path_factory):
             "move_int32_bias": mcu_c_models.int16x8_tflite("move", out, int32_bias=True),
             "wide_tflm": mcu_c_models.int16x8_tflite("wide_tflm", out),
             "wide_act": mcu_c_models.int16x8_tflite("wide_act", out),
+            "wide_sig": mcu_c_models.int16x8_tflite("wide_sig", out),
+            "wide_tconv": mcu_c_models.int16x8_tflite("wide_tconv", out),
             "wide_int32_bias": mcu_c_models.int16x8_tflite("wide", out, int32_bias=True),
             "softmax": mcu_c_models.int16x8_tflite("pad", out)}
 
@@ -54,6 +56,9 @@ def _write(generated, directory):
     # RELU6 between two scales: TFLM clamps in the input's quantization (the C follows it here).
     ("wide_tflm", {"RELU", "RELU6", "MEAN", "RESIZE_NEAREST_NEIGHBOR"},
      {"es_requantize16", "es_mean_s16", "es_resize_nearest", "es_fully_connected_s16"}, "tflm"),
+    # LOGISTIC interpolates in TFLite's sigmoid table (test_the_sigmoid_table_is_tflites).
+    ("wide_sig", {"LOGISTIC"}, {"es_logistic_s16"}, "tflm"),
+    ("wide_tconv", {"TRANSPOSE_CONV", "RELU"}, {"es_transpose_conv2d_s16"}, "tflm"),
     # TFLM has no int16 RESIZE_BILINEAR: LiteRT judges, and the C follows LiteRT's RELU6 here.
     ("wide_act", {"RELU", "RELU6", "MEAN", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "MUL"},
      {"es_resize_bilinear_s16", "es_requantize16", "es_mean_s16", "es_mul_s16"}, "litert"),
@@ -125,3 +130,21 @@ def test_convert_runs_an_int16_model_on_the_emulated_cortex_m4(models, tmp_path)
                         f"-I{directory / 'kernels'}", "-c", str(source), "-o", str(obj)], check=True)
         undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True).stdout
         assert "__aeabi_d" not in undefined, (source.name, undefined)
+
+
+def test_the_sigmoid_table_is_tflites():
+    """int16 LOGISTIC interpolates in TFLite's 256-entry table of sigmoid(i / 24); edgeserve
+    computes it (rounded, one more at the entries TFLite's has one more) and this compares it
+    with the table in ../shared/tflm's source, entry by entry."""
+    import re
+
+    from conftest import TESTDATA, require_testdata
+
+    from edgeserve.converters.mcu_c import int16
+
+    header = require_testdata(TESTDATA.parent / "tflm" / "src" / "tensorflow" / "lite" / "kernels" / "internal"
+                              / "common.h")
+    body = header.read_text().split("sigmoid_table_uint16[256] = {")[1].split("};")[0]
+    theirs = np.array([int(v) for v in re.findall(r"\d+", body)])
+    assert len(theirs) == 256
+    np.testing.assert_array_equal(int16.sigmoid_table(), theirs)

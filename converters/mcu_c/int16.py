@@ -7,7 +7,7 @@ FULLY_CONNECTED accumulate in 64 bits and requantize with TFLite's 64-bit multip
 bias is int32; ADD and SUB take TFLM's general int16 path (the int8 arithmetic with a left shift
 of 15); MUL, the pools, MEAN, MAXIMUM/MINIMUM and QUANTIZE the int8 arithmetic with int16 limits; RELU
 and RELU6 a requantization clamped to their range; RESIZE_BILINEAR LiteRT's reference kernel in 64
-bits (TFLM has no int16 one). Zero points are 0 in this scheme (TFLM refuses others for MUL and
+bits (TFLM has no int16 one); LOGISTIC TFLite's interpolation in a table of sigmoid(i / 24). Zero points are 0 in this scheme (TFLM refuses others for MUL and
 RELU and requires them for the rest).
 
 Data movement (TRANSPOSE, slices, PAD, CONCATENATION, SPLIT, DEPTH_TO_SPACE, nearest-neighbour
@@ -40,6 +40,8 @@ KERNELS: dict[str, str | None] = {
     "RELU": "es_requantize16",  # a requantization clamped below at 0, as TFLM's int16 RELU
     "RELU6": "es_requantize16",  # the identity clamped to [0, 6]
     "MEAN": "es_mean_s16",
+    "LOGISTIC": "es_logistic_s16",
+    "TRANSPOSE_CONV": "es_transpose_conv2d_s16",
     # TFLM has no int16 bilinear resize: LiteRT's reference kernels are the reference then.
     "RESIZE_BILINEAR": "es_resize_bilinear_s16",
     "RESIZE_NEAREST_NEIGHBOR": None,
@@ -97,3 +99,43 @@ def tflm_runs(model: Any) -> bool:
     graph = model.subgraphs[0]
     return not any(op.op_name in NO_INT16 and any(graph.tensors[t].dtype_name == "int16" for t in op.outputs)
                    for op in graph.operators)
+
+
+# TFLite's table (kernels/internal/common.h, sigmoid_table_uint16) is sigmoid(i / 24) in 0.16,
+# rounded to nearest except at these entries, which are one more (measured against it:
+# tests/test_mcu_c_int16.py compares the whole table with ../shared/tflm's).
+_SIGMOID_ONE_MORE = (4, 8, 12, 14, 15, 16, 17, 19, 20, 21, 22, 25, 27, 28, 29, 30, 31, 33, 34, 35, 37, 39, 40, 41,
+                     43, 44, 45, 46, 49, 50, 54, 62, 63, 64, 66, 82, 86, 93, 100, 103, 112, 116, 135, 255)
+
+
+def sigmoid_table() -> np.ndarray:
+    """sigmoid(i / 24) for i in 0..255 in unsigned 0.16 fixed point, as TFLite's int16 LOGISTIC
+    and TANH kernels hold it for their interpolation."""
+    i = np.arange(256, dtype=np.float64)
+    table = np.floor(65536.0 / (1.0 + np.exp(-i / 24.0)) + 0.5).astype(np.int64)
+    table[list(_SIGMOID_ONE_MORE)] += 1
+    return np.minimum(table, 65535).astype(np.uint16)
+
+
+def _checked_log2(x: float) -> tuple[bool, int]:
+    """TFLite's CheckedLog2, in float32 as it computes: (x is a power of two, its rounded log2)."""
+    x_log2 = np.float32(np.log(np.float32(x))) * (np.float32(1.0) / np.float32(np.log(np.float32(2.0))))
+    rounded = quant.round_half_away(float(x_log2))
+    return bool(abs(float(x_log2) - rounded) < 1e-3), rounded
+
+
+def logistic_parameters(input_scale: float, output_scale: float) -> tuple[int, int]:
+    """(multiplier, left_shift) of TFLM's int16 LOGISTIC Prepare, with Eval's power-of-two case
+    folded in. Raises ValueError for an output scale other than 2^-15, which TFLM refuses."""
+    pot, log2 = _checked_log2(input_scale)
+    left_shift = (15 - 3) + log2  # three integer bits of input
+    if pot and left_shift == 0:
+        return 3, 0  # Eval: multiplier 3 << left_shift, no shift
+    multiplier, left_shift = float(np.float32(input_scale)) * 4096.0 * 3.0, 0
+    while multiplier <= 32767.0 / 2.0 and left_shift <= 30:
+        left_shift += 1
+        multiplier *= 2.0
+    out_pot, out_log2 = _checked_log2(output_scale)
+    if not out_pot or out_log2 != -15:
+        raise ValueError(f"int16 LOGISTIC needs an output scale of 2^-15, got {output_scale:g}")
+    return int(multiplier), left_shift

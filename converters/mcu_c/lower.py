@@ -390,7 +390,9 @@ class Lowering:
         if w.quantization is None or any(z != 0 for z in w.quantization.zero_point):
             raise _refuse(op, "with non-zero filter zero points")
         multipliers, shifts = quant.per_channel_multipliers(sx, w.quantization.scale, sy, out_c)
-        act_min, act_max = quant.activation_range(o.get("fused_activation_function", 0), sy, zy)
+        act_min, act_max = int16.activation_range(o.get("fused_activation_function", 0), sy, zy, y.dtype_name)
+        if self._wide(op) and (zx, zy) != (0, 0):
+            raise _refuse(op, f"on int16 tensors with zero points {zx} and {zy} (the 16x8 scheme's are 0)")
         same = o.get("padding", 0) == 0  # TFLite's Padding enum: SAME 0, VALID 1
         params: dict[str, Any] = {
             "batches": n, "in_h": in_h, "in_w": in_w, "in_c": in_c, "out_h": out_h, "out_w": out_w, "out_c": out_c,
@@ -400,11 +402,20 @@ class Lowering:
             "pad_w": quant.transpose_conv_padding(out_w, k_w, o["stride_w"], same),
             "depth_multiplier": 1, "in_offset": -zx, "out_offset": zy, "act_min": act_min, "act_max": act_max}
         arrays = [ConstArray(f"w{op.index}", "int8_t", self.const(op.inputs[1], "int8"))]
-        if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        kernel = "es_transpose_conv2d"
+        if self._wide(op):  # TFLM: an int64 bias, or an int16 one it widens; an int32 one it would misread
+            kernel = str(int16.KERNELS[op.op_name])
+            if len(op.inputs) > 3 and op.inputs[3] >= 0:
+                bias = self.model.tensor_data(0, op.inputs[3])
+                if bias.dtype not in (np.int16, np.int64):
+                    raise _refuse(op, f"on int16 tensors with a {bias.dtype} bias (TFLM's takes int16 or int64)")
+                arrays.append(ConstArray(f"l{op.index}", "int64_t", bias.astype(np.int64)))
+            params["acc64"] = 1
+        elif len(op.inputs) > 3 and op.inputs[3] >= 0:
             arrays.append(ConstArray(f"b{op.index}", "int32_t", self.const(op.inputs[3], "int32")))
         arrays.append(ConstArray(f"m{op.index}", "int32_t", np.array(multipliers, np.int32)))
         arrays.append(ConstArray(f"s{op.index}", "int8_t", np.array(shifts, np.int8)))
-        return Step(op.index, op.op_name, "es_transpose_conv2d", "es_conv_params", params, arrays, (op.inputs[2],),
+        return Step(op.index, op.op_name, kernel, "es_conv_params", params, arrays, (op.inputs[2],),
                     op.outputs[0], None, KERNEL_SOURCES[op.op_name])
 
     def _fully_connected(self, op: Operator) -> Step:
@@ -767,7 +778,20 @@ class Lowering:
                     InPlace("start", "es_lookup"), KERNEL_SOURCES[op.op_name])
 
     def _logistic(self, op: Operator) -> Step:
-        return self._lookup(op)
+        if not self._wide(op):
+            return self._lookup(op)
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        if (_q(x)[1], _q(y)[1]) != (0, 0):
+            raise _refuse(op, "on int16 tensors with non-zero zero points (TFLM requires 0)")
+        try:
+            multiplier, left_shift = int16.logistic_parameters(_q(x)[0], _q(y)[0])
+        except ValueError as exc:
+            raise _refuse(op, f"({exc})") from exc
+        params = {"count": int(np.prod(x.shape)), "multiplier": multiplier, "left_shift": left_shift,
+                  "table": Ref(f"t{op.index}")}
+        return Step(op.index, op.op_name, "es_logistic_s16", "es_logistic16_params", params,
+                    [ConstArray(f"t{op.index}", "uint16_t", int16.sigmoid_table())], (op.inputs[0],), op.outputs[0],
+                    InPlace("start", "es_logistic_s16"), KERNEL_SOURCES[op.op_name])
 
     def _tanh(self, op: Operator) -> Step:
         return self._lookup(op)
@@ -818,8 +842,13 @@ class Lowering:
 
     def _relu(self, op: Operator) -> Step:
         (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
-        if self._wide(op):  # CalculateReluOpData: float32(input scale / output scale), clamped at zero
-            multiplier, shift = quant.quantize_multiplier(float(np.float32(np.float32(sx) / np.float32(sy))))
+        if self._wide(op):  # a requantization clamped at zero (CalculateReluOpData, ReluQuantized)
+            # Measured: the tflite-micro interpreter takes this scale ratio in double (PP-PicoDet's
+            # int16 model: in float32, 1 value in 10^6 was a step off), LiteRT in float32
+            # (MediaPipe's palm detector, which only LiteRT runs).
+            ratio = (float(np.float32(np.float32(sx) / np.float32(sy))) if not int16.tflm_runs(self.model)
+                     else float(np.float32(sx)) / float(np.float32(sy)))
+            multiplier, shift = quant.quantize_multiplier(ratio)
             return self._clamp_step(op, multiplier, shift, max(int16.INT16_MIN, zy), int16.INT16_MAX)
         return self._table_step(op, quant.relu_table(sx, zx, sy, zy))
 

@@ -14,8 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
-# TFLM needs an arena size; the reference run is on the host, so room is not a concern.
+# TFLM needs an arena size; the reference run is on the host, so room is not a concern: 16 MiB,
+# doubled while TFLM asks for more (the layout detector's int16 model needs 23 MB).
 TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
+TFLM_LARGEST_ARENA = 1 << 30
+
+
+def _arena(model_bytes: bytes) -> int:
+    from edgeserve.converters.mcu import tflm
+
+    arena = TFLM_REFERENCE_ARENA
+    while arena < TFLM_LARGEST_ARENA and not tflm.fits(model_bytes, arena):
+        arena *= 2
+    return arena
 
 
 def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.ndarray]:
@@ -24,7 +35,7 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
     try:
         from edgeserve.converters.mcu import tflm
 
-        outputs = tflm.run(model_bytes, TFLM_REFERENCE_ARENA, [[x] for x in inputs])
+        outputs = tflm.run(model_bytes, _arena(model_bytes), [[x] for x in inputs])
         return "tflm-reference", np.stack([_flat(o) for o in outputs])
     except Exception as exc:  # noqa: BLE001 - any refusal means: ask LiteRT instead
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -65,10 +76,17 @@ def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.
 
     from edgeserve.console import capture_native_stderr
 
-    with capture_native_stderr():
-        interpreter = runtime.Interpreter.from_bytes(
-            model_bytes, arena_size=TFLM_REFERENCE_ARENA,
-            intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    arena = _arena(model_bytes)
+    while True:  # every tensor kept alive needs more than the planned arena: doubled until it fits
+        try:
+            with capture_native_stderr():
+                interpreter = runtime.Interpreter.from_bytes(
+                    model_bytes, arena_size=arena, intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+            break
+        except RuntimeError:
+            if arena >= TFLM_LARGEST_ARENA:
+                raise
+            arena *= 2
     values = []
     for x in inputs:
         interpreter.set_input(np.ascontiguousarray(x), 0)

@@ -42,6 +42,7 @@ void es_depthwise_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out)
 /* TRANSPOSE_CONV: filter [out_c][k_h][k_w][in_c]; pad_h/pad_w as TFLM computes them from the
  * output size; no dilation. */
 void es_transpose_conv2d(const es_conv_params *p, const int8_t *in, int8_t *out);
+void es_transpose_conv2d_s16(const es_conv_params *p, const int16_t *in, int16_t *out);
 /* depth_multiplier 1: out may start where in starts or end where it ends; `plane` holds
  * one input channel (in_h * in_w bytes). */
 void es_depthwise_conv2d_inplace(const es_conv_params *p, const int8_t *in, int8_t *out, int8_t *plane);
@@ -165,6 +166,16 @@ typedef struct {
 
 /* out may equal in. */
 void es_lookup(const es_lookup_params *p, const int8_t *in, int8_t *out);
+
+/* int16 LOGISTIC (TFLite's reference_integer_ops::Logistic for int16): the input rescaled by
+ * multiplier / 2^left_shift, then interpolated in table[256] = sigmoid(i / 24) in 0.16. */
+typedef struct {
+  int32_t count, multiplier, left_shift;
+  const uint16_t *table;
+} es_logistic16_params;
+
+/* out may equal in. */
+void es_logistic_s16(const es_logistic16_params *p, const int16_t *in, int16_t *out);
 
 /* RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR: per output row y, input rows y0[y] (and
  * y1[y], blended with weight wy[y] / 1024 of y1); the same per column. Nearest reads only
