@@ -155,6 +155,24 @@ class TargetRun:
         return None if self.newlib_bytes is None else self.code_bytes - self.newlib_bytes
 
 
+# The emulated board's memories (firmware/boards/mps2_an386/mps2_an386.ld), and what the
+# harness, the kernels and the test inputs take of them besides the model's own.
+BOARD_FLASH_BYTES = BOARD_RAM_BYTES = 4 * 1024 * 1024
+BOARD_HARNESS_BYTES = 256 * 1024
+
+
+def board_room(arena_bytes: int, weight_bytes: int, input_bytes: int) -> str | None:
+    """None when the model fits the emulated board's memories, else why not (the run is skipped:
+    a real board with that much memory is the user's to run it on)."""
+    if arena_bytes + BOARD_HARNESS_BYTES > BOARD_RAM_BYTES:
+        return (f"the arena ({arena_bytes:,} bytes) does not fit the emulated board's "
+                f"{BOARD_RAM_BYTES // 1024 // 1024} MB of RAM (qemu mps2-an386)")
+    if weight_bytes + input_bytes + BOARD_HARNESS_BYTES > BOARD_FLASH_BYTES:
+        return (f"the weights ({weight_bytes:,} bytes) and the test input do not fit the emulated board's "
+                f"{BOARD_FLASH_BYTES // 1024 // 1024} MB of flash (qemu mps2-an386)")
+    return None
+
+
 def qemu_available() -> str | None:
     """None when the Cortex-M4 run can happen here, else why not (with the fix)."""
     for kind in ("arm-c", "arm-size"):

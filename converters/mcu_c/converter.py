@@ -234,7 +234,9 @@ class McuCConverter(Converter):
             if "sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc):
                 raise VerificationError(f"a kernel read or wrote outside its tensors: {str(exc)[:1500]}") from exc
             result["sanitizers"] = {"ok": None, "note": str(exc).splitlines()[0][:300]}
-        missing = check.qemu_available()
+        missing = check.qemu_available() or check.board_room(
+            generated.plan.arena_bytes + generated.state_bytes, generated.weight_bytes,
+            generated.input_bytes * target_samples)
         if missing:
             result["cortex_m4"] = {"skipped": missing}
             return result
