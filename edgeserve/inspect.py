@@ -11,7 +11,7 @@ from typing import Any
 from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError
 from edgeserve.manifest import MANIFEST_NAME, load_manifest
-from edgeserve.routes import routes_for
+from edgeserve.routes import Route, routes_for
 from edgeserve.tflite_metadata import METADATA_NAME
 from edgeserve.tflite_model import TfliteModel
 
@@ -30,13 +30,40 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
     if path.suffix.lower() == ".tflite":
         info = inspect_tflite(path)
         kind = "tflite" if info["integer_only"] else "tflite-float"
-        control_flow = bool(TfliteModel.from_file(path).control_flow())
-        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes_for(kind, control_flow)]}
+        model = TfliteModel.from_file(path)
+        control_flow = bool(model.control_flow())
+        routes = routes_for(kind, control_flow)
+        if kind == "tflite" and not control_flow:  # the microcontroller targets' own checks: no framework
+            routes = [_checked(route, model) for route in routes]
+        return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes]}
     if path.suffix.lower() == ".onnx":
         return inspect_onnx(path)
     if path.is_dir() and not (path / "saved_model.pb").exists():
         raise InputError(f"cannot inspect {path}: a folder without {MANIFEST_NAME} or saved_model.pb")
     return inspect_source(path)
+
+
+def _checked(route: Route, model: TfliteModel) -> Route:
+    """``route`` refused with the target's own reason when its operator check (TFLM's resolver
+    for mcu, the C generator's lowering for mcu-c) refuses ``model``: both are pure Python and
+    take milliseconds, so inspect says what convert would, not "ready"."""
+    from edgeserve.errors import EdgeServeError
+
+    try:
+        if route.target == "mcu":
+            from edgeserve.converters.mcu.ops import resolve_ops
+
+            resolve_ops(model)
+        elif route.target == "mcu-c":
+            from edgeserve.converters.mcu_c.lower import Lowering
+
+            Lowering(model).steps()
+    except EdgeServeError as exc:
+        return Route(route.target, (), str(exc).splitlines()[0])
+    except Exception as exc:  # noqa: BLE001 - a damaged model: inspect reports, it does not crash
+        return Route(route.target, (), f"the {route.target} check could not read this model "
+                                       f"({type(exc).__name__}: {str(exc)[:160]})")
+    return route
 
 
 def inspect_source(path: Path) -> dict[str, Any]:

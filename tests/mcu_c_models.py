@@ -118,8 +118,8 @@ def build(kind: str):  # -> tf.keras.Model
     return tf.keras.Model(inp, y)
 
 
-def int8_tflite(kind: str, out: Path) -> Path:
-    """The model converted by TensorFlow's own converter to full INT8 (int8 in and out)."""
+def _calibrated(kind: str):  # -> (tf, tf.lite.TFLiteConverter)
+    """TensorFlow's converter for the model, calibrated on 20 seeded random inputs."""
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(0)
@@ -128,9 +128,14 @@ def int8_tflite(kind: str, out: Path) -> Path:
     rng = np.random.default_rng(0)
     converter.representative_dataset = lambda: ([rng.standard_normal((1, 16, 16, 3)).astype(np.float32)]
                                                 for _ in range(20))
+    return tf, converter
+
+
+def int8_tflite(kind: str, out: Path) -> Path:
+    """The model converted by TensorFlow's own converter to full INT8 (int8 in and out)."""
+    tf, converter = _calibrated(kind)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
+    converter.inference_input_type = converter.inference_output_type = tf.int8
     path = out / f"{kind}.tflite"
     path.write_bytes(converter.convert())
     return path
@@ -139,17 +144,9 @@ def int8_tflite(kind: str, out: Path) -> Path:
 def int16x8_tflite(kind: str, out: Path, int32_bias: bool = False) -> Path:
     """The model in TensorFlow's 16x8 scheme: int16 activations (and input and output), int8
     weights, int64 biases (int32 with ``int32_bias``, which TFLM accumulates in 32 bits)."""
-    import tensorflow as tf
-
-    tf.keras.utils.set_random_seed(0)
-    converter = tf.lite.TFLiteConverter.from_keras_model(build(kind))
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    rng = np.random.default_rng(0)
-    converter.representative_dataset = lambda: ([rng.standard_normal((1, 16, 16, 3)).astype(np.float32)]
-                                                for _ in range(20))
+    tf, converter = _calibrated(kind)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
-    converter.inference_input_type = tf.int16
-    converter.inference_output_type = tf.int16
+    converter.inference_input_type = converter.inference_output_type = tf.int16
     if int32_bias:
         converter._experimental_full_integer_quantization_bias_type = tf.int32
     path = out / f"{kind}_16x8{'_b32' if int32_bias else ''}.tflite"

@@ -158,3 +158,15 @@ def test_a_model_past_the_emulated_boards_memory_is_checked_on_the_host_only():
     assert ram is not None and "arena (23,347,200 bytes)" in ram and "4 MB of RAM" in ram
     flash = check.board_room(100_000, 4_000_000, 10_000)
     assert flash is not None and "4 MB of flash" in flash
+
+
+def test_inspect_says_what_the_microcontroller_targets_would(models):
+    """inspect runs mcu-c's lowering and TFLM's resolver check (pure Python, no framework) on a
+    full-integer .tflite, so a model they refuse is not called ready."""
+    from edgeserve.inspect import inspect_path
+
+    routes = {r["target"]: r for r in inspect_path(models["softmax"])["routes"]}
+    assert routes["mcu"]["ready"] is True
+    assert routes["mcu-c"]["ready"] is False and "SOFTMAX" in routes["mcu-c"]["reason"]
+    routes = {r["target"]: r for r in inspect_path(models["wide"])["routes"]}
+    assert routes["mcu-c"]["ready"] is True
