@@ -2,17 +2,20 @@
 
 The INT8 retry writes such a model when int8 activations miss the quality bound (the int16x8
 remedy), so a model that needed it reaches a microcontroller with it. TFLM has int16 reference
-kernels for these operators, and the ones here follow them: CONV_2D, DEPTHWISE_CONV_2D and
-FULLY_CONNECTED accumulate in 64 bits and requantize with TFLite's 64-bit multiplier unless the
-bias is int32; ADD and SUB take TFLM's general int16 path (the int8 arithmetic with a left shift
-of 15); MUL, the pools, MEAN, MAXIMUM/MINIMUM and QUANTIZE the int8 arithmetic with int16 limits; RELU
-and RELU6 a requantization clamped to their range; RESIZE_BILINEAR LiteRT's reference kernel in 64
-bits (TFLM has no int16 one); LOGISTIC TFLite's interpolation in a table of sigmoid(i / 24). Zero points are 0 in this scheme (TFLM refuses others for MUL and
-RELU and requires them for the rest).
+kernels for these operators, and the ones here follow them: CONV_2D, DEPTHWISE_CONV_2D,
+TRANSPOSE_CONV and FULLY_CONNECTED accumulate in 64 bits and requantize with TFLite's 64-bit
+multiplier unless the bias is int32; ADD and SUB take TFLM's general int16 path (the int8
+arithmetic with a left shift of 15); MUL, the pools, MEAN, MAXIMUM/MINIMUM and QUANTIZE the int8
+arithmetic with int16 limits; RELU and RELU6 a requantization clamped to their range; LOGISTIC
+TFLite's interpolation in a table of sigmoid(i / 24); RESIZE_BILINEAR LiteRT's reference kernel
+in 64 bits (TFLM has none for int16). Zero points are 0 in this scheme (TFLM refuses others for
+MUL and RELU and requires them for the rest). Where TFLM and LiteRT compute an operator
+differently, the lowering follows TFLM when TFLM can run the model (:func:`tflm_runs`) and
+LiteRT, which then judges it, when it cannot.
 
 Data movement (TRANSPOSE, slices, PAD, CONCATENATION, SPLIT, DEPTH_TO_SPACE, nearest-neighbour
-resizing) is written in bytes:
-each int16 element is two bytes along one more, innermost axis, so the byte kernels move them.
+resizing) is written in bytes: an int16 value is two bytes, along a longer innermost axis or one
+more axis (:func:`copy_in_bytes`), so the byte kernels move them.
 """
 
 from __future__ import annotations

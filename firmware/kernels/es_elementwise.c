@@ -42,23 +42,23 @@ static int32_t mul_one(const es_binary_params *p, int32_t a, int32_t b) {
 typedef int32_t (*es_one_fn)(const es_binary_params *, int32_t, int32_t);
 
 /* The same loop for both element types (C99 has no templates). */
-#define ES_BINARY_LOOP(T)                                                                                   \
-  do {                                                                                                      \
-    int32_t i0, i1, i2, i3;                                                                                 \
-    if (p->same_shape) {                                                                                    \
-      const int32_t n = p->dims[0] * p->dims[1] * p->dims[2] * p->dims[3];                                 \
-      int32_t i;                                                                                            \
-      for (i = 0; i < n; ++i) out[i] = (T)one(p, in1[i], in2[i]);                                          \
-      return;                                                                                               \
-    }                                                                                                       \
-    for (i0 = 0; i0 < p->dims[0]; ++i0)                                                                     \
-      for (i1 = 0; i1 < p->dims[1]; ++i1)                                                                   \
-        for (i2 = 0; i2 < p->dims[2]; ++i2)                                                                 \
-          for (i3 = 0; i3 < p->dims[3]; ++i3) {                                                             \
-            const int32_t a = in1[i0 * p->stride1[0] + i1 * p->stride1[1] + i2 * p->stride1[2] + i3 * p->stride1[3]]; \
-            const int32_t b = in2[i0 * p->stride2[0] + i1 * p->stride2[1] + i2 * p->stride2[2] + i3 * p->stride2[3]]; \
-            *out++ = (T)one(p, a, b);                                                                       \
-          }                                                                                                 \
+#define ES_BINARY_LOOP(T)                                                                                              \
+  do {                                                                                                                 \
+    int32_t i0, i1, i2, i3;                                                                                            \
+    if (p->same_shape) {                                                                                               \
+      const int32_t n = p->dims[0] * p->dims[1] * p->dims[2] * p->dims[3];                                             \
+      int32_t i;                                                                                                       \
+      for (i = 0; i < n; ++i) out[i] = (T)one(p, in1[i], in2[i]);                                                      \
+      return;                                                                                                          \
+    }                                                                                                                  \
+    for (i0 = 0; i0 < p->dims[0]; ++i0)                                                                                \
+      for (i1 = 0; i1 < p->dims[1]; ++i1)                                                                              \
+        for (i2 = 0; i2 < p->dims[2]; ++i2)                                                                            \
+          for (i3 = 0; i3 < p->dims[3]; ++i3) {                                                                        \
+            const int32_t a = in1[i0 * p->stride1[0] + i1 * p->stride1[1] + i2 * p->stride1[2] + i3 * p->stride1[3]];  \
+            const int32_t b = in2[i0 * p->stride2[0] + i1 * p->stride2[1] + i2 * p->stride2[2] + i3 * p->stride2[3]];  \
+            *out++ = (T)one(p, a, b);                                                                                  \
+          }                                                                                                            \
   } while (0)
 
 static void binary(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out, es_one_fn one) {
