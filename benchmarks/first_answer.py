@@ -84,9 +84,8 @@ def time_first_line(command: list[str]) -> dict:
     assert process.stderr is not None
     first = process.stderr.readline()
     first_s = time.perf_counter() - start
-    rest = process.stderr.read()
-    process.stdout.read() if process.stdout else None
-    code = process.wait()
+    _, rest = process.communicate()  # both pipes drained, so neither can fill and stall the child
+    code = process.returncode
     if code != 0:
         raise SystemExit(f"error: {' '.join(command[3:])} failed with exit {code}: {(first + rest)[-300:]}")
     return {"first_line_seconds": round(first_s, 1), "first_line": first.strip()[:100],
