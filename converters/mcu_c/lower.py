@@ -31,6 +31,9 @@ class Lowering(DataMovement, Activations):
         self.variables = state.read_variables(model)
         self.graph: Subgraph = model.subgraphs[0]
         self.handles: dict[int, state.Variable] = {}  # VAR_HANDLE output -> variable
+        # Where TFLM and LiteRT compute an int16 operator differently, the C follows the one that
+        # judges the model: LiteRT only when TFLM cannot run it (int16.tflm_runs). Decided once.
+        self.litert_judges = not int16.tflm_runs(model)
 
     def tensor(self, index: int) -> Tensor:
         return self.graph.tensors[index]
@@ -415,7 +418,7 @@ class Lowering(DataMovement, Activations):
             params.update(quant.add_multipliers(sa, sb, sy, left_shift))
         elif kernel == "es_sub":
             params.update(quant.sub_multipliers(sa, sb, sy, left_shift))
-        elif kernel == "es_mul" and dtype == "int16" and not int16.tflm_runs(self.model):
+        elif kernel == "es_mul" and dtype == "int16" and self.litert_judges:
             # LiteRT, the reference when TFLM cannot run the model, takes this ratio in float32
             # for int16 (measured on MediaPipe's palm detector: 1 element in 295k a step off).
             m, s = quant.quantize_multiplier(float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy)))

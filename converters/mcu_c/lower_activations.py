@@ -89,7 +89,7 @@ class Activations:
             # Measured: the tflite-micro interpreter takes this scale ratio in double (PP-PicoDet's
             # int16 model: in float32, 1 value in 10^6 was a step off), LiteRT in float32
             # (MediaPipe's palm detector, which only LiteRT runs).
-            ratio = (float(np.float32(np.float32(sx) / np.float32(sy))) if not int16.tflm_runs(self.model)
+            ratio = (float(np.float32(np.float32(sx) / np.float32(sy))) if self.litert_judges
                      else float(np.float32(sx)) / float(np.float32(sy)))
             multiplier, shift = quant.quantize_multiplier(ratio)
             return self._clamp_step(op, multiplier, shift, max(int16.INT16_MIN, zy), int16.INT16_MAX)
@@ -99,7 +99,7 @@ class Activations:
         sx, zx = _q(self._data_input(op))
         if self._wide(op):
             sy, zy = _q(self.tensor(op.outputs[0]))
-            if (sx, zx) != (sy, zy) and not int16.tflm_runs(self.model):
+            if (sx, zx) != (sy, zy) and self.litert_judges:
                 # LiteRT, the reference when TFLM cannot run the model, requantizes int16 RELU6 to
                 # the output's scale (as RELU) and clamps at round(6 / output scale).
                 multiplier, shift = quant.quantize_multiplier(float(np.float32(np.float32(sx) / np.float32(sy))))
