@@ -20,22 +20,26 @@ TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
 TFLM_LARGEST_ARENA = 1 << 30
 
 
-def _arena(model_bytes: bytes) -> int:
+def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
+    """TFLM's outputs, the arena doubled each time TFLM says it is too small (no trial
+    allocation first: most models fit the first one)."""
     from edgeserve.converters.mcu import tflm
 
     arena = TFLM_REFERENCE_ARENA
-    while arena < TFLM_LARGEST_ARENA and not tflm.fits(model_bytes, arena):
-        arena *= 2
-    return arena
+    while True:
+        try:
+            return tflm.run(model_bytes, arena, [[x] for x in inputs])
+        except tflm.ArenaTooSmallError:
+            if arena >= TFLM_LARGEST_ARENA:
+                raise
+            arena *= 2
 
 
 def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.ndarray]:
     """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] of a one-input model
     (several outputs: each flattened, back to back in the model's order)."""
     try:
-        from edgeserve.converters.mcu import tflm
-
-        outputs = tflm.run(model_bytes, _arena(model_bytes), [[x] for x in inputs])
+        outputs = _tflm_run(model_bytes, inputs)
         return "tflm-reference", np.stack([_flat(o) for o in outputs])
     except Exception as exc:  # noqa: BLE001 - any refusal means: ask LiteRT instead
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -76,7 +80,7 @@ def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.
 
     from edgeserve.console import capture_native_stderr
 
-    arena = _arena(model_bytes)
+    arena = TFLM_REFERENCE_ARENA
     while True:  # every tensor kept alive needs more than the planned arena: doubled until it fits
         try:
             with capture_native_stderr():
