@@ -345,13 +345,18 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
     if q:
         console.print(f"  {q['format']}: activations {q['activations']}, weights {q['weights']}, ranges "
                       f"{q['calibration']}" + (f", in float: {_e(', '.join(q['float_nodes']))}" if q["float_nodes"] else ""))
+        if q.get("note"):
+            console.print(f"  [yellow]note[/]: {_e(q['note'])}", soft_wrap=True)
     attempts = entry.get("attempts") or []
     if len(attempts) > 1 or entry["status"] != "ok":
         console.print("  attempts:")
         for i, a in enumerate(attempts, 1):
             kept = _e(", ".join(a["float_nodes"])) or "none"
-            console.print(f"    {i}. nodes in float: {kept}: {a['status']}, drop {a['metrics']['drop_points']:.2f}",
-                          soft_wrap=True)
+            what = f"{a.get('activations', 'int8')} activations, nodes in float: {kept}"
+            if a["status"] == "skipped":
+                console.print(f"    {i}. {what}: skipped ({_e(a['reason'])})", soft_wrap=True)
+                continue
+            console.print(f"    {i}. {what}: {a['status']}, drop {a['metrics']['drop_points']:.2f}", soft_wrap=True)
     nodes = entry.get("worst_nodes") or []
     if nodes:
         table = Table("node", "op", "SQNR dB", title="worst nodes (float vs QDQ activations)", title_justify="left")

@@ -49,6 +49,7 @@ class OnnxRuntimeBackend(Backend):
         except ImportError as exc:
             raise BackendUnavailable("onnxruntime is not installed (pip install 'edgeserve[onnx]')") from exc
         from edgeserve.console import capture_native_stderr
+        from edgeserve.onnx_check import SESSION_CONFIG
 
         available = ort.get_available_providers()
         if ep_device is None and provider not in available:
@@ -56,6 +57,8 @@ class OnnxRuntimeBackend(Backend):
         self.name, self.kind = name, kind
         so = ort.SessionOptions()
         so.log_severity_level = 0  # verbose: the only place ORT says which provider took which node
+        for key, value in SESSION_CONFIG.items():
+            so.add_session_config_entry(key, value)
         if options.threads:
             so.intra_op_num_threads = int(options.threads)
         providers: list[Any] | None = provider_list(provider, data)

@@ -12,7 +12,7 @@ import numpy as np
 from edgeserve._deps import require
 from edgeserve.atomic import write_bytes
 from edgeserve.errors import ManifestError
-from edgeserve.onnx_check import validate_onnx
+from edgeserve.onnx_check import SESSION_CONFIG, validate_onnx
 
 # ONNX Runtime on another machine may pick other kernels; float results move in the last bits.
 REVERIFY_RTOL = 1e-3
@@ -32,6 +32,8 @@ def session(model: bytes, exact: bool = False) -> Any:
     ort = require("onnxruntime", "running an ONNX artifact")
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    for key, value in SESSION_CONFIG.items():
+        options.add_session_config_entry(key, value)
     if exact:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])

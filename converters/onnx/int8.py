@@ -5,14 +5,16 @@ prepare    onnxruntime.quantization's pre-processing (shape inference, graph opt
 calibrate  the run's calibration set (same samples, same preprocessing, the model's layout),
            min/max ranges, int8 activations and per-channel int8 weights in QDQ format
 verify     ONNX Runtime on the evaluation set against the source, as the onnx target
-remedy     over --max-drop: the per-node error (float and QDQ activations compared with
-           ORT's qdq_loss_debug, SQNR per tensor) names the worst nodes, which are kept in
-           float one more at a time; every attempt is in the report
+remedy     over the gate, as tflite-int8 does: first int16 activations with the same int8
+           weights (A16W8, standard QuantizeLinear at opset 21; skipped where the --profile
+           has no int16 activations), then int8 activations with the worst nodes in float, one
+           more at a time (the per-node error: float and QDQ activations compared with ORT's
+           qdq_loss_debug, SQNR per tensor); every attempt is in the report
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,11 @@ from edgeserve.metrics import degenerate
 ARTIFACT_NAME = "model_int8.onnx"
 MAX_EXCLUDED = 3  # nodes kept in float, one more per attempt, before giving up
 DEBUG_SAMPLES = 16
+# What the A16W8 remedy's artifact is, in the manifest: ONNX Runtime's CPU provider has no int16
+# compute kernels (measured: the same figures with and without its graph optimizations).
+INT16_NOTE = ("int16 activations, int8 weights (A16W8): the model for runtimes with 16-bit activation kernels; "
+              "ONNX Runtime's CPU provider runs each operator in float between the int16 "
+              "QuantizeLinear/DequantizeLinear pairs, so it is no faster than the float model there")
 
 
 def _reader(names: list[str], samples: Iterator[list[np.ndarray]]) -> Any:
@@ -69,20 +76,33 @@ class OnnxInt8Converter(Converter):
                               what="pre-processing the model for quantization")
         calibration = list(ctx.calibration.batch1())
 
-        def quantize(excluded: list[str]) -> bytes:
-            out = ctx.workdir / f"onnx_int8_{len(excluded)}.onnx"
-            _isolated("quantize_step", str(pre), str(out), names, calibration, excluded,
-                      what=f"quantizing ({len(excluded)} node(s) in float)")
+        def quantize(excluded: list[str], activations: str) -> bytes:
+            out = ctx.workdir / f"onnx_{activations}_{len(excluded)}.onnx"
+            _isolated("quantize_step", str(pre), str(out), names, calibration, excluded, activations,
+                      what=f"quantizing ({activations} activations, {len(excluded)} node(s) in float)")
             return out.read_bytes()
 
         attempts: list[dict[str, Any]] = []
         self._nodes_note: str | None = None
         node_errors: list[dict[str, Any]] | None = None
-        excluded: list[str] = []
+        first_int8: list[bytes] = []
+
+        def table() -> list[dict[str, Any]]:
+            """The per-node error of the all-int8 model, measured once, when a remedy needs it."""
+            nonlocal node_errors
+            if node_errors is None:
+                with ctx.progress.step("onnx-int8: per-node error"):
+                    try:
+                        node_errors = self.node_errors(ctx, pre, first_int8[0], names)
+                    except VerificationError as exc:  # the debugger died: no table, so no node to keep float
+                        node_errors, self._nodes_note = [], f"no per-node table: {exc}"
+            return node_errors
+
         best: tuple[bytes, dict[str, Any], list[np.ndarray], dict[str, Any]] | None = None
-        while True:
-            with ctx.progress.step(f"onnx-int8: quantize ({len(excluded)} node(s) in float)"):
-                data = quantize(excluded)
+        for activations, excluded in self._remedies(ctx, table, attempts):
+            what = f"{activations} activations" + (f", {len(excluded)} node(s) in float" if excluded else "")
+            with ctx.progress.step(f"onnx-int8: quantize ({what})"):
+                data = quantize(excluded, activations)
                 # Judged as written (see check.session): the artifact's arithmetic, which is
                 # what a device with exact int8 dot products (Arm, x86 with VNNI) computes.
                 outputs = check.run(check.session(data, exact=True), list(ctx.evaluation.inputs))
@@ -90,24 +110,16 @@ class OnnxInt8Converter(Converter):
             failed_by_metric = any(o["judged_by"] in ("metric", "agreement") and not o["ok"]
                                    for o in scored["quality"]["outputs"])
             status = "ok" if scored["ok"] else "drop too large" if failed_by_metric else "sqnr too low"
-            attempts.append({"float_nodes": list(excluded), "status": status, "reason": scored["reason"],
-                             "metrics": scored["metrics"], "agreement": scored["agreement"],
-                             "output_sqnr_db": scored["output_sqnr_db"], "quality": scored["quality"],
-                             "bytes": len(data)})
+            attempts.append({"activations": activations, "float_nodes": list(excluded), "status": status,
+                             "reason": scored["reason"], "metrics": scored["metrics"],
+                             "agreement": scored["agreement"], "output_sqnr_db": scored["output_sqnr_db"],
+                             "quality": scored["quality"], "bytes": len(data)})
             if best is None or scored["ok"] or scored["shortfall"] < best[1]["shortfall"]:
                 best = (data, scored, outputs, attempts[-1])
-            if scored["ok"] or len(excluded) >= MAX_EXCLUDED:
+            if scored["ok"]:
                 break
-            if node_errors is None:
-                with ctx.progress.step("onnx-int8: per-node error"):
-                    try:
-                        node_errors = self.node_errors(ctx, pre, data, names)
-                    except VerificationError as exc:  # the debugger died: no table, so no node to keep float
-                        node_errors, self._nodes_note = [], f"no per-node table: {exc}"
-            remaining = [n["node"] for n in node_errors if n["node"] not in excluded]
-            if not remaining:
-                break
-            excluded.append(remaining[0])
+            if not first_int8:
+                first_int8.append(data)
         assert best is not None
         data, scored, outputs, chosen = best
         with ctx.progress.step("onnx-int8: this CPU's ONNX Runtime integer kernels"):
@@ -131,8 +143,10 @@ class OnnxInt8Converter(Converter):
             "status": "ok" if scored["ok"] else "failed",
             **file_record(out, artifact),
             "float_bytes": int(entry["bytes"]),
-            "quantization": {"format": "QDQ", "activations": "int8", "weights": "int8 per-channel",
-                             "calibration": "min/max", "float_nodes": chosen["float_nodes"]},
+            "quantization": {"format": "QDQ", "activations": chosen["activations"], "weights": "int8 per-channel",
+                             "calibration": "min/max", "float_nodes": chosen["float_nodes"],
+                             "opset": _opset(quantized),
+                             **({"note": INT16_NOTE} if chosen["activations"] == "int16" else {})},
             "ops": ops,
             # Nodes that read a float activation: the ones kept in float on purpose, and those whose
             # operator onnxruntime.quantization does not quantize (it leaves them float silently).
@@ -154,6 +168,25 @@ class OnnxInt8Converter(Converter):
             "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256,
                            "calibration_sha256": ctx.calibration.sha256, "built_from": entry["path"]},
         }
+
+    def _remedies(self, ctx: ConversionContext, table: Callable[[], list[dict[str, Any]]],
+                  attempts: list[dict[str, Any]]) -> Iterator[tuple[str, list[str]]]:
+        """(activations, nodes kept in float) per attempt, in order. The per-node table is
+        measured on the first (all-int8) attempt only when a float-node remedy is reached."""
+        yield "int8", []
+        profile = ctx.profile
+        if profile is not None and not profile.quantization.int16_activations:
+            attempts.append({"activations": "int16", "float_nodes": [], "status": "skipped",
+                             "reason": f"profile {profile.name} has no int16-activation kernels"})
+        else:
+            yield "int16", []
+        excluded: list[str] = []
+        while len(excluded) < MAX_EXCLUDED:
+            remaining = [n["node"] for n in table() if n["node"] not in excluded]
+            if not remaining:
+                return
+            excluded = [*excluded, remaining[0]]
+            yield "int8", excluded
 
     def node_errors(self, ctx: ConversionContext, pre: Path, quantized: bytes, names: list[str]) -> list[dict[str, Any]]:
         """Nodes by how much quantization changes their output (SQNR of float vs QDQ), worst first."""
@@ -194,6 +227,10 @@ def _host_kernels(data: bytes, ctx: ConversionContext, exact: list[np.ndarray]) 
                           "as written" + ("" if record["cpu_vnni"] else " (x86 without VNNI: u8 x s8 products "
                                           "summed in saturating 16-bit; Arm and VNNI CPUs compute it exactly)"))
     return record
+
+
+def _opset(model: Any) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _cpu_has_vnni() -> bool | None:
@@ -252,14 +289,18 @@ def preprocess_step(source: str, destination: str) -> list[str]:
     return [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
 
 
-def quantize_step(pre: str, out: str, names: list[str], samples: list[list[np.ndarray]], excluded: list[str]) -> None:
-    """Static QDQ: int8 activations (min/max over ``samples``), per-channel int8 weights."""
+def quantize_step(pre: str, out: str, names: list[str], samples: list[list[np.ndarray]], excluded: list[str],
+                  activations: str = "int8") -> None:
+    """Static QDQ: int8 or int16 activations (min/max over ``samples``), per-channel int8 weights.
+    For int16 the quantizer raises the model to opset 21, whose standard QuantizeLinear takes
+    int16 (no com.microsoft operators, so any ONNX 1.16+ runtime reads it)."""
     quantization = require("onnxruntime.quantization", "the onnx-int8 target")
+    activation_type = {"int8": quantization.QuantType.QInt8, "int16": quantization.QuantType.QInt16}[activations]
     with quiet_libraries():
         quantization.quantize_static(
             pre, out, _reader(names, iter(samples)),
             quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-            activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+            activation_type=activation_type, weight_type=quantization.QuantType.QInt8,
             calibrate_method=quantization.CalibrationMethod.MinMax, nodes_to_exclude=excluded or None)
 
 
