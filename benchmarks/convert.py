@@ -13,6 +13,12 @@ kind (Keras, .pt2, TorchScript, nn.Module, ONNX, float .tflite) to tflite-int8 a
 to every target (tflite-int8, mcu, coreml), and MobileNet-sized models: vww_96
 (MobileNetV1, Keras .h5 and its float .tflite) and PaddleOCR's MobileNetV3 text-direction
 classifier (ONNX, from the rapidocr-onnxruntime wheel; tests/registry_models.py).
+
+detector: a 320x320 detector as issue 24 asks, PaddleOCR's v4 text detector (DBNet, ONNX, from
+the same wheel), `edgeserve convert` run as a user runs it (the CLI, one process per target)
+for onnx-int8 and for tflite-int8, 100 calibration views of scikit-image's photos (the number
+below which the quantizer warns). Per target: wall time, the figure the gate judged, and where
+the time went, read from the CLI's own step timings on stderr.
 """
 
 from __future__ import annotations
@@ -168,19 +174,62 @@ def run_routes(work: Path) -> list[dict]:
     return rows
 
 
+DETECTOR_TARGETS = ("onnx-int8", "tflite-int8")
+
+
+def run_detector(work: Path, samples: int = 100) -> list[dict]:
+    import re
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from corpus import CORPUS, IMAGENET_MEAN, IMAGENET_STD, convert_command, measured, views
+
+    model = next(m for m in CORPUS if m.name == "ocr_text_detector")
+    work.mkdir(parents=True, exist_ok=True)
+    source = model.fetch(work)
+    calib = work / "detector_calib.npz"
+    np.savez(calib, x=((views((320, 320), samples) - IMAGENET_MEAN) / IMAGENET_STD).transpose(0, 3, 1, 2))
+    rows = []
+    for target in DETECTOR_TARGETS:
+        out = work / f"detector_{target}"
+        command = convert_command(model, source, calib, out, (target,))
+        command[command.index("--calib-samples") + 1] = str(samples)
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        steps = [(m.group(2), float(m.group(1))) for m in re.finditer(r"^\[\s*([\d.]+) s\] (.+)$", done.stderr, re.M)]
+        manifest = json.loads((out / "manifest.json").read_text())
+        entry = {a["target"]: a for a in manifest["artifacts"]}.get(target, {})
+        cell = measured(entry) if entry else {}
+        rows.append({"model": "PP-OCRv4 text detector (DBNet) 320x320", "target": target, "samples": samples,
+                     "seconds": round(seconds, 1), "status": entry.get("status", "refused"),
+                     "sqnr_db": cell.get("sqnr_db"), "activations": cell.get("activations"),
+                     "attempts": len(entry.get("attempts") or []),
+                     "steps": sorted(steps, key=lambda s: -s[1])})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=["models", "routes"])
+    parser.add_argument("--only", choices=["models", "routes", "detector"])
     args = parser.parse_args()
     if not MLPERF.is_dir():
         sys.exit(f"needs ../shared/testdata beside the project: {MLPERF} not found")
-    routes = run_routes(args.out / "routes") if args.only != "models" else []
-    rows = run(args.out) if args.only != "routes" else []
+    routes = run_routes(args.out / "routes") if args.only in (None, "routes") else []
+    rows = run(args.out) if args.only in (None, "models") else []
+    detector = run_detector(args.out / "detector") if args.only in (None, "detector") else []
     if args.json:
-        print(json.dumps({"models": rows, "routes": routes}, indent=2))
+        print(json.dumps({"models": rows, "routes": routes, "detector": detector}, indent=2))
         return
+    if detector:
+        print("| model | target | calibration | wall s | status | SQNR dB | activations | attempts | longest steps (s) |")
+        print("|---|---|---:|---:|---|---:|---|---:|---|")
+        for r in detector:
+            top = "; ".join(f"{name} {sec:.1f}" for name, sec in r["steps"][:4])
+            print(f"| {r['model']} | {r['target']} | {r['samples']} | {r['seconds']} | {r['status']} | "
+                  f"{r['sqnr_db']} | {r['activations']} | {r['attempts']} | {top} |")
     if routes:
         print("| model | source | route | tflite-int8 s | all targets s | targets | int8 drop | int8 SQNR dB |")
         print("|---|---|---|---:|---:|---|---:|---:|")

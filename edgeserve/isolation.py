@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ class NativeCrashError(EdgeServeError):
         super().__init__(f"{tool} crashed ({how}) while {what}")
 
 
+_INFO_OR_WARNING = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d")
+
+
 def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     """``module:function(*args)`` in a child process: its result, or the exception it raised
     (an EdgeServeError as itself, anything else as an EdgeServeError with its text)."""
@@ -51,7 +55,10 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
     except subprocess.TimeoutExpired as exc:
         raise NativeCrashError(tool, what, f"no result within {timeout_s:.0f} s") from exc
     native = done.stderr.decode("utf-8", "replace")
-    last = [line.strip() for line in native.splitlines() if line.strip()][-1:]
+    # The last line that can say why: not an info or warning line in the glog form torch and
+    # absl print ("W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] ... is deprecated").
+    last = [line.strip() for line in native.splitlines()
+            if line.strip() and not _INFO_OR_WARNING.match(line.strip())][-1:]
     if done.returncode < 0:
         raise NativeCrashError(tool, what, signal.Signals(-done.returncode).name, native)
     try:

@@ -272,7 +272,8 @@ def measured(entry: dict) -> dict:
             "detection_match": matched, "score_error": detections.get("mean_score_error"),
             "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
             "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
-            "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share")}
+            "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share"),
+            "activations": (entry.get("quantization") or {}).get("activations")}
 
 
 def figure(cell: dict) -> str:
@@ -291,6 +292,8 @@ def figure(cell: dict) -> str:
                      + (f" (score error {cell['score_error']:.2f})" if cell.get("score_error") else ""))
     if cell.get("xnnpack_share") is not None:
         parts.append(f"XNNPACK {100 * cell['xnnpack_share']:.0f} %")
+    if cell.get("activations") == "int16":  # the quantizer's int16-activation remedy, not int8
+        parts.append("int16 activations")
     return ", ".join(parts)
 
 

@@ -128,7 +128,10 @@ def test_uint8_io_skips_float_layers_once_with_the_reason(sine: Path, tmp_path: 
     ("torch.nn.modules.container.Sequential_features/torch.nn.modules.conv.Conv2d_0;"
      "torch.nn.modules.container.Sequential_features/x", "features.0 (Conv2d)"),
     ("torch.nn.modules.container.Sequential_f/torch.nn.modules.pooling.MaxPool2d_2", "f.2 (MaxPool2d)"),
-    ("edgeserve.sources.onnx_torch.OnnxGraph;6", "OnnxGraph"),
+    # computed in the root module (nodes inside an ONNX If or Loop body): the operator and number
+    ("edgeserve.sources.onnx_torch.OnnxGraph;6", "CONV_2D #6 (OnnxGraph)"),
+    ("edgeserve.sources.onnx_torch.OnnxGraph;;edgeserve.sources.onnx_torch.OnnxGraph;9", "CONV_2D #9 (OnnxGraph)"),
+    ("edgeserve.sources.onnx_torch.OnnxGraph", "OnnxGraph"),
     # the ONNX reader: one submodule per node, a class per operator type
     ("edgeserve.sources.onnx_torch.OnnxGraph/edgeserve.sources.onnx_nodes.Conv_n3_conv2d_1_tmp_0;;"
      "edgeserve.sources.onnx_torch.OnnxGraph/x", "n3_conv2d_1_tmp_0 (Conv)"),

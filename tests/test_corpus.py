@@ -55,7 +55,8 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "mcu-c": (OK, floor(bit_exact=True)),
         "coreml": (OK, floor(sqnr_db=56.0, detection_match=0.95)),  # measured 57.6 dB, 100 %
         "onnx": (OK, floor(sqnr_db=118.0, detection_match=0.95)),  # measured 119.5 dB, 100 %
-        "onnx-int8": (FAILED, "detections (ssd-anchors)"),  # 0 of 1 found, 12.5 dB
+        # int8 activations lose the palm (0 of 1, 12.5 dB); the int16-activation remedy keeps it.
+        "onnx-int8": (OK, floor(sqnr_db=22.0, detection_match=0.95, activations="int16")),  # 23.9 dB, 1 of 1
         "executorch": (OK, floor(exact=True, xnnpack_share=0.4, detection_match=0.95)),  # XNNPACK 45 %
         "executorch-int8": (FAILED, "detections (ssd-anchors)"),  # 0 of 1 found, 13.1 dB
     },
@@ -67,7 +68,8 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "mcu-c": (OK, floor(bit_exact=True)),  # as the palm detector's
         "coreml": (OK, floor(sqnr_db=50.5, detection_match=0.95)),  # measured 52.7 dB, 100 %
         "onnx": (OK, floor(sqnr_db=115.5, detection_match=0.95)),  # measured 117.0 dB, 100 %
-        "onnx-int8": (FAILED, "detections (ssd-anchors)"),  # 68.6 %, score error 0.130
+        # int8 activations: 68.6 %, score error 0.130; int16 activations: 91 %, score error 0.06
+        "onnx-int8": (OK, floor(sqnr_db=8.5, detection_match=0.85, activations="int16")),  # 9.9 dB, 91 %
         "executorch": (OK, floor(exact=True, xnnpack_share=0.96, detection_match=0.95)),  # XNNPACK 99 %
         "executorch-int8": (FAILED, "detections (ssd-anchors)"),  # 38.9 % (portable kernels)
     },
@@ -86,7 +88,7 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "tflite-int8": (OK, floor(sqnr_db=17.0)),  # measured 18.6 dB (int16x8)
         "coreml": (OK, floor(sqnr_db=47.5)),  # measured 49.1 dB
         "onnx": (OK, floor(sqnr_db=105.0)),  # measured 107.0 dB
-        "onnx-int8": (FAILED, 'SQNR'),  # 6.2 dB
+        "onnx-int8": (OK, floor(sqnr_db=17.0, activations="int16")),  # 18.5 dB (int8 activations: 6.2 dB)
         "executorch": (OK, floor(exact=True, xnnpack_share=0.97)),  # measured XNNPACK 99 %
         "executorch-int8": (FAILED, 'SQNR'),  # 4.1 dB
         "mcu": (REFUSED, "RESIZE_BILINEAR kernel takes float and int8 only"),
@@ -110,7 +112,7 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "tflite-int8": (OK, floor(sqnr_db=16.0)),  # measured 17.8 dB (int16x8)
         "coreml": (OK, floor(sqnr_db=37.0)),  # measured 38.9 dB
         "onnx": (OK, floor(sqnr_db=140.0)),  # measured 141.8 dB
-        "onnx-int8": (FAILED, 'SQNR'),  # 4.5 dB
+        "onnx-int8": (OK, floor(sqnr_db=16.5, activations="int16")),  # 18.0 dB (int8 activations: 4.5 dB)
         "executorch": (OK, floor(sqnr_db=112.5, xnnpack_share=0.93)),  # measured 114.4 dB, XNNPACK 94 %
         "executorch-int8": (FAILED, 'SQNR'),  # 0.0 dB
         "mcu": (OK, floor(bit_exact=True)),
@@ -122,7 +124,7 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "tflite-int8": (OK, floor(sqnr_db=17.5)),  # measured 19.0 dB (int16x8)
         "coreml": (OK, floor(sqnr_db=37.5)),  # measured 39.5 dB
         "onnx": (OK, floor(exact=True)),
-        "onnx-int8": (FAILED, 'SQNR'),  # 4.2 dB
+        "onnx-int8": (OK, floor(sqnr_db=18.0, activations="int16")),  # 19.6 dB (int8 activations: 4.2 dB)
         "executorch": (OK, floor(sqnr_db=98.0, xnnpack_share=0.93)),  # measured 99.7 dB, XNNPACK 95 %
         "executorch-int8": (FAILED, 'SQNR'),  # 3.8 dB
         "mcu": (OK, floor(bit_exact=False)),  # max diff 18 int16 steps
@@ -141,14 +143,15 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "executorch-int8": (OK, floor(sqnr_db=14.0, top1=0.8, xnnpack_share=0.97)),
     },
     # --input-value sr=16000 --batch-axis state=1 --batch-axis stateN=1: the float formats agree;
-    # INT8 loses the speech probability (int16 activations come closest, 9.3 dB).
+    # int8 activations lose the speech probability; int16 ones reach 14.2 dB in ONNX Runtime, 9.3 dB
+    # in LiteRT (its int16x8 model, the best of six attempts).
     "silero_vad": {
         "tflite-int8": (FAILED, "SQNR"),  # measured 9.3 dB (int16x8, the best of six attempts)
         "mcu": (NOT_BUILT, "failed its quality gate"),
         "mcu-c": (NOT_BUILT, "failed its quality gate"),
         "coreml": (OK, floor(sqnr_db=34.5)),  # measured 36.5 dB
         "onnx": (OK, floor(exact=True)),
-        "onnx-int8": (FAILED, "SQNR"),  # measured 3.8 dB
+        "onnx-int8": (OK, floor(sqnr_db=12.5, activations="int16")),  # 14.2 dB (int8 activations: 3.8 dB)
         "executorch": (OK, floor(sqnr_db=98.5, xnnpack_share=0.3)),  # measured 100.8 dB, XNNPACK 32 %
         "executorch-int8": (FAILED, "SQNR"),  # measured -10.9 dB
     },
@@ -221,7 +224,7 @@ def test_every_cell_converts_and_agrees_or_is_refused_by_name(model, rows: dict[
         for key, bound in dict(detail).items():  # type: ignore[call-overload]
             if bound is None:
                 continue
-            if isinstance(bound, bool):
-                assert cell[key] is bound, (target, key, cell)
+            if isinstance(bound, (bool, str)):
+                assert cell[key] == bound, (target, key, cell)
             else:
                 assert cell[key] is not None and cell[key] >= bound, (target, key, cell)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -229,3 +230,71 @@ def test_mobilenet_v3_small_becomes_float_and_int8_pte_checked_against_torch(tmp
     np.testing.assert_allclose(float_out, expected, atol=1e-4 * np.abs(expected).max())
     assert sqnr_db(expected, int8_out) >= 11.0
     assert entries["executorch-int8"]["delegation"]["delegated_share"] >= 0.85
+
+
+def _calibrated_too_small(tmp_path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A conv net saved as .pt2, calibration inputs 100x smaller than the labelled evaluation
+    inputs (their labels: the float model's classes). Its last convolution is behind an explicit
+    asymmetric pad, as TensorFlow's "same" padding of a strided convolution exports."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3),
+                              torch.nn.ReLU(), torch.nn.ZeroPad2d((0, 1, 0, 1)), torch.nn.Conv2d(16, 8, 3, stride=2),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10)).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 12, 12),)), tmp_path / "net.pt2")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", x=(0.01 * rng.normal(size=(32, 3, 12, 12))).astype(np.float32))
+    x = rng.normal(size=(200, 3, 12, 12)).astype(np.float32)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy()
+    np.savez(tmp_path / "eval.npz", x=x, y=expected.argmax(1))
+    return net, x, expected
+
+
+def test_over_the_gate_int8_activations_become_dynamic(tmp_path: Path) -> None:
+    """Issue 24: XNNPACK's quantizer has no 16-bit activations, so the INT8 target's remedy is
+    dynamic quantization. Calibrated on inputs 100x smaller than the ones it is judged on, static
+    int8 ranges clip every evaluation input and the top-1 class moves; with each layer's input
+    given its scale at run time the same weights keep it, and the .pte run here independently
+    agrees with torch."""
+    _, x, expected = _calibrated_too_small(tmp_path)
+    from edgeserve.pipeline import convert
+
+    result = convert(tmp_path / "net.pt2", ["executorch-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                     eval_data=tmp_path / "eval.npz", options={"max_drop": 10.0})
+    entry = {a["target"]: a for a in result.manifest["artifacts"]}["executorch-int8"]
+    attempts = entry["attempts"]
+    assert [(a["activations"], a["status"]) for a in attempts] == [("int8 static", "failed"), ("int8 dynamic", "ok")]
+    assert entry["status"] == "ok" and entry["quantization"]["activations"] == "int8 dynamic"
+    assert "dynamic" in entry["route"]["export"] and entry["delegation"]["delegated_share"] >= 0.5
+    # The convolution behind the pad stays float (XNNPACK cannot run it dynamically quantized).
+    assert entry["quantization"]["float_convolutions_behind_pads"] == 1
+    got = _run_pte(tmp_path / "out" / entry["path"], x)
+    assert np.mean(got.argmax(1) == expected.argmax(1)) >= 0.9
+    assert 10 * np.log10(np.sum(expected ** 2) / np.sum((expected - got) ** 2)) > 20.0
+
+
+def test_a_remedy_executorch_cannot_build_keeps_the_static_pte(tmp_path: Path, monkeypatch) -> None:
+    """The dynamic attempt's child dying is an attempt with its reason; the static .pte (failed
+    by the gate) is still written, judged and said to be the static one."""
+    from edgeserve.converters.executorch import converter
+    from edgeserve.errors import AccuracyError, VerificationError
+    from edgeserve.pipeline import convert
+
+    _calibrated_too_small(tmp_path)
+    real = converter._in_child
+
+    def dies_on_dynamic(function: str, *args: Any, what: str) -> Any:
+        if function == "build" and args[1] == "int8-dynamic":
+            raise VerificationError("ExecuTorch crashed (SIGABRT) while lowering; no .pte was written")
+        return real(function, *args, what=what)
+
+    monkeypatch.setattr(converter, "_in_child", dies_on_dynamic)
+    with pytest.raises(AccuracyError) as err:
+        convert(tmp_path / "net.pt2", ["executorch-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                eval_data=tmp_path / "eval.npz", options={"max_drop": 10.0})
+    entry = {a["target"]: a for a in err.value.result.manifest["artifacts"]}["executorch-int8"]
+    assert [(a["activations"], a["status"]) for a in entry["attempts"]] == [("int8 static", "failed"),
+                                                                          ("int8 dynamic", "error")]
+    assert "SIGABRT" in entry["attempts"][1]["reason"]
+    assert entry["status"] == "failed" and entry["quantization"]["activations"] == "int8 static"
+    assert (tmp_path / "out" / entry["path"]).stat().st_size > 0

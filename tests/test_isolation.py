@@ -33,6 +33,19 @@ def test_results_and_exceptions_come_back_from_the_child():
     assert isinstance(returned, UnsupportedOpError) and (returned.op, returned.supported) == ("SIN", ["ADD"])
 
 
+def test_the_reason_is_the_last_line_that_is_not_a_library_warning(tmp_path):
+    """What the child printed last is added to its error (TFLM says there why a kernel refused),
+    but torch's and absl's glog-style info and warning lines are skipped: ExecuTorch's failure
+    read "(W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] <enum ...> is deprecated)"."""
+    script = tmp_path / "fails.sh"
+    script.write_text("echo 'E00:00:00.000 executor.cpp:42] Failed to execute node 7' >&2\n"
+                      "echo 'W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] register_constant is deprecated' >&2\n"
+                      "exit 3\n")
+    with pytest.raises(EdgeServeError) as caught:
+        run_isolated("subprocess:check_call", ["sh", str(script)], tool="t", what="w")
+    assert "Failed to execute node 7" in str(caught.value) and "_pytree" not in str(caught.value)
+
+
 # Real deaths of the child: a null-pointer read, an abort, an exit before any result.
 @pytest.mark.parametrize(("function", "args", "how"), [("ctypes:string_at", (0,), "SIGSEGV"),
                                                        ("os:abort", (), "SIGABRT"),

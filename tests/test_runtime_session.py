@@ -334,3 +334,28 @@ def test_labels_recorded_in_the_manifest_name_the_classes(digits_conversion: Pat
     best = Session(copy).classify(frames[0][0], k=2)
     assert [p.label for p in best] == [f"class {p.index}" for p in best]
     assert best[0].index == frames[1][0]
+
+
+def test_verification_on_every_core_equals_one_interpreter_in_order() -> None:
+    """tflite-int8's check runs one LiteRT interpreter per core, each on every other sample:
+    the outputs come back in sample order, equal to one interpreter's, for an odd count too,
+    and the progress callback sees one tick per sample."""
+    from conftest import TESTDATA, require_testdata
+
+    from edgeserve.runtime.litert import TfliteRunner, predict_on_cores
+
+    model = require_testdata(TESTDATA / "mlperf-tiny" / "kws_ref_model.tflite").read_bytes()
+    runner = TfliteRunner(model)
+    x = np.random.default_rng(0).uniform(-3, 3, (9, *runner.inputs[0].shape[1:])).astype(np.float32)
+    ticks: list[int] = []
+
+    def track(items, total):
+        for item in items:
+            ticks.append(total)
+            yield item
+
+    got = predict_on_cores(model, [x], track, workers=2)
+    want = runner.predict([x])[0]
+    assert len(got) == len(want) and all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert len(np.unique(want[0].argmax(1))) > 1  # the samples differ, so an order mix-up would show
+    assert ticks == [9] * 9

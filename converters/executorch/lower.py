@@ -16,8 +16,9 @@ import numpy as np
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
           check_inputs: list[np.ndarray]) -> dict[str, Any]:
-    """Lower the saved ExportedProgram to a .pte (quantized first for "int8"), write it, and run
-    it on ``check_inputs`` (N-first arrays, one per model input) with executorch.runtime."""
+    """Lower the saved ExportedProgram to a .pte (quantized first for "int8" and "int8-dynamic"),
+    write it, and run it on ``check_inputs`` (N-first arrays, one per model input) with
+    executorch.runtime."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -34,9 +35,13 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 
     program = constant_prop_pass(program)
-    if precision == "int8":
+    behind_pads = 0
+    if precision in ("int8", "int8-dynamic"):
         quantized_kernels()
-        program = _quantized(program, example, calibration or [])
+        if precision == "int8-dynamic":
+            behind_pads = sum(1 for node in program.graph.nodes if node.op == "call_function"
+                              and "conv" in str(node.target) and not _not_behind_a_pad(node))
+        program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic")
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -63,7 +68,7 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
                       if b.non_delegated and op not in ("getitem", "alloc"))  # tuple access, memory planning
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
-            "xnnpack_error": xnnpack_error, "outputs": outputs}
+            "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "outputs": outputs}
 
 
 def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarray] | None, str | None]:
@@ -113,9 +118,11 @@ def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
 
 
-def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray]) -> Any:
-    """PT2E static INT8 with XNNPACK's quantizer: symmetric per-channel int8 weights, int8
-    activations with ranges observed over every calibration sample, then exported again."""
+def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray], dynamic: bool = False) -> Any:
+    """PT2E INT8 with XNNPACK's quantizer, then exported again: symmetric per-channel int8
+    weights, and int8 activations with ranges observed over every calibration sample (static),
+    or (``dynamic``) the inputs of convolutions and linear layers quantized to int8 at run time
+    from each tensor's own range, every other operator in float."""
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -124,11 +131,33 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     module = _constants_as_parameters(program.module())  # constant propagation lifted new ones
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                is_dynamic=dynamic))
+    if dynamic:
+        quantizer.set_filter_function(_not_behind_a_pad)
     prepared = prepare_pt2e(module, quantizer)
+    # Dynamic too: its weight observers record the per-channel ranges on the first forward (with
+    # none, XNNPACK's partitioner meets one weight scale where it wants one per channel).
     for i in range(len(calibration[0]) if calibration else 0):
         prepared(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in calibration))
     return torch.export.export(convert_pt2e(prepared), example)
+
+
+def _not_behind_a_pad(node: Any) -> bool:
+    """False for a layer whose input is an explicit pad (the "same" padding of a strided
+    convolution exported from TensorFlow): ExecuTorch 1.5.1's XNNPACK delegate lowers a dynamically
+    quantized convolution behind a pad and then fails every execute ("error 0x1"; measured on a
+    pad, symmetric or not, then a conv, and on MediaPipe's models); such a layer stays float."""
+    import torch
+
+    pads = (torch.ops.aten.pad.default, torch.ops.aten.constant_pad_nd.default)
+    # Through layout moves: MediaPipe's pose detector pads its NHWC input, then transposes it.
+    moves = (torch.ops.aten.permute.default, torch.ops.aten.transpose.int, torch.ops.aten.contiguous.default,
+             torch.ops.aten.clone.default)
+    source = node.args[0] if node.args else None
+    while isinstance(source, torch.fx.Node) and source.target in moves and source.args:
+        source = source.args[0]
+    return not (isinstance(source, torch.fx.Node) and source.target in pads)
 
 
 def _constants_as_parameters(module: Any) -> Any:

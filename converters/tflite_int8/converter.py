@@ -287,7 +287,7 @@ class TfliteInt8Converter(Converter):
 
     # ----- verify -----------------------------------------------------------------------
     def verify(self, ctx: ConversionContext, attempt: Attempt, metric: str, opts: Options) -> None:
-        from edgeserve.runtime.litert import TfliteRunner
+        from edgeserve.runtime.litert import TfliteRunner, predict_on_cores
 
         assert attempt.model is not None
         float_io = opts.io == "float"
@@ -296,13 +296,11 @@ class TfliteInt8Converter(Converter):
         runner = TfliteRunner(attempt.model)
         attempt.io_dtype = runner.inputs[0].dtype.name
         evaluation = ctx.evaluation
-        outputs: list[list[np.ndarray]] = [[] for _ in runner.outputs]
-        for batch in ctx.progress.track(evaluation.batch1(), len(evaluation), "verifying with LiteRT"):
-            for slot, out in zip(outputs, runner.predict(batch)[0]):
-                slot.append(out)
+        outputs = predict_on_cores(attempt.model, list(evaluation.inputs),
+                                   lambda ticks, total: ctx.progress.track(ticks, total, "verifying with LiteRT"))
         # The artifact's outputs in the source's order (the converter may list them otherwise).
         order = _output_order(attempt.model, ctx)
-        quantized = [np.concatenate(outputs[p]) for p in order]
+        quantized = [outputs[p] for p in order]
         details = [runner.outputs[p] for p in order]
         reference = ctx.reference_outputs()
         verdict = judge(metric, reference, quantized, evaluation.labels, max_drop=opts.max_drop,

@@ -43,13 +43,19 @@ class LayerError:
         litert-torch names a tensor by the modules it was computed in, each as its class's
         full name and its attribute name ("torch.nn.modules.container.Sequential_features/
         torch.nn.modules.conv.Conv2d_0"): that reads as the module path, "features.0 (Conv2d)"."""
-        first = self.tensor.split(";")[0]
+        first, *rest = self.tensor.split(";")
         parts = first.split("/")
         frames = [_TORCH_FRAME.match(part) for part in parts]
         if first and all(frames):
             path = ".".join(f.group(2) for f in frames if f and f.group(2))
             kind = frames[-1].group(1) if frames[-1] else ""
-            return f"{path} ({kind})" if path else kind
+            if path:
+                return f"{path} ({kind})"
+            # Computed in the root module itself (every tensor of edgeserve's ONNX reader, whose
+            # graph is one module): the class names nothing, so the operator and litert-torch's
+            # tensor number tell the layers apart ("TANH #62" rather than "OnnxGraph" each time).
+            number = next((r for r in reversed(rest) if r.isdigit()), None)
+            return f"{self.op} #{number} ({kind})" if number else kind
         return "/".join(parts[1:]) if len(parts) > 2 else first
 
     def to_dict(self) -> dict[str, Any]:
