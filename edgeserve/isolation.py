@@ -43,7 +43,9 @@ class NativeCrashError(EdgeServeError):
         super().__init__(f"{tool} crashed ({how}) while {what}")
 
 
-_INFO_OR_WARNING = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d")
+# Besides glog's info and warning lines, torchao's note at import about its optional kernels
+# ("Failed to load .../torchao/_C_mxfp8...so: Could not load this library").
+_INFO_OR_WARNING = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^Failed to load \S+\.so: Could not load this library")
 
 
 def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
@@ -56,7 +58,8 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
         raise NativeCrashError(tool, what, f"no result within {timeout_s:.0f} s") from exc
     native = done.stderr.decode("utf-8", "replace")
     # The last line that can say why: not an info or warning line in the glog form torch and
-    # absl print ("W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] ... is deprecated").
+    # absl print ("W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] ... is deprecated"),
+    # nor a library's note about an optional part it did not load.
     last = [line.strip() for line in native.splitlines()
             if line.strip() and not _INFO_OR_WARNING.match(line.strip())][-1:]
     if done.returncode < 0:

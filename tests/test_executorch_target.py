@@ -268,6 +268,7 @@ def test_over_the_gate_int8_activations_become_dynamic(tmp_path: Path) -> None:
     assert "dynamic" in entry["route"]["export"] and entry["delegation"]["delegated_share"] >= 0.5
     # The convolution behind the pad stays float (XNNPACK cannot run it dynamically quantized).
     assert entry["quantization"]["float_convolutions_behind_pads"] == 1
+    assert entry["quantization"]["int8_layers"] == 3  # two convolutions and the linear layer
     got = _run_pte(tmp_path / "out" / entry["path"], x)
     assert np.mean(got.argmax(1) == expected.argmax(1)) >= 0.9
     assert 10 * np.log10(np.sum(expected ** 2) / np.sum((expected - got) ** 2)) > 20.0
@@ -298,3 +299,25 @@ def test_a_remedy_executorch_cannot_build_keeps_the_static_pte(tmp_path: Path, m
     assert "SIGABRT" in entry["attempts"][1]["reason"]
     assert entry["status"] == "failed" and entry["quantization"]["activations"] == "int8 static"
     assert (tmp_path / "out" / entry["path"]).stat().st_size > 0
+
+
+def test_a_dynamic_attempt_that_quantizes_nothing_is_not_an_int8_pte(tmp_path: Path) -> None:
+    """Every convolution behind a pad: dynamic quantization would write a float .pte; that
+    attempt is an error with the reason, and the static one is what the entry holds."""
+    from edgeserve.errors import AccuracyError
+    from edgeserve.pipeline import convert
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.ZeroPad2d(1), torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(),
+                              torch.nn.ZeroPad2d(1), torch.nn.Conv2d(8, 4, 3)).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 12, 12),)), tmp_path / "net.pt2")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", x=(0.01 * rng.normal(size=(32, 3, 12, 12))).astype(np.float32))
+    with pytest.raises(AccuracyError) as err:  # nothing meets 60 dB in int8
+        convert(tmp_path / "net.pt2", ["executorch-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                options={"min_sqnr_db": 60.0})
+    entry = {a["target"]: a for a in err.value.result.manifest["artifacts"]}["executorch-int8"]
+    assert [(a["activations"], a["status"]) for a in entry["attempts"]] == [("int8 static", "failed"),
+                                                                          ("int8 dynamic", "error")]
+    assert "made no layer int8" in entry["attempts"][1]["reason"]
+    assert entry["quantization"]["activations"] == "int8 static" and entry["quantization"]["int8_layers"] == 2

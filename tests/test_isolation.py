@@ -40,10 +40,13 @@ def test_the_reason_is_the_last_line_that_is_not_a_library_warning(tmp_path):
     script = tmp_path / "fails.sh"
     script.write_text("echo 'E00:00:00.000 executor.cpp:42] Failed to execute node 7' >&2\n"
                       "echo 'W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] register_constant is deprecated' >&2\n"
+                      "echo 'Failed to load /x/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so: Could not load this "
+                      "library: /x/torchao/_C_mxfp8.so' >&2\n"
                       "exit 3\n")
     with pytest.raises(EdgeServeError) as caught:
         run_isolated("subprocess:check_call", ["sh", str(script)], tool="t", what="w")
-    assert "Failed to execute node 7" in str(caught.value) and "_pytree" not in str(caught.value)
+    assert "Failed to execute node 7" in str(caught.value)
+    assert "_pytree" not in str(caught.value) and "torchao" not in str(caught.value)
 
 
 # Real deaths of the child: a null-pointer read, an abort, an exit before any result.

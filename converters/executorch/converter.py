@@ -96,6 +96,13 @@ class _ExecutorchBase(Converter):
                     attempts.append({"activations": ACTIVATIONS[mode], "status": "error", "reason": str(exc)})
                     break
             outputs = built.pop("outputs")
+            if mode == "int8-dynamic" and not built["int8_layers"]:
+                # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
+                # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
+                attempts.append({"activations": ACTIVATIONS[mode], "status": "error",
+                                 "reason": "dynamic quantization made no layer int8 (it takes convolutions and "
+                                           "linear layers, none behind an explicit pad)"})
+                continue
             scored = score(ctx, outputs, opts)
             if mode in ACTIVATIONS:
                 attempts.append({"activations": ACTIVATIONS[mode], "status": "ok" if scored["ok"] else "failed",
@@ -105,9 +112,9 @@ class _ExecutorchBase(Converter):
                 best = (mode, built, outputs, scored, pte)
             if scored["ok"]:
                 break
-        assert best is not None
+        assert best is not None  # the first attempt either raised or was scored
         mode, built, outputs, scored, pte = best
-        behind_pads = built.pop("float_behind_pads", 0)
+        behind_pads, int8_layers = built.pop("float_behind_pads", 0), built.pop("int8_layers", 0)
         out = ctx.out_dir
         artifact = write_bytes(out / self.artifact, pte.read_bytes())
         head = ctx.evaluation.head(FIXTURE_SAMPLES)
@@ -137,6 +144,7 @@ class _ExecutorchBase(Converter):
             "output_sqnr_db": scored["output_sqnr_db"],
             "quality": scored["quality"],
             **({"quantization": {"weights": "int8 per-channel", "activations": ACTIVATIONS[mode],
+                                 "int8_layers": int8_layers,
                                  **({"note": DYNAMIC_NOTE, "float_convolutions_behind_pads": behind_pads}
                                     if mode == "int8-dynamic" else {})}}
                if mode in ACTIVATIONS else {}),

@@ -35,13 +35,16 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 
     program = constant_prop_pass(program)
-    behind_pads = 0
+    behind_pads = int8_layers = 0
     if precision in ("int8", "int8-dynamic"):
         quantized_kernels()
         if precision == "int8-dynamic":
             behind_pads = sum(1 for node in program.graph.nodes if node.op == "call_function"
                               and "conv" in str(node.target) and not _not_behind_a_pad(node))
         program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic")
+        # Layers whose weights are int8 now: each has one per-channel dequantize of its weight.
+        int8_layers = sum(1 for node in program.graph.nodes
+                          if node.op == "call_function" and "dequantize_per_channel" in str(node.target))
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -68,7 +71,8 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
                       if b.non_delegated and op not in ("getitem", "alloc"))  # tuple access, memory planning
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
-            "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "outputs": outputs}
+            "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "int8_layers": int8_layers,
+            "outputs": outputs}
 
 
 def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarray] | None, str | None]:
@@ -131,6 +135,8 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     module = _constants_as_parameters(program.module())  # constant propagation lifted new ones
+    if dynamic:
+        _relu_as_clamp(module)
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
                                                                                 is_dynamic=dynamic))
     if dynamic:
@@ -141,6 +147,18 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     for i in range(len(calibration[0]) if calibration else 0):
         prepared(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in calibration))
     return torch.export.export(convert_pt2e(prepared), example)
+
+
+def _relu_as_clamp(module: Any) -> None:
+    """ReLU written as clamp(x, 0), the same function. XNNPACK's quantizer quantizes a convolution
+    dynamically only when no ReLU alone reads it (its conv + ReLU pattern exists for static
+    quantization only), so without this every convolution of a ReLU network stayed float."""
+    import torch
+
+    for node in module.graph.nodes:
+        if node.op == "call_function" and node.target in (torch.ops.aten.relu.default, torch.ops.aten.relu_.default):
+            node.target, node.args = torch.ops.aten.clamp.default, (node.args[0], 0.0)
+    module.recompile()
 
 
 def _not_behind_a_pad(node: Any) -> bool:
