@@ -316,6 +316,17 @@ def _print_executorch(console: Console, entry: dict[str, Any]) -> None:
     if d.get("xnnpack_error"):
         console.print(f"  [yellow]note[/]: XNNPACK could not take the graph ({_e(d['xnnpack_error'])}); "
                       "lowered without a delegate", soft_wrap=True)
+    q = entry.get("quantization")
+    if q:
+        console.print(f"  weights {q['weights']}, activations {q['activations']}, {q['int8_layers']} int8 layer(s)"
+                      + (f", {q['float_convolutions_behind_pads']} convolution(s) behind a pad left float"
+                         if q.get("float_convolutions_behind_pads") else ""), soft_wrap=True)
+    attempts = entry.get("attempts") or []
+    if len(attempts) > 1 or entry["status"] != "ok":
+        console.print("  attempts:")
+        for i, a in enumerate(attempts, 1):
+            reason = f" ({_e(a['reason'])})" if a.get("reason") else ""
+            console.print(f"    {i}. {a['activations']} activations: {a['status']}{reason}", soft_wrap=True)
     v = entry["verification"]
     console.print(f"  verified by {v['method']} on {v['samples']} samples; route: {entry['route']['export']}",
                   soft_wrap=True)

@@ -257,13 +257,16 @@ def test_over_the_gate_int8_activations_become_dynamic(tmp_path: Path) -> None:
     given its scale at run time the same weights keep it, and the .pte run here independently
     agrees with torch."""
     _, x, expected = _calibrated_too_small(tmp_path)
-    from edgeserve.pipeline import convert
-
-    result = convert(tmp_path / "net.pt2", ["executorch-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
-                     eval_data=tmp_path / "eval.npz", options={"max_drop": 10.0})
-    entry = {a["target"]: a for a in result.manifest["artifacts"]}["executorch-int8"]
+    result = CliRunner().invoke(cli, ["convert", str(tmp_path / "net.pt2"), "-t", "executorch-int8", "-o",
+                                      str(tmp_path / "out"), "--calib", str(tmp_path / "calib.npz"),
+                                      "--eval", str(tmp_path / "eval.npz"), "--max-drop", "10"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    entry = {a["target"]: a for a in manifest["artifacts"]}["executorch-int8"]
     attempts = entry["attempts"]
     assert [(a["activations"], a["status"]) for a in attempts] == [("int8 static", "failed"), ("int8 dynamic", "ok")]
+    assert "1. int8 static activations: failed" in result.stdout and "2. int8 dynamic activations: ok" in result.stdout
+    assert "activations int8 dynamic, 3 int8 layer(s), 1 convolution(s) behind a pad left float" in result.stdout
     assert entry["status"] == "ok" and entry["quantization"]["activations"] == "int8 dynamic"
     assert "dynamic" in entry["route"]["export"] and entry["delegation"]["delegated_share"] >= 0.5
     # The convolution behind the pad stays float (XNNPACK cannot run it dynamically quantized).
