@@ -292,8 +292,8 @@ def figure(cell: dict) -> str:
                      + (f" (score error {cell['score_error']:.2f})" if cell.get("score_error") else ""))
     if cell.get("xnnpack_share") is not None:
         parts.append(f"XNNPACK {100 * cell['xnnpack_share']:.0f} %")
-    if cell.get("activations") == "int16":  # the quantizer's int16-activation remedy, not int8
-        parts.append("int16 activations")
+    if cell.get("activations") in ("int16", "int8 dynamic"):  # a remedy's activations, not static int8
+        parts.append(f"{cell['activations']} activations")
     return ", ".join(parts)
 
 
