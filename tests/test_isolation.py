@@ -168,7 +168,8 @@ def test_a_killed_onnx_runtime_debugger_leaves_the_onnx_int8_model_without_its_t
     entry = {a["target"]: a for a in json.loads((out / "manifest.json").read_text())["artifacts"]}["onnx-int8"]
     assert entry["status"] == "failed" and (out / entry["path"]).is_file()
     assert "ONNX Runtime's quantizer crashed (SIGSEGV) while measuring the per-node int8 error" in entry["nodes_note"]
-    assert [a["float_nodes"] for a in entry["attempts"]] == [[]]  # no table, so no node kept in float
+    # int8, then the int16-activation remedy; no table, so no node kept in float after them
+    assert [(a["activations"], a["float_nodes"]) for a in entry["attempts"]] == [("int8", []), ("int16", [])]
 
 
 def test_a_killed_coreml_quantization_is_one_line_after_a_conversion_that_worked(torch_example, tmp_path):
