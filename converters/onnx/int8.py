@@ -293,7 +293,7 @@ def quantize_step(pre: str, out: str, names: list[str], samples: list[list[np.nd
                   activations: str = "int8") -> None:
     """Static QDQ: int8 or int16 activations (min/max over ``samples``), per-channel int8 weights.
     For int16 the quantizer raises the model to opset 21, whose standard QuantizeLinear takes
-    int16 (no com.microsoft operators, so any ONNX 1.16+ runtime reads it)."""
+    int16 (no com.microsoft operators: any runtime that implements opset 21 reads it)."""
     quantization = require("onnxruntime.quantization", "the onnx-int8 target")
     activation_type = {"int8": quantization.QuantType.QInt8, "int16": quantization.QuantType.QInt16}[activations]
     with quiet_libraries():
