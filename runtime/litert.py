@@ -141,19 +141,20 @@ class TfliteRunner:
 
 def predict_on_cores(model: bytes, inputs: Sequence[np.ndarray],
                      track: Callable[[Iterator[None], int], Iterable[None]] | None = None,
-                     workers: int | None = None) -> list[np.ndarray]:
+                     workers: int | None = None, first: TfliteRunner | None = None) -> list[np.ndarray]:
     """Dequantized outputs of N samples (N first, one array per output), one interpreter per
     core, each taking every ``workers``-th sample. LiteRT's invoke releases the GIL, and the
     int16 kernels the accuracy remedies reach are single-threaded: measured on PaddleOCR's
     DBNet (int16x8, 320x320) on this 2-core machine, 12 inferences in 6.6 s on one interpreter
-    and 3.4 s on two. ``track(ticks, total)`` wraps the one-tick-per-sample iterator (a progress bar)."""
+    and 3.4 s on two. ``track(ticks, total)`` wraps the one-tick-per-sample iterator (a progress bar);
+    ``first``: an interpreter of the same model the caller already holds, used as the first worker."""
     import os
     import queue
     import threading
 
     count = int(inputs[0].shape[0])
     workers = max(1, min(workers or os.cpu_count() or 1, 4, count))
-    runners = [TfliteRunner(model) for _ in range(workers)]
+    runners = [first or TfliteRunner(model)] + [TfliteRunner(model) for _ in range(workers - 1)]
     results: list[list[np.ndarray] | None] = [None] * count
     finished: queue.Queue[BaseException | None] = queue.Queue()
 
@@ -176,7 +177,9 @@ def predict_on_cores(model: bytes, inputs: Sequence[np.ndarray],
     finally:
         for thread in threads:
             thread.join()
-    return [np.concatenate([r[k] for r in results if r is not None]) for k in range(len(runners[0].outputs))]
+    done = [r for r in results if r is not None]
+    assert len(done) == count  # every worker finished or raised above
+    return [np.concatenate([r[k] for r in done]) for k in range(len(runners[0].outputs))]
 
 
 def _detail(d: dict[str, Any]) -> TensorDetail:

@@ -359,3 +359,6 @@ def test_verification_on_every_core_equals_one_interpreter_in_order() -> None:
     assert len(got) == len(want) and all(np.array_equal(g, w) for g, w in zip(got, want))
     assert len(np.unique(want[0].argmax(1))) > 1  # the samples differ, so an order mix-up would show
     assert ticks == [9] * 9
+    # The caller's own interpreter as the first worker: the same outputs.
+    again = predict_on_cores(model, [x], workers=3, first=runner)
+    assert all(np.array_equal(g, w) for g, w in zip(again, want))

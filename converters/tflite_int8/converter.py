@@ -297,7 +297,8 @@ class TfliteInt8Converter(Converter):
         attempt.io_dtype = runner.inputs[0].dtype.name
         evaluation = ctx.evaluation
         outputs = predict_on_cores(attempt.model, list(evaluation.inputs),
-                                   lambda ticks, total: ctx.progress.track(ticks, total, "verifying with LiteRT"))
+                                   lambda ticks, total: ctx.progress.track(ticks, total, "verifying with LiteRT"),
+                                   first=runner)
         # The artifact's outputs in the source's order (the converter may list them otherwise).
         order = _output_order(attempt.model, ctx)
         quantized = [outputs[p] for p in order]
