@@ -45,10 +45,31 @@ def require_testdata(path: Path | None = None) -> Path:
     return wanted
 
 
+def machine_state() -> str:
+    """Peak memory of this process and its children, and what is left: when a run fails on
+    another machine, its last lines say whether memory or disk ran out."""
+    import resource
+    import shutil
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # KiB on Linux
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    available = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = str(int(line.split()[1]) >> 10)
+    except OSError:
+        pass
+    return (f"machine: test process peak {peak} MB (largest child {children} MB), "
+            f"{available} MB memory available, {shutil.disk_usage(ROOT).free >> 20} MB disk free, "
+            f"{os.cpu_count()} CPUs")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Say how many tests could not run for want of data kept outside the repository."""
     from tflm_build import SKIP_PREFIX as TFLM_SKIP_PREFIX
 
+    terminalreporter.write_line(machine_state())
     counts = {DATA_SKIP_PREFIX: 0, TFLM_SKIP_PREFIX: 0}
     for report in terminalreporter.stats.get("skipped", []):
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)

@@ -143,25 +143,42 @@ def mtcnn_onet(into: Path) -> Path:
     return path
 
 
-def silero_vad_calib(into: Path) -> Path:
-    """Silero VAD's audio input (512-sample chunks of 16 kHz tones, every fourth silent, in
-    noise) and its LSTM state as a stream carries it: the float model run over the chunks in
-    order with ONNX Runtime, each sample given the state the previous chunk left (batch-first,
-    as --batch-axis state=1 makes it). Zeros alone would set the state's int8 range to nothing."""
-    import onnxruntime as ort
+# silero-vad's own wrapper (silero_vad/utils_vad.py, OnnxWrapper) feeds the model each 512-sample
+# chunk at 16 kHz behind the last 64 samples of the one before: its input is [1, 576]. Given
+# 512 samples alone, the model answers 0 to speech (measured: 0.00 on every chunk of the
+# sentence below, 0.8 to 1.0 with the context).
+SILERO_CHUNK, SILERO_CONTEXT = 512, 64
+SILERO_SENTENCE = "Voice activity detection listens for speech in noise."
 
+
+def silero_vad_calib(into: Path) -> Path:
+    """Silero VAD's audio input as its wrapper builds it: a sentence espeak-ng says, between
+    0.2 s silences, in light noise, cut into 512-sample chunks each behind its 64 samples of
+    context, and the LSTM state the float model (ONNX Runtime) leaves after the chunk before
+    (batch-first, as --batch-axis state=1 makes it). 32 chunks spread over silence, speech
+    and the fall after it, so the speech probability spans 0 to 1 (tones and noise alone
+    gave probabilities near 0, whose SQNR measured the noise of a constant)."""
+    import onnxruntime as ort
+    from speech import speak
+
+    from edgeserve.runtime.audio import read_wav
+
+    speech = read_wav(speak(SILERO_SENTENCE, into / "speech.wav")).samples.astype(np.float32) / 32768
+    silence = np.zeros(int(0.2 * 16000), np.float32)
+    audio = np.concatenate([silence, speech, silence])
+    audio += 0.005 * np.random.default_rng(0).standard_normal(len(audio)).astype(np.float32)
     session = ort.InferenceSession(str(into / Path(SILERO_VAD[1]).name))
-    rng = np.random.default_rng(0)
-    t = np.arange(512) / 16000
-    chunks, states = [], []
+    context = np.zeros(SILERO_CONTEXT, np.float32)
     state = np.zeros((2, 1, 128), np.float32)
-    for i, f in enumerate(np.repeat(np.linspace(100, 3000, 8), 4)):
-        tone = 0.3 * np.sin(2 * np.pi * f * (t + i * 512 / 16000)) * (i % 4 != 3)
-        chunk = (tone + 0.05 * rng.standard_normal(512)).astype(np.float32)
+    chunks, states = [], []
+    for start in range(0, len(audio) - SILERO_CHUNK + 1, SILERO_CHUNK):
+        chunk = np.concatenate([context, audio[start:start + SILERO_CHUNK]])
         chunks.append(chunk)
         states.append(state[:, 0])
         _, state = session.run(None, {"input": chunk[None], "state": state, "sr": np.array(16000, np.int64)})
-    return _saved(into, input=np.stack(chunks), state=np.stack(states))
+        context = chunk[-SILERO_CONTEXT:]
+    keep = np.linspace(0, len(chunks) - 1, 32).round().astype(int)
+    return _saved(into, input=np.stack(chunks)[keep], state=np.stack(states)[keep])
 
 
 CORPUS: tuple[CorpusModel, ...] = (
@@ -201,7 +218,7 @@ CORPUS: tuple[CorpusModel, ...] = (
                                     .transpose(0, 3, 1, 2)), input_shapes={"x": (1, 3, 224, 224)}),
     # Its sample rate fixed (the If on it folds away), its state [2, batch, 128] moved batch-first.
     CorpusModel("silero_vad", "voice activity detector with LSTM state, ONNX (silero-vad)", _member(SILERO_VAD),
-                silero_vad_calib, input_shapes={"input": (1, 512)}, input_values={"sr": "16000"},
+                silero_vad_calib, input_shapes={"input": (1, SILERO_CHUNK + SILERO_CONTEXT)}, input_values={"sr": "16000"},
                 batch_axes={"state": 1, "stateN": 1}, options={"max_drop": 100.0}),
     # A PyTorch module with real weights, exported here.
     CorpusModel("mtcnn_onet", "face box + landmarks (MTCNN ONet, PRELU), PyTorch .pt2 (facenet-pytorch)",
