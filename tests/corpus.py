@@ -140,15 +140,15 @@ def documents(size: tuple[int, int], count: int, seed: int = 0) -> np.ndarray:
                 y += fh + unit
             else:
                 rows, cols = int(rng.integers(3, 6)), int(rng.integers(2, 5))
-                cw = (w - 2 * margin) // cols
+                cw, rh = (w - 2 * margin) // cols, int(unit * 1.5)
                 font = ImageFont.load_default(size=int(unit * 0.9))
                 for r in range(rows + 1):
-                    draw.line([(margin, y + r * int(unit * 1.5)), (margin + cols * cw, y + r * int(unit * 1.5))], fill=(0, 0, 0))
+                    draw.line([(margin, y + r * rh), (margin + cols * cw, y + r * rh)], fill=(0, 0, 0))
                 for r in range(rows):
                     for c in range(cols):
-                        draw.text((margin + c * cw + 4, y + r * int(unit * 1.5) + 2), str(rng.choice(_WORDS)),
-                                  fill=(0, 0, 0), font=font)
-                y += rows * int(unit * 1.5) + unit
+                        draw.text((margin + c * cw + 4, y + r * rh + 2), str(rng.choice(_WORDS)), fill=(0, 0, 0),
+                                  font=font)
+                y += rows * rh + unit
             y += unit
         out.append(np.asarray(page, np.float32) / 255)
     return np.stack(out)
@@ -272,8 +272,8 @@ CORPUS: tuple[CorpusModel, ...] = (
                                     .transpose(0, 3, 1, 2)), input_shapes={"x": (1, 3, 224, 224)}),
     # Its sample rate fixed (the If on it folds away), its state [2, batch, 128] moved batch-first.
     CorpusModel("silero_vad", "voice activity detector with LSTM state, ONNX (silero-vad)", _member(SILERO_VAD),
-                silero_vad_calib, input_shapes={"input": (1, SILERO_CHUNK + SILERO_CONTEXT)}, input_values={"sr": "16000"},
-                batch_axes={"state": 1, "stateN": 1}, options={"max_drop": 100.0}),
+                silero_vad_calib, input_shapes={"input": (1, SILERO_CHUNK + SILERO_CONTEXT)},
+                input_values={"sr": "16000"}, batch_axes={"state": 1, "stateN": 1}, options={"max_drop": 100.0}),
     # A PyTorch module with real weights, exported here.
     CorpusModel("mtcnn_onet", "face box + landmarks (MTCNN ONet, PRELU), PyTorch .pt2 (facenet-pytorch)",
                 mtcnn_onet, lambda into: _saved(into, x=(faces(48, 48) * 2 - 1).transpose(0, 3, 1, 2)),
