@@ -11,6 +11,7 @@ where the Session reads them.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import warnings
@@ -91,6 +92,7 @@ class OnnxRuntimeBackend(Backend):
                                          f"frame, more than the {MAX_TENSOR_BYTES >> 30} GiB a batch-1 tensor may hold")
         self._in = [np.zeros(d.shape, d.dtype) for d in self.inputs]
         self._out = [np.zeros(d.shape, d.dtype) for d in self.outputs]
+        self._plugin = ep_device is not None
         self._binding = self._session.io_binding()
         for d, arr in zip(self.inputs, self._in):
             self._binding.bind_input(d.name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
@@ -101,6 +103,15 @@ class OnnxRuntimeBackend(Backend):
         return self._in[i]
 
     def invoke(self) -> None:
+        if self._plugin:
+            # The OpenVINO plugin (1.x) runs a bound input as it was at its first run, not as the
+            # buffer now holds it (measured: the same wrong output for every frame), so a plugin
+            # provider is fed by value and its outputs copied into the buffers.
+            outputs = self._session.run([d.name for d in self.outputs],
+                                        {d.name: arr for d, arr in zip(self.inputs, self._in)})
+            for buffer, value in zip(self._out, outputs):
+                buffer[...] = value
+            return
         self._session.run_with_iobinding(self._binding)
 
     def output_buffer(self, i: int) -> np.ndarray:
@@ -201,10 +212,12 @@ def _openvino_factory(backend: str, kind: str, device: str) -> Any:
         except ImportError as exc:
             raise BackendUnavailable("onnxruntime is not installed (pip install 'edgeserve[onnx]')") from exc
         # OpenVINO's CPU plugin may run float models in bf16 on CPUs that have it (its
-        # default precision hint); ACCURACY keeps the model's own precision, so this backend
+        # default precision hint); an f32 hint keeps the model's own precision, so this backend
         # computes what ONNX Runtime's CPU provider does. GPU and NPU keep their FP16
         # default, and the Session's parity check compares them with the CPU.
-        ep_options = {"precision": "ACCURACY"} if device == "CPU" else {}
+        # (The plugin ignores a "precision" option and says so; it takes the hint in load_config.)
+        f32 = {"load_config": json.dumps({"CPU": {"INFERENCE_PRECISION_HINT": "f32"}})}
+        ep_options = f32 if device == "CPU" else {}
         return OnnxRuntimeBackend(f"onnxruntime:{backend}", kind, "OpenVINOExecutionProvider", data, options,
                                   ep_device=openvino_device(device), ep_options=ep_options)
 
