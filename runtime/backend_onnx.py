@@ -6,7 +6,7 @@ warning at most), so each backend checks ``get_available_providers()`` before op
 
 Inputs and outputs are numpy arrays this backend allocates once and binds with IOBinding,
 so ``run_with_iobinding`` reads the frame where the Session wrote it and writes results
-where the Session reads them.
+where the Session reads them (a plugin provider, OpenVINO's, is fed the same arrays by value).
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ class OnnxRuntimeBackend(Backend):
 
     def invoke(self) -> None:
         if self._plugin:
-            # The OpenVINO plugin (1.x) runs a bound input as it was at its first run, not as the
-            # buffer now holds it (measured: the same wrong output for every frame), so a plugin
-            # provider is fed by value and its outputs copied into the buffers.
+            # The OpenVINO plugin (1.8.1) does not read a bound input buffer (measured on an Intel
+            # CPU: one wrong output whatever the frame, while run() on the same session is right),
+            # so a plugin provider is fed by value and its outputs copied into the buffers.
             outputs = self._session.run([d.name for d in self.outputs],
                                         {d.name: arr for d, arr in zip(self.inputs, self._in)})
             for buffer, value in zip(self._out, outputs):
