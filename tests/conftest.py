@@ -46,13 +46,12 @@ def require_testdata(path: Path | None = None) -> Path:
 
 
 def machine_state() -> str:
-    """Peak memory of this process and its children, and what is left: when a run fails on
-    another machine, its last lines say whether memory or disk ran out."""
+    """Peak memory of this process, and what is left: when a run fails on another machine, its
+    last lines say whether memory or disk ran out."""
     import resource
     import shutil
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # KiB on Linux
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
     available = "?"
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -60,7 +59,7 @@ def machine_state() -> str:
                 available = str(int(line.split()[1]) >> 10)
     except OSError:
         pass
-    return (f"machine: test process peak {peak} MB (largest child {children} MB), "
+    return (f"machine: test process peak {peak} MB, "
             f"{available} MB memory available, {shutil.disk_usage(ROOT).free >> 20} MB disk free, "
             f"{os.cpu_count()} CPUs")
 
