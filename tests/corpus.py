@@ -344,7 +344,8 @@ def measured(entry: dict) -> dict:
             "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
             "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
             "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share"),
-            "activations": (entry.get("quantization") or {}).get("activations")}
+            "activations": (entry.get("quantization") or {}).get("activations"),
+            "int8_islands": entry.get("int8_islands")}  # mcu: int16 operators TFLM runs in int8
 
 
 def figure(cell: dict) -> str:
@@ -354,8 +355,8 @@ def figure(cell: dict) -> str:
         parts.append("bit-exact" if cell.get("bit_exact") else "exact")
     elif cell.get("max_abs_diff") is not None and cell.get("target") in ("mcu", "mcu-c"):
         parts.append(f"max diff {cell['max_abs_diff']:g}")
-    if cell.get("sqnr_db") is not None and not cell.get("bit_exact"):
-        parts.append(f"{cell['sqnr_db']:.1f} dB")  # the worst output's
+    if cell.get("sqnr_db") is not None and (not cell.get("bit_exact") or cell.get("int8_islands")):
+        parts.append(f"{cell['sqnr_db']:.1f} dB")  # the worst output's (a rewritten mcu model's too)
     if cell.get("top1_agreement") is not None:
         parts.append(f"top-1 {100 * cell['top1_agreement']:.1f} %")
     if cell.get("detection_match") is not None:
@@ -365,6 +366,8 @@ def figure(cell: dict) -> str:
         parts.append(f"XNNPACK {100 * cell['xnnpack_share']:.0f} %")
     if cell.get("activations") in ("int16", "int8 dynamic"):  # a remedy's activations, not static int8
         parts.append(f"{cell['activations']} activations")
+    if cell.get("int8_islands"):
+        parts.append("int16 with " + ", ".join(f"{n} {op}" for op, n in cell["int8_islands"].items()) + " in int8")
     return ", ".join(parts)
 
 

@@ -72,6 +72,41 @@ def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
     return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
 
 
+def with_int8_islands(ctx: ConversionContext, model_bytes: bytes) -> tuple[bytes, dict[str, Any]]:
+    """``model_bytes`` with its int16 operators that TFLM has no int16 kernel for run in int8
+    (int8_islands.py), judged against the float source by tflite-int8's gate, and what to
+    record of it; the model as given and {} when there were none.
+
+    A .tflite source has no float model to judge the islands against: it is left as given,
+    and the operator check refuses it by name.
+    """
+    from edgeserve.converters.mcu.int8_islands import int8_islands
+
+    rewritten, islands = int8_islands(model_bytes)
+    if not islands or ctx.source.kind == "tflite" or ctx.evaluation is None:
+        return model_bytes, {}
+    from edgeserve.converters.tflite_int8.converter import Attempt, Remedy, TfliteInt8Converter
+    from edgeserve.converters.tflite_int8.converter import Options as GateOptions
+    from edgeserve.errors import UnsupportedOpError
+    from edgeserve.metrics import choose_metric
+
+    named = ", ".join(f"{count} {op}" for op, count in islands.items())
+    opts = GateOptions.from_mapping(ctx.options)
+    metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
+    attempt = Attempt(Remedy("int16x8", f"int16 activations, {named} in int8 for TFLM"), "")
+    attempt.model = rewritten
+    with ctx.progress.step(f"mcu: {named} in int8 (TFLM has no int16 kernel), judged against the source"):
+        TfliteInt8Converter().verify(ctx, attempt, metric, opts)
+    if attempt.status != "ok" or attempt.verdict is None:
+        op = next(iter(islands))
+        raise UnsupportedOpError(op, "mcu", [], (
+            # the pipeline keeps 300 characters of a refusal: the figure before any advice
+            f"TFLM's {op} kernel takes float and int8 only; in int8 ({named}, requantized around) the int16 model "
+            f"misses the bound (--min-sqnr, --min-detection-match): {attempt.reason}"))
+    return rewritten, {"int8_islands": islands, "quality": attempt.verdict.to_dict(),
+                       "output_sqnr_db": attempt.output_sqnr_db}
+
+
 def _missed_bound(entry: dict[str, Any]) -> str:
     """The bound the all-INT8 attempt missed, with its flag ("... < min 10 dB (--min-sqnr)")."""
     first = next((a for a in entry.get("attempts") or [] if a.get("remedy") == "int8"), None)
@@ -103,6 +138,8 @@ class McuConverter(Converter):
 
         opts = Options.from_mapping(ctx.options)
         model_bytes, origin = self.prepare(ctx)
+        from_sha256 = _sha256(model_bytes)
+        model_bytes, islands = with_int8_islands(ctx, model_bytes)
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
         # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs
@@ -169,6 +206,7 @@ class McuConverter(Converter):
             "ops": [dataclasses.asdict(op) for op in ops],
             "verification": verification,
             "arm_none_eabi_size": toolchain,
+            **islands,
         }
         report_path = write_json(ctx.out_dir / "reports" / "mcu.json", report)
         out = ctx.out_dir
@@ -181,6 +219,8 @@ class McuConverter(Converter):
             "model_bytes": len(model_bytes),
             "model_sha256": _sha256(model_bytes),
             "model_from": origin,  # the artifact (or source file) the C array was made from
+            # ... and that model's hash, when the C array holds it rewritten (int8 islands)
+            **({"from_sha256": from_sha256} | islands if islands else {}),
             "arena_bytes": target.total_bytes,
             "arena_head_bytes": head32.head_bytes,
             "arena_tail_bytes": target.tail_bytes,
@@ -359,7 +399,7 @@ def _staleness(entry: Mapping[str, Any], root: Path, requires: Any) -> list[Chec
     from edgeserve.manifest import load_manifest
 
     name = "built from the model beside it"
-    built = entry.get("model_sha256")
+    built = entry.get("from_sha256") or entry.get("model_sha256")  # from_sha256: the model before int8 islands
     if not isinstance(built, str) or not built:
         return [Check(name, False, "the entry has no model_sha256: nothing tells which model this build was made from")]
     manifest = load_manifest(root)
