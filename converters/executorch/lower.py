@@ -193,8 +193,11 @@ def _constants_as_parameters(module: Any) -> Any:
     for node in graph.nodes:
         # Buffers too (the reader registers float initializers as buffers): PT2E writes the folded
         # weight back with register_parameter, which refuses a name a buffer holds.
+        # Float tensors only: an integer one is an index (a reflect pad's gather), and as a
+        # parameter ExecuTorch's constant propagation fails on it ("is not a buffer", silero-vad).
         if node.op == "get_attr" and "." not in node.target and node.target not in module._parameters \
-                and isinstance(getattr(module, node.target), torch.Tensor):
+                and isinstance(getattr(module, node.target), torch.Tensor) \
+                and getattr(module, node.target).is_floating_point():
             value = getattr(module, node.target)
             if node.target in module._buffers:
                 del module._buffers[node.target]

@@ -72,39 +72,47 @@ def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
     return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
 
 
-def with_int8_islands(ctx: ConversionContext, model_bytes: bytes) -> tuple[bytes, dict[str, Any]]:
-    """``model_bytes`` with its int16 operators that TFLM has no int16 kernel for run in int8
-    (int8_islands.py), judged against the float source by tflite-int8's gate, and what to
-    record of it; the model as given and {} when there were none.
+def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[bytes, dict[str, Any]]:
+    """``model_bytes`` with what TFLM has no kernel for in this data type written with kernels
+    it has: an int16 RESIZE_BILINEAR run in int8 (int8_islands.py), an int8 SQRT as a table
+    lookup (int8_lookup.py). The rewritten model is judged against the float source by
+    tflite-int8's gate; returns it and what to record, or the model as given and {} when
+    nothing was rewritten.
 
-    A .tflite source has no float model to judge the islands against: it is left as given,
-    and the operator check refuses it by name.
+    A .tflite source has no float model to judge a rewrite against: it is left as given, and
+    the operator check refuses it by name.
     """
     from edgeserve.converters.mcu.int8_islands import int8_islands
+    from edgeserve.converters.mcu.int8_lookup import int8_lookups
 
+    if ctx.source.kind == "tflite" or ctx.evaluation is None:
+        return model_bytes, {}
     rewritten, islands = int8_islands(model_bytes)
-    if not islands or ctx.source.kind == "tflite" or ctx.evaluation is None:
+    rewritten, lookups = int8_lookups(rewritten)
+    if not islands and not lookups:
         return model_bytes, {}
     from edgeserve.converters.tflite_int8.converter import Attempt, Remedy, TfliteInt8Converter
     from edgeserve.converters.tflite_int8.converter import Options as GateOptions
     from edgeserve.errors import UnsupportedOpError
     from edgeserve.metrics import choose_metric
 
-    named = ", ".join(f"{count} {op}" for op, count in islands.items())
+    named = ", ".join([f"{count} {op} in int8" for op, count in islands.items()]
+                      + [f"{count} {op} as a lookup table" for op, count in lookups.items()])
     opts = GateOptions.from_mapping(ctx.options)
     metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
-    attempt = Attempt(Remedy("int16x8", f"int16 activations, {named} in int8 for TFLM"), "")
+    attempt = Attempt(Remedy("tflm", f"for TFLM: {named}"), "")
     attempt.model = rewritten
-    with ctx.progress.step(f"mcu: {named} in int8 (TFLM has no int16 kernel), judged against the source"):
+    with ctx.progress.step(f"mcu: for TFLM's kernels, {named}; judged against the source"):
         TfliteInt8Converter().verify(ctx, attempt, metric, opts)
     if attempt.status != "ok" or attempt.verdict is None:
-        op = next(iter(islands))
+        op = next(iter(islands or lookups))
         raise UnsupportedOpError(op, "mcu", [], (
             # the pipeline keeps 300 characters of a refusal: the figure before any advice
-            f"TFLM's {op} kernel takes float and int8 only; in int8 ({named}, requantized around) the int16 model "
-            f"misses the bound (--min-sqnr, --min-detection-match): {attempt.reason}"))
-    return rewritten, {"int8_islands": islands, "quality": attempt.verdict.to_dict(),
-                       "output_sqnr_db": attempt.output_sqnr_db}
+            f"TFLM has no kernel for tflite-int8's {op} in its data type; with {named} the model misses the bound "
+            f"(--min-sqnr, --min-detection-match): {attempt.reason}"))
+    return rewritten, {**({"int8_islands": islands} if islands else {}),
+                       **({"int8_lookups": lookups} if lookups else {}),
+                       "quality": attempt.verdict.to_dict(), "output_sqnr_db": attempt.output_sqnr_db}
 
 
 def _missed_bound(entry: dict[str, Any]) -> str:
@@ -139,7 +147,7 @@ class McuConverter(Converter):
         opts = Options.from_mapping(ctx.options)
         model_bytes, origin = self.prepare(ctx)
         from_sha256 = _sha256(model_bytes)
-        model_bytes, islands = with_int8_islands(ctx, model_bytes)
+        model_bytes, rewrites = with_tflm_rewrites(ctx, model_bytes)
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
         # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs
@@ -206,7 +214,7 @@ class McuConverter(Converter):
             "ops": [dataclasses.asdict(op) for op in ops],
             "verification": verification,
             "arm_none_eabi_size": toolchain,
-            **islands,
+            **rewrites,
         }
         report_path = write_json(ctx.out_dir / "reports" / "mcu.json", report)
         out = ctx.out_dir
@@ -219,8 +227,8 @@ class McuConverter(Converter):
             "model_bytes": len(model_bytes),
             "model_sha256": _sha256(model_bytes),
             "model_from": origin,  # the artifact (or source file) the C array was made from
-            # ... and that model's hash, when the C array holds it rewritten (int8 islands)
-            **({"from_sha256": from_sha256} | islands if islands else {}),
+            # ... and that model's hash, when the C array holds it rewritten for TFLM's kernels
+            **({"from_sha256": from_sha256} | rewrites if rewrites else {}),
             "arena_bytes": target.total_bytes,
             "arena_head_bytes": head32.head_bytes,
             "arena_tail_bytes": target.tail_bytes,

@@ -89,6 +89,9 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     "TfLiteResizeBilinearParams": row((2, 1), (2, 1)),  # align_corners, half_pixel_centers
     "TfLiteResizeNearestNeighborParams": row((2, 1), (2, 1)),  # likewise
     "TfLiteLeakyReluParams": row((4, 4), (4, 4)),  # float alpha
+    "TfLiteGatherParams": row((8, 4), (8, 4)),  # int axis, int batch_dims (read, not probed)
+    # two TfLiteType enums (read, not probed; one byte each on Arm, as the other enum structs)
+    "TfLiteCastParams": row((8, 4), (2, 1)),
     "TfLiteUnidirectionalSequenceLSTMParams": row((16, 4), (16, 4)),  # enum, 2 floats, bools
     # padding enum, two ints, activation enum, quantized bias type enum; probed with g++ and
     # arm-none-eabi-g++ -mcpu=cortex-m4 against ../shared/tflm (Nov 2026).
@@ -223,6 +226,12 @@ def _reshape_dims(node: Node) -> Sequence[int]:
     return ()
 
 
+def _output_dims(node: Node) -> Sequence[int]:
+    # A TfLiteIntArray of the output's rank, copied into the tail in Prepare.
+    out = node.output(0)
+    return (4 + 4 * len(out.shape),) if out is not None else ()
+
+
 def _pad_temps(node: Node) -> Sequence[TempRef]:
     # PadPrepare: input, paddings, the constant value when given (PADV2), output.
     return _refs("i0 i1 i2 o0") if len(node.op.inputs) == 3 else _refs("i0 i1 o0")
@@ -320,6 +329,15 @@ KERNELS: dict[str, KernelData] = {
                                  source="depth_to_space.cc"),
     "SPACE_TO_DEPTH": KernelData("TfLiteSpaceToDepthParams", None, _fixed("i0 o0"), lambda node: (4 + 4 * 4,),
                                  source="space_to_depth.cc"),
+    # Neither has Init. CAST's Prepare fetches input and output; GATHER's input, positions and
+    # output, and copies the output's dims into the tail (CreateWritableTensorDimsWithCopy). The
+    # mcu target looks an int8 SQRT up with the two (int8_lookup.py).
+    "CAST": KernelData("TfLiteCastParams", None, _fixed("i0 o0"), source="cast.cc"),
+    "GATHER": KernelData("TfLiteGatherParams", None, _fixed("i0 i1 o0"), _output_dims, source="gather.cc"),
+    # No Init, no builtin options; Prepare fetches params, indices and output, and copies the
+    # output's dims into the tail to write its shape (CreateWritableTensorDimsWithCopy). A reflect
+    # pad of edgeserve's ONNX reader is one GATHER_ND with constant indices (silero-vad's STFT).
+    "GATHER_ND": KernelData(None, None, _fixed("i0 i1 o0"), _output_dims, source="gather_nd.cc"),
     # No Init; TransposeContext fetches input, permutation, output.
     "TRANSPOSE": KernelData(None, None, _fixed("i0 i1 o0"), source="transpose_common.cc"),
     # StridedSliceContext fetches input, begin, end, strides, output.

@@ -185,7 +185,7 @@ class McuCConverter(Converter):
         out_shape = (tuple(graph.tensors[graph.outputs[0]].shape) if len(graph.outputs) == 1
                      else (generated.output_bytes // np.dtype(out_dtype).itemsize,))
         host_samples, sanitizer_samples, target_samples = check_samples(generated.macs)
-        inputs = np.stack([s[0] for s in sample_inputs(model, host_samples)])
+        inputs = np.stack([_one_buffer(s) for s in sample_inputs(model, host_samples)])
         try:
             with ctx.progress.step("mcu-c: gcc -std=c99 -Wall -Wextra -Werror, run on the host"):
                 host = check.build_host(directory, generated.name, ctx.workdir / "mcu_c_host", cmsis_nn=library_root)
@@ -395,3 +395,11 @@ def _audio(model: TfliteModel, ctx: ConversionContext) -> dict[str, Any] | None:
 
     graph = model.subgraphs[0]
     return audio_manifest(tuple(graph.tensors[graph.inputs[0]].shape), ctx.source.path)
+
+
+def _one_buffer(sample: list[np.ndarray]) -> np.ndarray:
+    """One sample as the generated C reads it: one input as it is, several back to back
+    (generate.py; reference.py splits them again for the interpreters)."""
+    if len(sample) == 1:
+        return sample[0]
+    return np.concatenate([np.asarray(x).reshape(-1) for x in sample])

@@ -70,12 +70,39 @@ def _output_macros(up: str, outputs: Sequence[Io]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_header(name: str, model_label: str, inputs: Io, outputs: Sequence[Io], plan: Plan,
+def _input_macros(up: str, inputs: Sequence[Io]) -> str:
+    """Several inputs lie back to back in the caller's one buffer, each with its offset, size,
+    scale and zero point (one input's macros are in render_header, as they always were)."""
+    shape = lambda t: "x".join(str(d) for d in t.shape)  # noqa: E731
+    lines = [f"#define {up}_INPUT_COUNT {len(inputs)}"]
+    offset = 0
+    for i, x in enumerate(inputs):
+        label = x.tensor.name.replace("*/", "* /")
+        lines += [f"/* input {i}: {label}, {x.tensor.dtype_name} {shape(x.tensor)} */",
+                  f"#define {up}_INPUT{i}_OFFSET {offset}",
+                  f"#define {up}_INPUT{i}_BYTES {x.tensor.nbytes}",
+                  f"#define {up}_INPUT{i}_SCALE {x.scale:.9g}f",
+                  f"#define {up}_INPUT{i}_ZERO_POINT {x.zero_point}"]
+        offset += x.tensor.nbytes
+    return "\n".join(lines) + "\n"
+
+
+def render_header(name: str, model_label: str, all_inputs: Sequence[Io], outputs: Sequence[Io], plan: Plan,
                   variables: Sequence[Variable] = (), library: str | None = None) -> str:
     up = name.upper()
     shape = lambda t: "x".join(str(d) for d in t.shape)  # noqa: E731
     out_type = f"{outputs[0].tensor.dtype_name}_t"
+    inputs = all_inputs[0]
     in_type = f"{inputs.tensor.dtype_name}_t"
+    if len(all_inputs) == 1:
+        input_lines = (f"#define {up}_INPUT_BYTES {inputs.tensor.nbytes}   /* {inputs.tensor.dtype_name} "
+                       f"{shape(inputs.tensor)} */\n#define {up}_INPUT_TYPE {in_type}\n")
+        input_quantization = (f"#define {up}_INPUT_SCALE {inputs.scale:.9g}f\n"
+                              f"#define {up}_INPUT_ZERO_POINT {inputs.zero_point}\n")
+    else:
+        input_lines = (f"#define {up}_INPUT_BYTES {sum(x.tensor.nbytes for x in all_inputs)}   /* {len(all_inputs)} "
+                       f"inputs, back to back */\n#define {up}_INPUT_TYPE {in_type}\n")
+        input_quantization = _input_macros(up, all_inputs)
     single = (f"#define {up}_OUTPUT_SCALE {outputs[0].scale:.9g}f\n"
               f"#define {up}_OUTPUT_ZERO_POINT {outputs[0].zero_point}\n") if len(outputs) == 1 else ""
     state_bytes = sum(v.nbytes for v in variables)
@@ -97,12 +124,8 @@ def render_header(name: str, model_label: str, inputs: Io, outputs: Sequence[Io]
 
 #include <stdint.h>
 
-#define {up}_INPUT_BYTES {inputs.tensor.nbytes}   /* {inputs.tensor.dtype_name} {shape(inputs.tensor)} */
-#define {up}_INPUT_TYPE {in_type}
-{_output_macros(up, outputs)}#define {up}_ARENA_BYTES {plan.arena_bytes}
-#define {up}_INPUT_SCALE {inputs.scale:.9g}f
-#define {up}_INPUT_ZERO_POINT {inputs.zero_point}
-{single}
+{input_lines}{_output_macros(up, outputs)}#define {up}_ARENA_BYTES {plan.arena_bytes}
+{input_quantization}{single}
 #define {up}_ERROR_NULL_POINTER (-1)
 {_library_errors(up, library)}{stateful}
 #ifdef __cplusplus
@@ -176,8 +199,8 @@ def render_source(name: str, model_label: str, steps: Sequence[Step], plan: Plan
         fields = [f"  .{k} = {_field(v, name)}," for k, v in step.params.items()]
         for array in step.arrays:
             role = {"w": "filter", "b": "bias", "l": "bias64", "m": "multiplier", "s": "shift", "k": None,
-                    "t": None}[array.name[0]]
-            if role:  # "k": a constant operand, passed as an argument; "t": referenced by params
+                    "t": None, "g": None}[array.name[0]]
+            if role:  # "k": a constant operand, passed as an argument; "t", "g": referenced by params
                 fields.append(f"  .{role} = {name}_{array.name},")
         parts.append(f"static const {step.params_type} {name}_p{position} = {{  /* {step.op} {step.index} */\n"
                      + "\n".join(fields) + "\n};")

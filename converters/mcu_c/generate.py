@@ -67,12 +67,15 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         steps, choices = assign(steps, cmsis_nn)
     graph = lowering.graph
     outputs = (output_tensor,) if output_tensor is not None else tuple(graph.outputs)
-    if len(graph.inputs) != 1:
+    in_kinds = sorted({graph.tensors[t].dtype_name for t in graph.inputs})
+    if len(in_kinds) != 1:
+        # Several inputs are read back to back from the caller's one buffer (a recurrent
+        # model's samples and state), so they share its element type.
         raise UnsupportedOperatorError(
-            f"the mcu-c target takes one input; this model has {len(graph.inputs)}; -t mcu builds it for TFLM "
-            "instead")
+            f"the mcu-c target reads every input from one buffer; this model's inputs are {', '.join(in_kinds)}; "
+            "-t mcu builds it for TFLM instead")
     kinds = sorted({graph.tensors[t].dtype_name for t in outputs})
-    if len(kinds) != 1 or len(set(outputs)) != len(outputs) or graph.inputs[0] in outputs:
+    if len(kinds) != 1 or len(set(outputs)) != len(outputs) or set(graph.inputs) & set(outputs):
         # Several outputs are written back to back into the caller's one buffer, so they
         # share its element type; an output that is the input or another output has no
         # bytes of its own to copy.
@@ -86,9 +89,10 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         return graph.tensors[t].nbytes
 
     arena = plan(steps, sizes, graph.inputs, outputs)
-    x = graph.tensors[graph.inputs[0]]
+    xs = [graph.tensors[t] for t in graph.inputs]
+    x = xs[0]
     ys = [graph.tensors[t] for t in outputs]
-    io_in = emit.Io(x, *_q(x))
+    io_in = [emit.Io(t, *_q(t)) for t in xs]
     io_outs = [emit.Io(y, *_q(y)) for y in ys]
     kernel_files = tuple(sorted({s.source for s in steps if s.source}))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
@@ -108,7 +112,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
         library_sources = cmsis_nn.sources_for(sorted(wanted))
         files[f"{name}.cmake"] = cmake_snippet(name, library_sources)
         files["cmsis_nn_sources.txt"] = "".join(f"{s}\n" for s in library_sources)
-    files |= project_files(name, len(outputs), cmsis_nn=bool(library_sources))
+    files |= project_files(name, len(outputs), cmsis_nn=bool(library_sources), inputs=len(xs))
     # Everything const the model brings to flash: weights, tables, constant operands, and
     # the variables' initial values.
     weight_bytes = sum(a.values.nbytes for s in steps for a in s.arrays) + sum(v.nbytes for v in variables)
@@ -116,7 +120,8 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     layout = [{"name": io.tensor.name, "offset": int(offset), "bytes": io.tensor.nbytes, "shape": list(io.tensor.shape),
                "dtype": io.tensor.dtype_name, "scale": io.scale, "zero_point": io.zero_point}
               for io, offset in zip(io_outs, offsets)]
-    return Generated(name, files, steps, arena, kernel_files, x.nbytes, sum(y.nbytes for y in ys), weight_bytes,
+    return Generated(name, files, steps, arena, kernel_files, sum(t.nbytes for t in xs), sum(y.nbytes for y in ys),
+                     weight_bytes,
                      _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources)
 
 

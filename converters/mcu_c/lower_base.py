@@ -43,6 +43,8 @@ KERNEL_SOURCES = {
     "PRELU": "es_prelu.c",
     "SPLIT_V": "es_copy.c",
     "SPLIT": "es_copy.c",
+    "GATHER_ND": "es_copy.c",  # constant indices: a reflect pad of edgeserve's ONNX reader
+    "SQRT": "es_lut.c",  # int8: a table of LiteRT's own results (mcu/int8_lookup.py)
     "RESHAPE": None,  # an alias of its input
     "SQUEEZE": None,
     "EXPAND_DIMS": None,

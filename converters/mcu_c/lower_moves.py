@@ -82,6 +82,33 @@ class DataMovement:
             raise _refuse(op, "on int16 tensors with a first axis longer than 1 (a batch)")
         return moved
 
+    def _gather_nd(self, op: Operator) -> Step:
+        """GATHER_ND with constant indices: each output row is the input row its index names
+        (rows of the input's trailing axes the indices do not address)."""
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        self._same_quantization(op, [x], y)
+        if not self.tensor(op.inputs[1]).is_constant:
+            raise _refuse(op, "with indices computed at run time")
+        indices = self.model.tensor_data(0, op.inputs[1]).astype(np.int64)
+        depth = int(indices.shape[-1]) if indices.ndim else 0
+        addressed = [int(d) for d in x.shape[:depth]]
+        if not 1 <= depth <= len(x.shape):
+            raise _refuse(op, f"with index depth {depth} on a {len(x.shape)}-D input")
+        rows = indices.reshape(-1, depth)
+        if np.any(rows < 0) or np.any(rows >= np.array(addressed)):
+            raise _refuse(op, "with an index outside its input")
+        # Row-major strides of the addressed axes, in rows of the trailing axes.
+        strides = np.array(_row_major(addressed), np.int64)
+        flat = (rows * strides).sum(axis=1).astype(np.int32)
+        itemsize = y.nbytes // max(1, int(np.prod(y.shape)))
+        params = {"rows": int(len(flat)), "row_bytes": int(np.prod(x.shape[depth:], dtype=np.int64)) * itemsize,
+                  "index": Ref(f"g{op.index}")}
+        if params["rows"] * params["row_bytes"] != y.nbytes:
+            raise _refuse(op, f"whose rows do not give its output shape {list(y.shape)}")
+        return Step(op.index, op.op_name, "es_gather", "es_gather_params", params,
+                    [ConstArray(f"g{op.index}", "int32_t", flat)], (op.inputs[0],), op.outputs[0], None,
+                    KERNEL_SOURCES[op.op_name])
+
     def _transpose(self, op: Operator) -> Step:
         x, y = self._data_input(op), self.tensor(op.outputs[0])
         self._same_quantization(op, [x], y)

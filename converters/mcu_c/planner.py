@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from edgeserve.converters.mcu_c.steps import Step
 
 ALIGN = 4  # bytes; every block starts on a word (the scratch buffers are read as bytes, but
@@ -84,7 +86,9 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
 
     group: dict[int, int] = {t: -1 for t in inputs}  # tensor -> block id; < 0: outside the arena
     # Tensors outside the arena: the caller's input, and variables' buffers (READ_VARIABLE).
-    external: dict[int, tuple[str, int]] = {t: ("input", 0) for t in inputs}
+    # Several inputs lie back to back in the caller's buffer, in the model's order.
+    starts = np.cumsum([0] + [sizes(t) for t in inputs]).tolist()
+    external: dict[int, tuple[str, int]] = {t: ("input", int(start)) for t, start in zip(inputs, starts)}
     blocks: list[Block] = []
     inplace_steps: dict[int, int] = {}
     inplace_sources: dict[int, int] = {}

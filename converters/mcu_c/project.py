@@ -4,20 +4,31 @@ They build as written on a host (`make run`, or `cmake -S . -B build && cmake --
 and give a library for a board's own build (`make lib CC=arm-none-eabi-gcc CFLAGS=...`, or
 `add_subdirectory` of the folder, which then adds no example program). With --cmsis-nn both
 take the user's CMSIS-NN from CMSIS_NN_DIR and its sources from cmsis_nn_sources.txt. The
-text depends only on the model's name, its number of outputs and whether CMSIS-NN is
+text depends only on the model's name, its numbers of inputs and outputs and whether CMSIS-NN is
 called, so a regeneration gives the same bytes.
 """
 
 from __future__ import annotations
 
 
-def project_files(name: str, outputs: int, cmsis_nn: bool) -> dict[str, str]:
-    return {"main.c": _main(name, outputs), "Makefile": _makefile(name, cmsis_nn),
+def project_files(name: str, outputs: int, cmsis_nn: bool, inputs: int = 1) -> dict[str, str]:
+    return {"main.c": _main(name, outputs, inputs), "Makefile": _makefile(name, cmsis_nn),
             "CMakeLists.txt": _cmake(name, cmsis_nn)}
 
 
-def _main(name: str, outputs: int) -> str:
+def _main(name: str, outputs: int, inputs: int = 1) -> str:
     up = name.upper()
+    if inputs == 1:
+        zero = f"  for (unsigned i = 0; i < sizeof input / sizeof input[0]; ++i) input[i] = {up}_INPUT_ZERO_POINT;\n"
+        how = (f" * each value x as round(x / {up}_INPUT_SCALE) + {up}_INPUT_ZERO_POINT, clamped to the range\n"
+               f" * of {up}_INPUT_TYPE (int8_t, or int16_t for a model with int16 activations).\n")
+    else:  # several inputs lie back to back in the one buffer, each with its own zero point
+        zero = "".join(
+            f"  for (unsigned i = 0; i < {up}_INPUT{k}_BYTES / sizeof input[0]; ++i) "
+            f"input[{up}_INPUT{k}_OFFSET / sizeof input[0] + i] = {up}_INPUT{k}_ZERO_POINT;\n"
+            for k in range(inputs))
+        how = (f" * each value x of input k as round(x / {up}_INPUTk_SCALE) + {up}_INPUTk_ZERO_POINT, clamped\n"
+               f" * to the range of {up}_INPUT_TYPE, at {up}_INPUTk_OFFSET bytes into the one input buffer.\n")
     if outputs == 1:
         calls = (f"  print_output(0, output, sizeof output / sizeof output[0], {up}_OUTPUT_SCALE, "
                  f"{up}_OUTPUT_ZERO_POINT);\n")
@@ -30,9 +41,7 @@ def _main(name: str, outputs: int) -> str:
  *
  * Runs the model once on the input whose real value is 0.0 (every value the input zero point)
  * and prints each output value as stored and as a real number. For a real input, quantize
- * each value x as round(x / {up}_INPUT_SCALE) + {up}_INPUT_ZERO_POINT, clamped to the range
- * of {up}_INPUT_TYPE (int8_t, or int16_t for a model with int16 activations).
- * On a board, printf needs the vendor's retargeting (semihosting or a UART). */
+{how} * On a board, printf needs the vendor's retargeting (semihosting or a UART). */
 #include <stdio.h>
 
 #include "{name}.h"
@@ -47,8 +56,7 @@ static void print_output(int which, const {up}_OUTPUT_TYPE *values, unsigned cou
 }}
 
 int main(void) {{
-  for (unsigned i = 0; i < sizeof input / sizeof input[0]; ++i) input[i] = {up}_INPUT_ZERO_POINT;
-  int status = {name}_invoke(input, output);
+{zero}  int status = {name}_invoke(input, output);
   if (status != 0) {{
     printf("{name}_invoke failed: %d\\n", status);
     return 1;

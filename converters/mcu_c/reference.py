@@ -20,6 +20,23 @@ TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
 TFLM_LARGEST_ARENA = 1 << 30
 
 
+def split_inputs(model_bytes: bytes, row: np.ndarray) -> list[np.ndarray]:
+    """One sample of the generated C's input buffer as the model's inputs: several inputs lie
+    back to back in it (generate.py), one is the row as it is."""
+    from edgeserve.tflite_model import TfliteModel
+
+    graph = TfliteModel.from_bytes(model_bytes).subgraphs[0]
+    if len(graph.inputs) == 1:
+        return [row]
+    flat, found, start = np.asarray(row).reshape(-1), [], 0
+    for index in graph.inputs:
+        shape = tuple(graph.tensors[index].shape)
+        count = int(np.prod(shape))
+        found.append(flat[start:start + count].reshape(shape))
+        start += count
+    return found
+
+
 def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     """TFLM's outputs, the arena doubled each time TFLM says it is too small (no trial
     allocation first: most models fit the first one)."""
@@ -28,7 +45,7 @@ def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     arena = TFLM_REFERENCE_ARENA
     while True:
         try:
-            return tflm.run(model_bytes, arena, [[x] for x in inputs])
+            return tflm.run(model_bytes, arena, [split_inputs(model_bytes, x) for x in inputs])
         except tflm.ArenaTooSmallError:
             if arena >= TFLM_LARGEST_ARENA:
                 raise
@@ -36,8 +53,8 @@ def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
 
 
 def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.ndarray]:
-    """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] of a one-input model
-    (several outputs: each flattened, back to back in the model's order)."""
+    """(which reference, raw outputs [N, ...]) for int8 ``inputs`` [N, ...] (several inputs: each
+    flattened, back to back in the model's order, as are several outputs)."""
     try:
         outputs = _tflm_run(model_bytes, inputs)
         return "tflm-reference", np.stack([_flat(o) for o in outputs])
@@ -49,7 +66,7 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
     with capture_native_stderr():
         runner = TfliteRunner(model_bytes, reference_kernels=True)
     return (f"litert-reference (TFLM refused the model: {reason[:160]})",
-            np.stack([_flat(runner.run_raw([x])) for x in inputs]))
+            np.stack([_flat(runner.run_raw(split_inputs(model_bytes, x))) for x in inputs]))
 
 
 def _flat(outputs: list[np.ndarray]) -> np.ndarray:
@@ -70,7 +87,7 @@ def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
             runner = TfliteRunner(model_bytes, reference_kernels=True)
     except Exception:  # noqa: BLE001 - a refusal is an answer here
         return None
-    return np.stack([_flat(runner.run_raw([x])) for x in inputs])
+    return np.stack([_flat(runner.run_raw(split_inputs(model_bytes, x))) for x in inputs])
 
 
 def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.ndarray:
@@ -93,7 +110,8 @@ def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.
             arena *= 2
     values = []
     for x in inputs:
-        interpreter.set_input(np.ascontiguousarray(x), 0)
+        for position, value in enumerate(split_inputs(model_bytes, x)):
+            interpreter.set_input(np.ascontiguousarray(value), position)
         interpreter.invoke()
         found = interpreter.GetTensor(tensor, 0)  # {"dtype", "shape", "tensor_data"}
         values.append(np.array(found["tensor_data"]).reshape(tuple(int(d) for d in found["shape"])))

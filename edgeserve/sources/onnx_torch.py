@@ -499,8 +499,35 @@ def _pad(args: list[Value], attrs: dict[str, Any]) -> Value:
     if mode == "constant":
         return _torch().nn.functional.pad(x, flat, value=value)
     if mode in ("reflect", "edge"):
-        return _torch().nn.functional.pad(x, flat, mode="reflect" if mode == "reflect" else "replicate")
+        return _gather_pad(x, pads, mode)
     raise NotImplementedError(f"pad mode {mode} is not supported")
+
+
+def _gather_pad(x: Any, pads: list[int], mode: str) -> Any:
+    """A reflect or edge pad as one index_select per padded axis, its indices computed here.
+
+    torch's reflection pad exports as index arithmetic on int32 (ABS, SUB, LESS, SELECT,
+    GATHER_ND over an arange) that litert-torch does not fold, and TFLM has no int32 ABS
+    (silero-vad's STFT pads its 576 samples so); the shapes are static, so the indices are
+    constants here and each axis is one GATHER.
+    """
+    torch = _torch()
+    rank = x.dim()
+    for axis in range(rank):
+        before, after = pads[axis], pads[axis + rank]
+        if before == 0 and after == 0:
+            continue
+        size = int(x.shape[axis])
+        index = np.arange(-before, size + after)
+        if mode == "reflect":  # mirror without repeating the edge: -1 -> 1, size -> size - 2
+            if max(before, after) >= size:  # ONNX Runtime refuses it too
+                raise ValueError(f"a reflect pad of {max(before, after)} on an axis of {size} (at most {size - 1})")
+            index = np.abs(index)
+            index = np.where(index >= size, 2 * (size - 1) - index, index)
+        else:
+            index = np.clip(index, 0, size - 1)
+        x = torch.index_select(x, axis, torch.as_tensor(index, dtype=torch.int64))
+    return x
 
 
 def _cast(args: list[Value], attrs: dict[str, Any]) -> Value:

@@ -1,5 +1,5 @@
 /* Data movement: TRANSPOSE, STRIDED_SLICE, PAD, CONCATENATION, DEPTH_TO_SPACE, SPACE_TO_DEPTH (as
- * concatenations of block rows). No arithmetic, so they are
+ * concatenations of block rows) and GATHER_ND with constant indices. No arithmetic, so they are
  * exact by construction; the generator turns each into strides over at most 4 axes. */
 #include <string.h>
 
@@ -28,4 +28,12 @@ void es_pad(const es_pad_params *p, const int8_t *in, int8_t *out) {
 void es_concatenation(const es_concat_params *p, const int8_t *const *inputs, int8_t *out) {
   int32_t i;
   for (i = 0; i < p->count; ++i) es_copy4d(&p->parts[i], inputs[i], out);
+}
+
+void es_gather(const es_gather_params *p, const int8_t *in, int8_t *out) {
+  int32_t i;
+  for (i = 0; i < p->rows; ++i) {
+    memcpy(out + (size_t)i * (size_t)p->row_bytes, in + (size_t)p->index[i] * (size_t)p->row_bytes,
+           (size_t)p->row_bytes);
+  }
 }

@@ -127,6 +127,15 @@ typedef struct {
 
 void es_copy4d(const es_copy_params *p, const int8_t *in, int8_t *out);
 
+/* GATHER_ND with constant indices (a reflect pad as edgeserve's ONNX reader writes it): output
+ * row i is input row index[i], row_bytes bytes each. */
+typedef struct {
+  int32_t rows, row_bytes;
+  const int32_t *index;
+} es_gather_params;
+
+void es_gather(const es_gather_params *p, const int8_t *in, int8_t *out);
+
 typedef struct {
   int32_t out_bytes;
   int32_t value;                 /* the output zero point: a real 0 */

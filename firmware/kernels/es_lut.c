@@ -1,4 +1,4 @@
-/* LOGISTIC, TANH, RELU, RELU6 and LEAKY_RELU on int8: a 256-entry table the generator fills
+/* LOGISTIC, TANH, RELU, RELU6, LEAKY_RELU and SQRT on int8: a 256-entry table the generator fills
  * with the reference kernel's own arithmetic for every input value (converters/mcu_c/quant.py),
  * so the lookup reproduces it for every input. int16 LOGISTIC interpolates in TFLite's table of
  * sigmoid(i / 24) instead, as its reference kernel does. */

@@ -1,6 +1,9 @@
-"""`-t mcu` of an int16x8 model with a bilinear resize (converters/mcu/int8_islands.py): TFLM's
-RESIZE_BILINEAR has no int16 kernel, so the resize runs in int8 between two requantizations,
-and the rewritten model is judged against the float source before TFLM runs it.
+"""What `-t mcu` rewrites for TFLM's kernels, judged against the float source before TFLM runs it.
+
+An int16x8 model with a bilinear resize (converters/mcu/int8_islands.py): TFLM's
+RESIZE_BILINEAR has no int16 kernel, so the resize runs in int8 between two requantizations.
+An int8 SQRT (converters/mcu/int8_lookup.py): TFLM's SQRT is float only, so it is looked up in
+a table of LiteRT's own int8 results.
 
 Two float models whose int8 activations fail the gate and whose int16 ones pass: one tensor
 holds a channel 1000 times the other's, so an int8 scale leaves the small one no step. In the
@@ -96,5 +99,51 @@ def test_a_resize_on_the_wide_tensor_is_refused_with_the_figure_it_missed(tmp_pa
     (refused,) = manifest["refused"]
     assert refused["target"] == "mcu"
     reason = refused["reason"]
-    assert "RESIZE_BILINEAR kernel takes float and int8 only" in reason and "misses the bound" in reason, reason
+    assert "no kernel for tflite-int8's RESIZE_BILINEAR in its data type" in reason, reason
+    assert "with 1 RESIZE_BILINEAR in int8 the model misses the bound" in reason, reason
     assert "--min-sqnr" in reason and "SQNR 0.0 dB < min 10 dB" in reason, reason
+
+
+def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: Path) -> None:
+    """Every one of the 256 int8 inputs through LiteRT's SQRT, its table, and TFLM's lookup."""
+    import keras
+
+    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.mcu.arena import plan_head
+    from edgeserve.converters.mcu.int8_lookup import TABULATED, int8_lookups, lookup_table
+    from edgeserve.converters.mcu.ops import resolve_ops
+    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
+    from edgeserve.datasets import SampleSet
+    from edgeserve.runtime.litert import TfliteRunner
+
+    inputs = keras.Input((256,), batch_size=1)
+    float_model = tf.lite.TFLiteConverter.from_keras_model(keras.Model(inputs, keras.ops.sqrt(inputs))).convert()
+    calib = np.random.default_rng(0).uniform(0.0, 50.0, (16, 256)).astype(np.float32)
+    model = QuantizerRoute(float_model, SampleSet((calib,), None, "npz", None, None), "int8").emit_scheme("int8")
+    parsed = TfliteModel.from_bytes(model)
+    graph = parsed.subgraphs[0]
+    (sqrt,) = [op for op in graph.operators if op.op_name == "SQRT"]
+    x, y = graph.tensors[sqrt.inputs[0]], graph.tensors[sqrt.outputs[0]]
+    assert (x.dtype_name, y.dtype_name, sqrt.inputs[0], sqrt.outputs[0]) == ("int8", "int8", *graph.inputs, *graph.outputs)
+    every = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    (litert,) = TfliteRunner(model, reference_kernels=True).run_raw([every])
+    table = lookup_table(TABULATED[75][1], x.quantization.scale[0], x.quantization.zero_point[0],
+                         y.quantization.scale[0], y.quantization.zero_point[0])
+    assert np.array_equal(np.asarray(litert).reshape(-1), table)  # LiteRT's int8 SQRT, all 256 inputs
+    assert len(set(table.tolist())) > 64  # a table that varies: the check above could fail
+
+    rewritten, lookups = int8_lookups(model)
+    assert lookups == {"SQRT": 1}
+    looked_up = TfliteModel.from_bytes(rewritten)
+    assert "SQRT" not in looked_up.op_counts() and {"CAST", "ADD", "GATHER"} <= set(looked_up.op_counts())
+    resolve_ops(looked_up)  # TFLM has every kernel now
+    (again,) = TfliteRunner(rewritten, reference_kernels=True).run_raw([every])
+    assert np.array_equal(again, litert)
+    (tflm_out,) = tflm.run(rewritten, 1 << 20, [[every]])[0]
+    assert np.array_equal(np.asarray(tflm_out).reshape(-1), table)
+    # The arena edgeserve plans for CAST, the int32 ADD and GATHER is what TFLM needs, or at most 5 % over.
+    head = plan_head(looked_up, pointer_bytes=8)
+    planned = estimate_arena(looked_up, head.head_bytes, pointer_bytes=8, recording=True).total_bytes
+    smallest = tflm.smallest_arena(rewritten)
+    assert smallest <= planned <= 1.05 * smallest, (smallest, planned)
