@@ -133,6 +133,10 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
     assert np.array_equal(np.asarray(litert).reshape(-1), table)  # LiteRT's int8 SQRT, all 256 inputs
     assert len(set(table.tolist())) > 64  # a table that varies: the check above could fail
 
+    from edgeserve.errors import UnsupportedOpError
+
+    with pytest.raises(UnsupportedOpError, match="SQRT kernel takes float only, and this layer is integer"):
+        resolve_ops(parsed)  # as given (an INT8 .tflite source): refused by name, not at TFLM's Invoke
     rewritten, lookups = int8_lookups(model)
     assert lookups == {"SQRT": 1}
     looked_up = TfliteModel.from_bytes(rewritten)

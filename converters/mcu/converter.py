@@ -407,7 +407,7 @@ def _staleness(entry: Mapping[str, Any], root: Path, requires: Any) -> list[Chec
     from edgeserve.manifest import load_manifest
 
     name = "built from the model beside it"
-    built = entry.get("from_sha256") or entry.get("model_sha256")  # from_sha256: the model before int8 islands
+    built = entry.get("from_sha256") or entry.get("model_sha256")  # from_sha256: before the TFLM rewrites
     if not isinstance(built, str) or not built:
         return [Check(name, False, "the entry has no model_sha256: nothing tells which model this build was made from")]
     manifest = load_manifest(root)

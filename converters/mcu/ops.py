@@ -267,6 +267,9 @@ _LAYERS_SHOWN = 3  # per problem; a 50-layer CONV_2D problem lists three and cou
 # the 4 that would fail the version check above, and TFLM's Python interpreter then fails at
 # Invoke without a word of why (MediaPipe's palm detector with the int16x8 remedy).
 NO_INT16 = {"RESIZE_BILINEAR": "float and int8"}
+# Kernels with no int8 path either (elementwise.cc: SQRT is float only), though LiteRT runs the
+# int8 form; the mcu target looks it up in a table from a float source (int8_lookup.py).
+NO_INT8 = {"SQRT": "float"}
 
 
 def resolve_ops(model: TfliteModel) -> list[OpUse]:
@@ -293,6 +296,10 @@ def resolve_ops(model: TfliteModel) -> list[OpUse]:
             known = SUPPORTED.get(op.op_name)
             if op.op_name in NO_INT16 and any(subgraph.tensors[i].dtype_name == "int16" for i in op.outputs if i >= 0):
                 problems[(op.op_name, op.version, False, "int16")].append(_layer(subgraph, op, model))
+                continue
+            if op.op_name in NO_INT8 and any(subgraph.tensors[i].dtype_name in ("int8", "int16")
+                                             for i in op.outputs if i >= 0):
+                problems[(op.op_name, op.version, False, "integer")].append(_layer(subgraph, op, model))
                 continue
             if op.is_custom or known is None or op.version > known.max_version:
                 problems[(op.op_name, op.version, op.is_custom)].append(
@@ -326,6 +333,8 @@ _ADVICE = {
     "int16": "Those layers are int16 because tflite-int8 chose int16 activations (int8 ones missed the quality "
              "bound): accept the int8 model with a looser bound (--min-sqnr, --min-detection-match), or replace "
              "the layer in the source model.",
+    "integer": "From a float source (Keras, PyTorch, ONNX, a float .tflite) -t mcu looks an int8 SQRT up in a "
+               "table of LiteRT's results; from an INT8 .tflite there is no float model to judge that against.",
     "too_new": "A version above TFLM's needs a feature its kernel lacks (a newer data type, "
                "more dimensions or a new option): quantize to int8 (or int16 activations "
                "where supported), or simplify or replace the layer.",
@@ -336,6 +345,8 @@ def _diagnose(op_name: str, version: int, is_custom: bool, *why: str) -> tuple[s
     """What is wrong with one operator code, and the kind of problem (a key of _ADVICE)."""
     if why == ("int16",):
         return f"TFLM's {op_name} kernel takes {NO_INT16[op_name]} only, and this layer is int16", "int16"
+    if why == ("integer",):
+        return f"TFLM's {op_name} kernel takes {NO_INT8[op_name]} only, and this layer is integer", "integer"
     if is_custom:
         method = TFLM_CUSTOM_KERNELS.get(op_name)
         if method:
