@@ -65,7 +65,7 @@ def test_several_inputs_are_read_back_to_back_from_the_callers_buffer(tmp_path: 
     out_bytes = generated.output_bytes
     ours = check.run_host(check.build_host(directory, "model", tmp_path / "harness"), buffers, (out_bytes,))
     # TFLM given each input separately: the C must read each from its own offset.
-    runs = tflm.run(data, 1 << 20, [split_inputs(data, row) for row in buffers])
+    runs = tflm.run(data, 1 << 20, split_inputs(data, buffers))
     expected = np.stack([np.concatenate([np.asarray(o).reshape(-1) for o in run]) for run in runs])
     assert len(np.unique(expected, axis=0)) == SAMPLES  # every sample differs: a swapped input would show
     np.testing.assert_array_equal(ours, expected)

@@ -12,6 +12,8 @@ interpreters are native code that can abort on a model static checks let through
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 # TFLM needs an arena size; the reference run is on the host, so room is not a concern: 16 MiB,
@@ -20,21 +22,27 @@ TFLM_REFERENCE_ARENA = 16 * 1024 * 1024
 TFLM_LARGEST_ARENA = 1 << 30
 
 
-def split_inputs(model_bytes: bytes, row: np.ndarray) -> list[np.ndarray]:
-    """One sample of the generated C's input buffer as the model's inputs: several inputs lie
-    back to back in it (generate.py), one is the row as it is."""
+def input_splitter(model_bytes: bytes) -> Callable[[np.ndarray], list[np.ndarray]]:
+    """Turns one sample of the generated C's input buffer into the model's inputs: several
+    inputs lie back to back in it (generate.py), one is the sample as it is."""
     from edgeserve.tflite_model import TfliteModel
 
     graph = TfliteModel.from_bytes(model_bytes).subgraphs[0]
-    if len(graph.inputs) == 1:
-        return [row]
-    flat, found, start = np.asarray(row).reshape(-1), [], 0
-    for index in graph.inputs:
-        shape = tuple(graph.tensors[index].shape)
-        count = int(np.prod(shape))
-        found.append(flat[start:start + count].reshape(shape))
-        start += count
-    return found
+    shapes = [tuple(graph.tensors[index].shape) for index in graph.inputs]
+    if len(shapes) == 1:
+        return lambda row: [row]
+    ends = np.cumsum([int(np.prod(shape)) for shape in shapes]).tolist()
+
+    def split(row: np.ndarray) -> list[np.ndarray]:
+        flat = np.asarray(row).reshape(-1)
+        return [flat[end - int(np.prod(shape)):end].reshape(shape) for shape, end in zip(shapes, ends)]
+    return split
+
+
+def split_inputs(model_bytes: bytes, rows: np.ndarray) -> list[list[np.ndarray]]:
+    """Each sample of ``rows`` as the model's inputs (input_splitter)."""
+    split = input_splitter(model_bytes)
+    return [split(row) for row in rows]
 
 
 def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
@@ -45,7 +53,7 @@ def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     arena = TFLM_REFERENCE_ARENA
     while True:
         try:
-            return tflm.run(model_bytes, arena, [split_inputs(model_bytes, x) for x in inputs])
+            return tflm.run(model_bytes, arena, split_inputs(model_bytes, inputs))
         except tflm.ArenaTooSmallError:
             if arena >= TFLM_LARGEST_ARENA:
                 raise
@@ -66,7 +74,7 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
     with capture_native_stderr():
         runner = TfliteRunner(model_bytes, reference_kernels=True)
     return (f"litert-reference (TFLM refused the model: {reason[:160]})",
-            np.stack([_flat(runner.run_raw(split_inputs(model_bytes, x))) for x in inputs]))
+            np.stack([_flat(runner.run_raw(x)) for x in split_inputs(model_bytes, inputs)]))
 
 
 def _flat(outputs: list[np.ndarray]) -> np.ndarray:
@@ -87,7 +95,7 @@ def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
             runner = TfliteRunner(model_bytes, reference_kernels=True)
     except Exception:  # noqa: BLE001 - a refusal is an answer here
         return None
-    return np.stack([_flat(runner.run_raw(split_inputs(model_bytes, x))) for x in inputs])
+    return np.stack([_flat(runner.run_raw(x)) for x in split_inputs(model_bytes, inputs)])
 
 
 def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.ndarray:
@@ -109,8 +117,8 @@ def reference_tensor(model_bytes: bytes, inputs: np.ndarray, tensor: int) -> np.
                 raise
             arena *= 2
     values = []
-    for x in inputs:
-        for position, value in enumerate(split_inputs(model_bytes, x)):
+    for x in split_inputs(model_bytes, inputs):
+        for position, value in enumerate(x):
             interpreter.set_input(np.ascontiguousarray(value), position)
         interpreter.invoke()
         found = interpreter.GetTensor(tensor, 0)  # {"dtype", "shape", "tensor_data"}
