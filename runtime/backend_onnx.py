@@ -167,6 +167,11 @@ OPENVINO_PLUGIN = "onnxruntime-ep-openvino"
 _plugin_registered = False
 
 
+def plugin_registered() -> bool:
+    """Whether this process registered OpenVINO's plugin with ONNX Runtime (openvino_device)."""
+    return _plugin_registered
+
+
 def openvino_device(device: str) -> Any:
     """The OrtEpDevice the OpenVINO plugin offers for ``device`` ("NPU", "GPU" or "CPU"), or
     BackendUnavailable with the reason: the plugin missing, ONNX Runtime refusing it, or the

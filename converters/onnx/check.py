@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,13 +86,24 @@ def placement(model: bytes) -> dict[str, Any]:
     what was and was not tried here.
     """
     ort = require("onnxruntime", "running an ONNX artifact")
+    from edgeserve.runtime import backend_onnx
     from edgeserve.runtime.backend_base import BackendOptions, BackendUnavailable
     from edgeserve.runtime.backend_onnx import PROVIDERS, OnnxRuntimeBackend
 
     available = set(ort.get_available_providers())
+    plugin = importlib.util.find_spec("onnxruntime_ep_openvino") is not None
     report: dict[str, Any] = {}
     for backend_name, kind, provider in PROVIDERS:
         name = f"onnxruntime:{backend_name}"
+        built_in = provider in available and not backend_onnx.plugin_registered()
+        if provider == "OpenVINOExecutionProvider" and plugin and not built_in:
+            # ONNX Runtime lists OpenVINO's plugin only after something in this process registered
+            # it (the runtime does, trying an OpenVINO device): the same record either way. The
+            # runtime opens the plugin per device (openvino-npu, -gpu, -cpu) on the device.
+            report[name] = {"available": False, "reason": "OpenVINO is ONNX Runtime's plugin here "
+                            "(onnxruntime-ep-openvino): the runtime tries its devices as onnxruntime:openvino-npu, "
+                            "-gpu and -cpu"}
+            continue
         if provider not in available:
             report[name] = {"available": False}
             continue
