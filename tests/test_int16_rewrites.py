@@ -140,7 +140,7 @@ def test_the_microcontroller_targets_name_what_an_int16x8_model_leaves_them(tmp_
     """An int16x8 model (the remedy tflite-int8 chose) with a bilinear resize: TFLM's kernel has
     no int16 path, and ai-edge-quantizer leaves its version at 3, so only the data type tells
     (TFLM's Python interpreter fails at Invoke with no reason); the mcu target runs such a
-    resize in int8 (tests/test_mcu_int8_islands.py). mcu-c has an int16 bilinear
+    resize in int8 (tests/test_mcu_tflm_rewrites.py). mcu-c has an int16 bilinear
     kernel of its own (LiteRT's arithmetic; tests/test_mcu_c_int16.py checks it), so it takes it."""
     import keras
 

@@ -10,7 +10,7 @@ The table is what LiteRT's int8 SQRT computes: the input dequantized in float32,
 root divided by the output scale and truncated (not rounded), plus the output zero point,
 clamped. Measured on silero-vad's INT8 model with LiteRT's reference kernels: every one of the
 165 input values its SQRT met gave the truncated value, while rounding missed 94 of them by a
-step; tests/test_mcu_int8_islands.py checks a table against LiteRT's SQRT on all 256 inputs.
+step; tests/test_mcu_tflm_rewrites.py checks a table against LiteRT's SQRT on all 256 inputs.
 The mcu target judges the rewritten model against the float source (converter.with_tflm_rewrites)
 as it does its int8 islands.
 """
