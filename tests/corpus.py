@@ -380,7 +380,8 @@ def measured(entry: dict) -> dict:
             "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
             "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share"),
             "activations": (entry.get("quantization") or {}).get("activations"),
-            "int8_islands": entry.get("int8_islands")}  # mcu: int16 operators TFLM runs in int8
+            # mcu: int16 operators TFLM runs in int8, int8 ones it looks up in a table
+            "int8_islands": entry.get("int8_islands"), "int8_lookups": entry.get("int8_lookups")}
 
 
 def figure(cell: dict) -> str:
@@ -390,7 +391,8 @@ def figure(cell: dict) -> str:
         parts.append("bit-exact" if cell.get("bit_exact") else "exact")
     elif cell.get("max_abs_diff") is not None and cell.get("target") in ("mcu", "mcu-c"):
         parts.append(f"max diff {cell['max_abs_diff']:g}")
-    if cell.get("sqnr_db") is not None and (not cell.get("bit_exact") or cell.get("int8_islands")):
+    if cell.get("sqnr_db") is not None and (not cell.get("bit_exact") or cell.get("int8_islands")
+                                            or cell.get("int8_lookups")):
         parts.append(f"{cell['sqnr_db']:.1f} dB")  # the worst output's (a rewritten mcu model's too)
     if cell.get("top1_agreement") is not None:
         parts.append(f"top-1 {100 * cell['top1_agreement']:.1f} %")
@@ -403,6 +405,8 @@ def figure(cell: dict) -> str:
         parts.append(f"{cell['activations']} activations")
     if cell.get("int8_islands"):
         parts.append("int16 with " + ", ".join(f"{n} {op}" for op, n in cell["int8_islands"].items()) + " in int8")
+    if cell.get("int8_lookups"):
+        parts.append("int8 with " + ", ".join(f"{n} {op}" for op, n in cell["int8_lookups"].items()) + " as a table")
     return ", ".join(parts)
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.converters.mcu.op_rewrite import replace_operators
+from edgeserve.tflite_metadata import schema_module
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _INT8, _INT16 = 9, 7
@@ -32,33 +33,22 @@ ISLANDS = {_RESIZE_BILINEAR: "RESIZE_BILINEAR"}
 def int8_islands(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with each int16 operator of ``ISLANDS`` run in int8 between requantizations,
     and how many of each; the bytes come back unchanged when there were none."""
-    import flatbuffers
+    return replace_operators(model_bytes, _as_island)
 
+
+def _as_island(model: Any, graph: Any, op: Any) -> tuple[str, list[Any]] | None:
     from edgeserve.converters.tflite_int8.float_prep import builtin_code
 
-    model = unpack_model(model_bytes)
+    name = _island(model, graph, op)
+    if name is None:
+        return None
     schema = schema_module()
-    done: dict[str, int] = {}
-    for graph in model.subgraphs or []:
-        rewritten: list[Any] = []
-        for op in graph.operators or []:
-            name = _island(model, graph, op)
-            if name is None:
-                rewritten.append(op)
-                continue
-            x, y = int(op.inputs[0]), int(op.outputs[0])
-            scale = float(graph.tensors[x].quantization.scale[0]) * 32767.0 / 127.0
-            x8, y8 = _int8_like(schema, model, graph, x, scale, "in"), _int8_like(schema, model, graph, y, scale, "out")
-            op.inputs[0], op.outputs[0] = x8, y8
-            quantize = builtin_code(model, _QUANTIZE, version=2)  # version 2: an int16 output
-            rewritten += [_quantize(schema, quantize, x, x8), op, _quantize(schema, quantize, y8, y)]
-            done[name] = done.get(name, 0) + 1
-        graph.operators = rewritten
-    if not done:
-        return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+    x, y = int(op.inputs[0]), int(op.outputs[0])
+    scale = float(graph.tensors[x].quantization.scale[0]) * 32767.0 / 127.0
+    x8, y8 = _int8_like(schema, model, graph, x, scale, "in"), _int8_like(schema, model, graph, y, scale, "out")
+    op.inputs[0], op.outputs[0] = x8, y8
+    quantize = builtin_code(model, _QUANTIZE, version=2)  # version 2: an int16 output
+    return name, [_quantize(schema, quantize, x, x8), op, _quantize(schema, quantize, y8, y)]
 
 
 def _island(model: Any, graph: Any, op: Any) -> str | None:

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.converters.mcu.op_rewrite import replace_operators
+from edgeserve.tflite_metadata import schema_module
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _INT32, _INT8 = 2, 9
@@ -41,39 +42,28 @@ def lookup_table(function: Any, in_scale: float, in_zero: int, out_scale: float,
 def int8_lookups(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with each int8 operator of ``TABULATED`` as CAST, ADD, GATHER, and how many
     of each; the bytes come back unchanged when there were none."""
-    import flatbuffers
+    return replace_operators(model_bytes, _as_lookup)
 
+
+def _as_lookup(model: Any, graph: Any, op: Any) -> tuple[str, list[Any]] | None:
     from edgeserve.converters.tflite_int8.float_prep import builtin_code
 
-    model = unpack_model(model_bytes)
+    found = _tabulated(model, graph, op)
+    if found is None:
+        return None
+    name, function = found
     schema = schema_module()
-    done: dict[str, int] = {}
-    for graph in model.subgraphs or []:
-        rewritten: list[Any] = []
-        for op in graph.operators or []:
-            found = _tabulated(model, graph, op)
-            if found is None:
-                rewritten.append(op)
-                continue
-            name, function = found
-            x, y = int(op.inputs[0]), int(op.outputs[0])
-            qx, qy = graph.tensors[x].quantization, graph.tensors[y].quantization
-            table = lookup_table(function, float(qx.scale[0]), _zero(qx), float(qy.scale[0]), _zero(qy))
-            new = _Tensors(schema, model, graph, x)
-            wide, index = new.add("int32", graph.tensors[x].shape, _INT32), new.add("index", graph.tensors[x].shape, _INT32)
-            offset = new.add("offset", [1], _INT32, np.array([128], np.int32))
-            lut = new.add(f"{name.lower()}_table", [256], _INT8, table, quantization=qy)
-            cast = _op(schema, builtin_code(model, _CAST, version=3), [x], [wide])  # version 3: int8 input
-            add = _op(schema, builtin_code(model, _ADD, version=1), [wide, offset], [index], "AddOptions")
-            gather = _op(schema, builtin_code(model, _GATHER, version=2), [lut, index], [y], "GatherOptions")
-            rewritten += [cast, add, gather]  # GatherOptions' axis and batch_dims default to 0
-            done[name] = done.get(name, 0) + 1
-        graph.operators = rewritten
-    if not done:
-        return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+    x, y = int(op.inputs[0]), int(op.outputs[0])
+    qx, qy = graph.tensors[x].quantization, graph.tensors[y].quantization
+    table = lookup_table(function, float(qx.scale[0]), _zero(qx), float(qy.scale[0]), _zero(qy))
+    new = _Tensors(schema, model, graph, x)
+    wide, index = new.add("int32", graph.tensors[x].shape, _INT32), new.add("index", graph.tensors[x].shape, _INT32)
+    offset = new.add("offset", [1], _INT32, np.array([128], np.int32))
+    lut = new.add(f"{name.lower()}_table", [256], _INT8, table, quantization=qy)
+    cast = _op(schema, builtin_code(model, _CAST, version=3), [x], [wide])  # version 3: int8 input
+    add = _op(schema, builtin_code(model, _ADD, version=1), [wide, offset], [index], "AddOptions")
+    gather = _op(schema, builtin_code(model, _GATHER, version=2), [lut, index], [y], "GatherOptions")
+    return name, [cast, add, gather]  # GatherOptions' axis and batch_dims default to 0
 
 
 def _tabulated(model: Any, graph: Any, op: Any) -> tuple[str, Any] | None:

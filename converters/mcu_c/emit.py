@@ -56,34 +56,24 @@ def _output_macros(up: str, outputs: Sequence[Io]) -> str:
                 f"#define {up}_OUTPUT_TYPE {first.tensor.dtype_name}_t\n")
     lines = [f"#define {up}_OUTPUT_BYTES {sum(o.tensor.nbytes for o in outputs)}   /* {len(outputs)} outputs, "
              "back to back */",
-             f"#define {up}_OUTPUT_TYPE {first.tensor.dtype_name}_t",
-             f"#define {up}_OUTPUT_COUNT {len(outputs)}"]
-    offset = 0
-    for i, o in enumerate(outputs):
-        label = o.tensor.name.replace("*/", "* /")
-        lines += [f"/* output {i}: {label}, {o.tensor.dtype_name} {shape(o.tensor)} */",
-                  f"#define {up}_OUTPUT{i}_OFFSET {offset}",
-                  f"#define {up}_OUTPUT{i}_BYTES {o.tensor.nbytes}",
-                  f"#define {up}_OUTPUT{i}_SCALE {o.scale:.9g}f",
-                  f"#define {up}_OUTPUT{i}_ZERO_POINT {o.zero_point}"]
-        offset += o.tensor.nbytes
-    return "\n".join(lines) + "\n"
+             f"#define {up}_OUTPUT_TYPE {first.tensor.dtype_name}_t"]
+    return "\n".join(lines) + "\n" + _back_to_back(up, "OUTPUT", outputs)
 
 
-def _input_macros(up: str, inputs: Sequence[Io]) -> str:
-    """Several inputs lie back to back in the caller's one buffer, each with its offset, size,
-    scale and zero point (one input's macros are in render_header, as they always were)."""
+def _back_to_back(up: str, kind: str, tensors: Sequence[Io]) -> str:
+    """Several inputs or outputs lying back to back in the caller's one buffer: their count,
+    and each one's offset, size, scale and zero point (``kind``: "INPUT" or "OUTPUT")."""
     shape = lambda t: "x".join(str(d) for d in t.shape)  # noqa: E731
-    lines = [f"#define {up}_INPUT_COUNT {len(inputs)}"]
+    lines = [f"#define {up}_{kind}_COUNT {len(tensors)}"]
     offset = 0
-    for i, x in enumerate(inputs):
-        label = x.tensor.name.replace("*/", "* /")
-        lines += [f"/* input {i}: {label}, {x.tensor.dtype_name} {shape(x.tensor)} */",
-                  f"#define {up}_INPUT{i}_OFFSET {offset}",
-                  f"#define {up}_INPUT{i}_BYTES {x.tensor.nbytes}",
-                  f"#define {up}_INPUT{i}_SCALE {x.scale:.9g}f",
-                  f"#define {up}_INPUT{i}_ZERO_POINT {x.zero_point}"]
-        offset += x.tensor.nbytes
+    for i, io in enumerate(tensors):
+        label = io.tensor.name.replace("*/", "* /")
+        lines += [f"/* {kind.lower()} {i}: {label}, {io.tensor.dtype_name} {shape(io.tensor)} */",
+                  f"#define {up}_{kind}{i}_OFFSET {offset}",
+                  f"#define {up}_{kind}{i}_BYTES {io.tensor.nbytes}",
+                  f"#define {up}_{kind}{i}_SCALE {io.scale:.9g}f",
+                  f"#define {up}_{kind}{i}_ZERO_POINT {io.zero_point}"]
+        offset += io.tensor.nbytes
     return "\n".join(lines) + "\n"
 
 
@@ -102,7 +92,7 @@ def render_header(name: str, model_label: str, all_inputs: Sequence[Io], outputs
     else:
         input_lines = (f"#define {up}_INPUT_BYTES {sum(x.tensor.nbytes for x in all_inputs)}   /* {len(all_inputs)} "
                        f"inputs, back to back */\n#define {up}_INPUT_TYPE {in_type}\n")
-        input_quantization = _input_macros(up, all_inputs)
+        input_quantization = _back_to_back(up, "INPUT", all_inputs)
     single = (f"#define {up}_OUTPUT_SCALE {outputs[0].scale:.9g}f\n"
               f"#define {up}_OUTPUT_ZERO_POINT {outputs[0].zero_point}\n") if len(outputs) == 1 else ""
     state_bytes = sum(v.nbytes for v in variables)

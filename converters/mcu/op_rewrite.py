@@ -1,0 +1,37 @@
+"""Replace a .tflite's operators one at a time: the mcu target's rewrites for TFLM's kernels
+(int8_islands.py, int8_lookup.py) share this walk over the graphs and the repacking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from edgeserve.tflite_metadata import unpack_model
+
+# (model, graph, operator) -> (what was rewritten, the operators in its place), or None to keep it
+Replace = Callable[[Any, Any, Any], "tuple[str, list[Any]] | None"]
+
+
+def replace_operators(model_bytes: bytes, replace: Replace) -> tuple[bytes, dict[str, int]]:
+    """The model with each operator ``replace`` rewrites put in its place, and how many of each
+    kind; the bytes come back unchanged when ``replace`` kept every operator."""
+    import flatbuffers
+
+    model = unpack_model(model_bytes)
+    done: dict[str, int] = {}
+    for graph in model.subgraphs or []:
+        operators: list[Any] = []
+        for op in graph.operators or []:
+            found = replace(model, graph, op)
+            if found is None:
+                operators.append(op)
+                continue
+            name, replacement = found
+            operators += replacement
+            done[name] = done.get(name, 0) + 1
+        graph.operators = operators
+    if not done:
+        return model_bytes, {}
+    builder = flatbuffers.Builder(len(model_bytes) + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output()), done
