@@ -110,7 +110,8 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
 
     from edgeserve.converters.mcu import tflm
     from edgeserve.converters.mcu.arena import plan_head
-    from edgeserve.converters.mcu.int8_lookup import TABULATED, int8_lookups, lookup_table
+    from edgeserve.converters.mcu.int8_lookup import by_value, int8_lookups
+    from edgeserve.converters.mcu_c.quant import lookup_table
     from edgeserve.converters.mcu.ops import resolve_ops
     from edgeserve.converters.mcu.persistent import estimate_arena
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
@@ -128,8 +129,8 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
     assert (x.dtype_name, y.dtype_name, sqrt.inputs[0], sqrt.outputs[0]) == ("int8", "int8", *graph.inputs, *graph.outputs)
     every = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
     (litert,) = TfliteRunner(model, reference_kernels=True).run_raw([every])
-    table = lookup_table(TABULATED[75][1], x.quantization.scale[0], x.quantization.zero_point[0],
-                         y.quantization.scale[0], y.quantization.zero_point[0])
+    table = by_value(lookup_table("SQRT", x.quantization.scale[0], x.quantization.zero_point[0],
+                                  y.quantization.scale[0], y.quantization.zero_point[0]))
     assert np.array_equal(np.asarray(litert).reshape(-1), table)  # LiteRT's int8 SQRT, all 256 inputs
     assert len(set(table.tolist())) > 64  # a table that varies: the check above could fail
 

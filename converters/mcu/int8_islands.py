@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.converters.mcu.op_rewrite import replace_operators
-from edgeserve.tflite_metadata import schema_module
+from edgeserve.converters.mcu.op_rewrite import add_tensor, new_operator, replace_operators, tensor_name
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _INT8, _INT16 = 9, 7
@@ -33,22 +32,20 @@ ISLANDS = {_RESIZE_BILINEAR: "RESIZE_BILINEAR"}
 def int8_islands(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with each int16 operator of ``ISLANDS`` run in int8 between requantizations,
     and how many of each; the bytes come back unchanged when there were none."""
-    return replace_operators(model_bytes, _as_island)
+    return replace_operators(model_bytes, _as_island, ISLANDS.values())
 
 
 def _as_island(model: Any, graph: Any, op: Any) -> tuple[str, list[Any]] | None:
-    from edgeserve.converters.tflite_int8.float_prep import builtin_code
-
     name = _island(model, graph, op)
     if name is None:
         return None
-    schema = schema_module()
     x, y = int(op.inputs[0]), int(op.outputs[0])
-    scale = float(graph.tensors[x].quantization.scale[0]) * 32767.0 / 127.0
-    x8, y8 = _int8_like(schema, model, graph, x, scale, "in"), _int8_like(schema, model, graph, y, scale, "out")
+    int8 = (float(graph.tensors[x].quantization.scale[0]) * 32767.0 / 127.0, 0)
+    x8 = add_tensor(model, graph, f"{tensor_name(graph, x)}/int8_in", graph.tensors[x].shape, _INT8, quantization=int8)
+    y8 = add_tensor(model, graph, f"{tensor_name(graph, y)}/int8_out", graph.tensors[y].shape, _INT8, quantization=int8)
     op.inputs[0], op.outputs[0] = x8, y8
-    quantize = builtin_code(model, _QUANTIZE, version=2)  # version 2: an int16 output
-    return name, [_quantize(schema, quantize, x, x8), op, _quantize(schema, quantize, y8, y)]
+    # QUANTIZE version 2: an int16 output
+    return name, [new_operator(model, _QUANTIZE, 2, [x], [x8]), op, new_operator(model, _QUANTIZE, 2, [y8], [y])]
 
 
 def _island(model: Any, graph: Any, op: Any) -> str | None:
@@ -65,23 +62,3 @@ def _island(model: Any, graph: Any, op: Any) -> str | None:
                 any(int(z) != 0 for z in (q.zeroPoint if q.zeroPoint is not None else [])):
             return None
     return name
-
-
-def _int8_like(schema: Any, model: Any, graph: Any, index: int, scale: float, side: str) -> int:
-    original = graph.tensors[index]
-    tensor = schema.TensorT()
-    name = original.name.decode() if isinstance(original.name, bytes) else (original.name or "")
-    tensor.shape, tensor.type, tensor.name = list(original.shape), _INT8, f"{name}/int8_{side}".encode()
-    model.buffers.append(schema.BufferT())  # empty: an activation
-    tensor.buffer = len(model.buffers) - 1
-    params = schema.QuantizationParametersT()
-    params.scale, params.zeroPoint = [scale], [0]
-    tensor.quantization = params
-    graph.tensors.append(tensor)
-    return len(graph.tensors) - 1
-
-
-def _quantize(schema: Any, opcode: int, source: int, target: int) -> Any:
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = opcode, [source], [target]
-    return op

@@ -84,18 +84,12 @@ class Activations:
                     InPlace("start", "es_lookup"), KERNEL_SOURCES[op.op_name])
 
     def _sqrt(self, op: Operator) -> Step:
-        """int8 SQRT as LiteRT computes it, truncating (converters/mcu/int8_lookup.py): TFLM has
-        no int8 SQRT, so LiteRT's reference kernels judge the C."""
-        from edgeserve.converters.mcu.int8_lookup import TABULATED, lookup_table
-
+        """int8 SQRT as LiteRT computes it, truncating (quant.lookup_table): TFLM has no int8
+        SQRT, so LiteRT's reference kernels judge the C."""
         x, y = self._data_input(op), self.tensor(op.outputs[0])
         if (x.dtype_name, y.dtype_name) != ("int8", "int8"):
             raise _refuse(op, f"on {x.dtype_name} (int8 only)")
-        (sx, zx), (sy, zy) = _q(x), _q(y)
-        by_value = lookup_table(TABULATED[75][1], sx, zx, sy, zy)  # entry v + 128 for input v
-        table = np.empty(256, np.int8)
-        table[np.arange(-128, 128).astype(np.uint8)] = by_value  # es_lookup reads entry (uint8)v
-        return self._table_step(op, table)
+        return self._lookup(op)
 
     def _relu(self, op: Operator) -> Step:
         (sx, zx), (sy, zy) = _q(self._data_input(op)), _q(self.tensor(op.outputs[0]))
