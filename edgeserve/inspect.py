@@ -111,13 +111,16 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
     routes = routes_for("onnx")
     # Say now what convert would say later: an operator the reader has no translation for
     # closes every route through it (torch is imported for the reader's table).
-    from edgeserve.routes import ONNX_READER, Route
+    # With onnx2tf installed the TFLite targets stay open: onnx2tf may take what the reader cannot.
+    from edgeserve.routes import ONNX_READER, ONNX_TO_TFLITE, Route
+    from edgeserve.sources import onnx2tf_lowering
     from edgeserve.sources.onnx_torch import OPS
 
     untranslated = sorted(op for op in ops if op not in OPS)
     if untranslated:
         reason = f"edgeserve's ONNX reader has no translation for {', '.join(untranslated)}"
-        routes = [Route(r.target, (), reason) if ONNX_READER in r.steps else r for r in routes]
+        closes = {ONNX_READER} | (set() if onnx2tf_lowering.installed() else {ONNX_TO_TFLITE})
+        routes = [Route(r.target, (), reason) if closes & set(r.steps) else r for r in routes]
     return {
         "kind": "source",
         "path": str(path),

@@ -31,12 +31,19 @@ _TOOLS = {
 _KERAS = ("keras", "keras-h5")
 _TORCH = ("torch-export", "torchscript", "torch-module")
 
-# Why ONNX files are read by edgeserve itself (edgeserve/sources/onnx_torch.py), measured on
-# this project's pins (Python 3.11, tensorflow 2.21, numpy 2, torch 2.13 CPU): onnx2tf 2.x
-# needs Python 3.12; onnx2tf 1.29 pins tensorflow 2.19 and numpy 1.26; onnx2torch imports
-# torchvision, whose PyPI wheels are CUDA builds that do not load beside the CPU torch build;
-# coremltools dropped its ONNX frontend.
+# Why ONNX files are also read by edgeserve itself (edgeserve/sources/onnx_torch.py), measured
+# on this project's pins (Python 3.11, tensorflow 2.21, numpy 2, torch 2.13 CPU): onnx2tf 2.6
+# declares Python >= 3.12 and exact pins of its own, so `make setup` installs it without them
+# (its flatbuffer_direct backend runs on 3.11). On the corpus the reader's float model did as
+# well or better on all 5 ONNX models (docs/sources.md), so onnx2tf is the TFLite targets'
+# second route, for graphs the reader cannot take. onnx2torch imports torchvision, whose PyPI
+# wheels are CUDA builds that do not load beside the CPU torch build; coremltools dropped its
+# ONNX frontend: Core ML and ExecuTorch go through the reader.
 ONNX_READER = "edgeserve ONNX reader"
+# The TFLite targets of an ONNX source start from the reader's float .tflite, and from
+# onnx2tf's when the reader's cannot be made or gives no INT8 model that passes
+# (edgeserve/sources/onnx_file.py; the manifest says which, and why).
+ONNX_TO_TFLITE = f"{ONNX_READER} -> torch.export -> litert-torch, else onnx2tf"
 MCU_C = "edgeserve C generator"  # pure Python; gcc and qemu only check what it writes
 
 
@@ -129,9 +136,8 @@ def _routes(kind: str) -> list[Route]:
             Route("coreml", (), "coremltools has no TFLite frontend; convert the model the .tflite was made from"),
         ]
     elif kind == "onnx":
-        first = ("onnx", ONNX_READER, "torch.export")
-        int8 = Route("tflite-int8", (*first, "litert-torch", "ai-edge-quantizer"))
-        coreml = Route("coreml", (*first, "coremltools"))
+        int8 = Route("tflite-int8", ("onnx", ONNX_TO_TFLITE, "ai-edge-quantizer"))
+        coreml = Route("coreml", ("onnx", ONNX_READER, "torch.export", "coremltools"))
     else:
         raise ValueError(f"unknown source kind {kind!r}")
     mcu = Route("mcu", (*int8.steps, "tflite-micro")) if int8.exists else Route("mcu", (), int8.reason)

@@ -48,9 +48,11 @@ def test_a_reflect_pad_longer_than_its_axis_is_refused_as_onnx_runtime_refuses_i
     assert _reader_vs_ort(_pad_model("edge", pads, shape), shape) == 0.0  # repeating the edge has no limit
 
 
-def test_a_reflect_pad_lowers_to_one_gather_with_constant_indices(tmp_path: Path) -> None:
+def test_a_reflect_pad_lowers_to_one_gather_with_constant_indices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("litert_torch")
-    from edgeserve.sources.onnx_file import load_onnx
+    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+
+    monkeypatch.setenv(ROUTE_ENV, "reader")  # the reader's lowering, not onnx2tf's
     from edgeserve.tflite_model import TfliteModel
 
     path = tmp_path / "pad.onnx"

@@ -1,7 +1,8 @@
 """ONNX sources to every target, checked against ONNX Runtime on the same file.
 
 The route is edgeserve's ONNX reader (the graph as a torch module), torch.export, then the
-PyTorch routes. The reader itself is checked against ONNX Runtime on graphs nobody here
+PyTorch routes; the TFLite targets take onnx2tf's float model where the reader's fails
+(tests/test_onnx2tf_route.py). The reader itself is checked against ONNX Runtime on graphs nobody here
 wrote: the ONNX package's own model-zoo test graphs and PaddleOCR's text-direction
 classifier from the rapidocr-onnxruntime wheel.
 """
@@ -546,10 +547,18 @@ def test_inspect_closes_the_reader_routes_an_untranslated_operator_would_fail(tm
     result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
     assert result.exit_code == 0, result.output
     routes = {r["target"]: r for r in json.loads(result.stdout)["routes"]}
-    for target in ("tflite-int8", "mcu", "mcu-c", "coreml"):
+    for target in ("coreml", "executorch", "executorch-int8"):
         assert not routes[target]["exists"], routes[target]
         assert routes[target]["reason"] == "edgeserve's ONNX reader has no translation for CumSum"
     assert routes["onnx"]["ready"] and routes["onnx-int8"]["exists"]  # ONNX Runtime runs the file itself
+    # The TFLite targets stay open: onnx2tf, their second route, translates CumSum.
+    from edgeserve.sources.onnx_file import ROUTE_ONNX2TF, OnnxSource
+
+    assert all(routes[t]["exists"] and "onnx2tf" in routes[t]["route"] for t in ("tflite-int8", "mcu", "mcu-c"))
+    made = OnnxSource(path).float_tflite(tmp_path)
+    assert made.route == ROUTE_ONNX2TF and "CumSum" in made.fallback, made.fallback
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    assert np.allclose(_litert(made.model, x), np.cumsum(x, axis=1))
 
 
 def test_an_input_fixed_with_input_value_becomes_a_constant(tmp_path: Path) -> None:

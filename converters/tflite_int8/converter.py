@@ -133,7 +133,18 @@ class TfliteInt8Converter(Converter):
         layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
 
-        attempts = self._attempts(ctx, route, layers, metric, opts)
+        try:
+            attempts = self._attempts(ctx, route, layers, metric, opts)
+        except UnsupportedOpError as exc:
+            if not _onnx_source(ctx, route):
+                raise
+            refused: UnsupportedOpError | None = exc
+            attempts = [Attempt(Remedy("int8", "int8 activations, int8 per-channel weights"), "error",
+                                first_line(exc))]
+        else:
+            refused = None
+        if _onnx_source(ctx, route) and not any(a.status == "ok" for a in attempts):
+            attempts, layers = self._other_onnx_route(ctx, opts, route, metric, attempts, layers, refused)
         crashed = [a.reason for a in attempts if "crashed (" in a.reason]
         if isinstance(route, TensorFlowRoute) and crashed and not any(a.model for a in attempts):
             # TensorFlow's converter died on every scheme (a Keras LSTM: its calibrator segfaults).
@@ -149,6 +160,38 @@ class TfliteInt8Converter(Converter):
             layers = self.calibrate(ctx, fallback, opts)
             attempts += self._attempts(ctx, fallback, layers, metric, opts)
         return self._write(ctx, opts, attempts, layers)
+
+    def _other_onnx_route(self, ctx: ConversionContext, opts: Options, route: QuantizerRoute, metric: str,
+                          attempts: list[Attempt], layers: list[LayerError],
+                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], list[LayerError]]:
+        """An ONNX source whose float model (the reader's, or onnx2tf's) gave no INT8 model that
+        passes: the other route's float model through the same remedies, kept if it does better
+        (a passing model, or a model at all). Otherwise the first route's outcome stands."""
+        mine = (self._floated, self._route_record)
+        try:
+            with capture_native_stderr():
+                other = ctx.source.other_float_tflite(ctx.workdir / "other_route", self._floated,
+                                                      f"{self._floated.route}: {_summary(attempts)}")
+            if other is None:
+                raise refused or EdgeServeError("onnx2tf is not installed")
+            with ctx.progress.step(f"no passing INT8 model: {other.route}"):
+                names = ([t.name for t in ctx.source.signature.inputs], [t.name for t in ctx.source.signature.outputs])
+                second = QuantizerRoute(other.model, ctx.calibration, opts.io, other.route, route.alternative, names)
+            self._floated = other
+            self._route_record = self._describe_route(ctx, second)
+            second_layers = self.calibrate(ctx, second, opts)
+            theirs = self._attempts(ctx, second, second_layers, metric, opts)
+        except EdgeServeError as exc:
+            self._floated, self._route_record = mine
+            if refused is not None:
+                raise refused from (exc if exc is not refused else None)  # neither route: the first refusal
+            self._route_record = self._route_record | {"other_route_tried": first_line(exc)}
+            return attempts, layers
+        if any(a.status == "ok" for a in theirs) or not any(a.model is not None for a in attempts):
+            return theirs, second_layers
+        self._floated, self._route_record = mine
+        self._route_record = self._route_record | {"other_route_tried": f"{other.route}: {_summary(theirs)}"}
+        return attempts, layers
 
     def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: list[LayerError],
                   metric: str, opts: Options) -> list[Attempt]:
@@ -174,14 +217,16 @@ class TfliteInt8Converter(Converter):
         """A TensorFlow source as a float .tflite made the PyTorch way: its tf2onnx export read by
         edgeserve's ONNX reader (a Keras LSTM's while_loop is an ONNX Loop there) and lowered by
         litert-torch, then ai-edge-quantizer as for every non-TensorFlow source."""
-        from edgeserve.converters._torch_source import ROUTE_FROM_TENSORFLOW, torch_source
+        from edgeserve.converters._torch_source import torch_source
         from edgeserve.sources import FloatTflite
 
         onnx_source = torch_source(ctx, tensorflow_too=True)
         with capture_native_stderr():
             made = onnx_source.float_tflite(ctx.workdir / "via_onnx")
-        route = f"{ROUTE_FROM_TENSORFLOW} -> litert-torch"
-        self._floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools})
+        # The reader's model, onnx2tf's when the reader cannot make one (made.route says which)
+        route = f"batch-1 SavedModel -> tf2onnx -> {made.route.removeprefix('ONNX -> ')}"
+        self._floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools},
+                                    made.fallback)
         signature = ctx.source.signature
         names = ([t.name for t in signature.inputs], [t.name for t in signature.outputs])
         return QuantizerRoute(made.model, ctx.calibration, opts.io, route, "", names)
@@ -211,6 +256,8 @@ class TfliteInt8Converter(Converter):
             floated = self._floated
             record["tools"] = floated.tools | record["tools"]
             record["float_model"] = floated.route
+            if floated.fallback:
+                record["float_model_fallback"] = floated.fallback  # why the first route's model was not used
             record["preparations"] = list(route.prepared.steps)
             # Filled when the int8 model is made (the same dict): what edgeserve quantized itself.
             record["int8_by_edgeserve"] = route.made_integer
@@ -534,6 +581,16 @@ def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:
         or (op.op_name == "DEQUANTIZE" and set(op.outputs) <= set(sg.outputs))
     }
     return [p for p in problems if not any(f" op {i}:" in p for i in boundary)]
+
+
+def _onnx_source(ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> bool:
+    """An ONNX file's source on the quantizer route: it has a second route to a float model."""
+    return isinstance(route, QuantizerRoute) and hasattr(ctx.source, "other_float_tflite")
+
+
+def _summary(attempts: list[Attempt]) -> str:
+    return "; ".join(f"{a.remedy.name} {a.status}" + (f" ({a.reason[:120]})" if a.reason and a.status != "ok" else "")
+                     for a in attempts)
 
 
 def _write_npz(path: Path, **groups: Any) -> None:

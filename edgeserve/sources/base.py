@@ -92,11 +92,13 @@ class FloatTflite:
         model: the .tflite bytes (float32 or fp16/dynamic-range weights, float activations).
         route: the steps, e.g. "ExportedProgram (.pt2) -> litert-torch".
         tools: package -> version of every tool the route used.
+        fallback: why the preferred route was not taken (the ONNX reader after onnx2tf), or None.
     """
 
     model: bytes
     route: str
     tools: dict[str, str | None]
+    fallback: str | None = None
 
 
 class SourceModel:

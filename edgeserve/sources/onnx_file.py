@@ -3,11 +3,15 @@
 The float reference is ONNX Runtime on the file itself (after the same checks the runtime
 does before ORT parses a file). The TFLite and Core ML routes go through PyTorch: the graph
 becomes an ``nn.Module`` (:mod:`onnx_torch`), ``torch.export`` traces it, and from there it
-is a PyTorch model like any other. NCHW stays NCHW on every route.
+is a PyTorch model like any other. The TFLite targets have a second route, onnx2tf
+(:mod:`onnx2tf_lowering`), taken where the reader's cannot make a float model (and by
+tflite-int8 where the reader's model gives no INT8 model that passes). NCHW stays NCHW on
+every route.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,11 @@ from edgeserve.sources.litert_lowering import lower_to_tflite
 from edgeserve.sources.onnx_layout import move_batch_first
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
+ROUTE_ONNX2TF = "ONNX -> onnx2tf (flatbuffer_direct)"
+# Which route's float model the TFLite targets start from: the reader's by default (measured
+# better on the corpus, docs/sources.md), "onnx2tf" to start from onnx2tf's, "reader" for the
+# reader's alone. The other route is the fallback.
+ROUTE_ENV = "EDGESERVE_ONNX_ROUTE"
 # The most one sample of one input may hold: conversion keeps calibration and evaluation
 # batches of them in memory, so a larger input is refused before anything is allocated.
 MAX_INPUT_BYTES = 1 << 30
@@ -159,6 +168,67 @@ class OnnxSource(SourceModel):
         return dict(collections.Counter(node.op_type for node in self.proto.graph.node))
 
     def float_tflite(self, workdir: Path) -> FloatTflite:
+        """The first route's float .tflite (the reader's, or onnx2tf's with EDGESERVE_ONNX_ROUTE=onnx2tf);
+        the other route's when the first cannot make one, with why in ``fallback``."""
+        first, second = self._routes()
+        try:
+            return first(workdir, None)
+        except EdgeServeError as exc:
+            if second is None:
+                raise
+            try:
+                return second(workdir, first_line(exc))
+            except EdgeServeError as other:  # the first route's refusal, with what the second said
+                raise _with_note(exc, f"then {ROUTE_ONNX2TF if second == self.onnx2tf_tflite else ROUTE}: "
+                                      f"{first_line(other)}") from other
+
+    def other_float_tflite(self, workdir: Path, made: FloatTflite, why: str) -> FloatTflite | None:
+        """The float model of the route ``made`` did not come from (None when there is none):
+        tflite-int8 tries it when ``made`` gave no INT8 model that passes (``why``)."""
+        if made.fallback is not None:
+            return None  # both routes were tried already
+        first, second = self._routes()
+        return second(workdir, why) if second is not None else None
+
+    def _routes(self) -> tuple[Any, Any]:
+        """(first, second) float-model makers, each (workdir, why the other was not used) -> FloatTflite."""
+        from edgeserve.sources import onnx2tf_lowering
+
+        asked = os.environ.get(ROUTE_ENV, "")
+        if asked not in ("", "reader", "onnx2tf"):
+            raise SourceModelError(f"{ROUTE_ENV} must be reader or onnx2tf; got {asked!r}")
+        if not onnx2tf_lowering.installed():
+            return self.reader_tflite, None
+        if asked == "onnx2tf":
+            return self.onnx2tf_tflite, self.reader_tflite
+        return self.reader_tflite, (None if asked == "reader" else self.onnx2tf_tflite)
+
+    def onnx2tf_tflite(self, workdir: Path, fallback: str | None) -> FloatTflite:
+        """onnx2tf's model with the source's layout at its edges, checked against ONNX Runtime on
+        two random samples (every output within MIN_FLOAT_SQNR_DB); ``fallback``: why not the reader's."""
+        from edgeserve.metrics import sqnr_db
+        from edgeserve.sources import onnx2tf_lowering as lowering
+
+        inputs, outputs = self.signature.inputs, self.signature.outputs
+        data = lowering.lower_to_tflite(self._data, {t.name: tuple(t.shape) for t in inputs}, workdir / "onnx2tf")
+        rng = np.random.default_rng(0)
+        samples = [[rng.random(t.shape, dtype=np.float32) for t in inputs] for _ in range(2)]
+        reference = [self._run(x) for x in samples]
+        first = _run_tflite(data, inputs, samples[0])
+        data = lowering.restore_outputs(data, lowering.match_outputs(reference[0], first), [t.name for t in outputs])
+        for x, ref in zip(samples, reference):
+            for t, r, g in zip(outputs, ref, _run_tflite(data, inputs, x)):
+                if r.shape != g.shape:
+                    raise SourceModelError(f"output {t.name!r} is {list(g.shape)}, ONNX Runtime's {list(r.shape)}")
+                db = sqnr_db(r, g)
+                if db is not None and db < lowering.MIN_FLOAT_SQNR_DB:
+                    raise SourceModelError(f"output {t.name!r} is {db:.1f} dB from ONNX Runtime's "
+                                           f"(min {lowering.MIN_FLOAT_SQNR_DB:.0f} dB)")
+        return FloatTflite(data, ROUTE_ONNX2TF, {"onnx": self._onnx.__version__, "onnx2tf": lowering.version()},
+                           fallback)
+
+    def reader_tflite(self, workdir: Path, fallback: str | None) -> FloatTflite:
+        """The reader's float .tflite (ONNX -> torch -> litert-torch); ``fallback``: why not onnx2tf's."""
         torch = require("torch", "converting an ONNX model")
         require("litert_torch", "converting an ONNX model to LiteRT")
         # A submodule per node: litert-torch names each tensor after the node that made it, so
@@ -168,10 +238,44 @@ class OnnxSource(SourceModel):
         try:
             data = lower_to_tflite(program, example, workdir / "litert_torch")
         except EdgeServeError as exc:
+            tried = f"Routes tried: {ROUTE_ONNX2TF} ({fallback}); {ROUTE}" if fallback else f"Route tried: {ROUTE}"
             raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self.path.name}: "
-                                   f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+                                   f"{first_line(exc)}. {tried}") from exc
         return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,
-                                         "litert-torch": package_version("litert-torch")})
+                                         "litert-torch": package_version("litert-torch")}, fallback)
+
+
+def _with_note(error: EdgeServeError, note: str) -> EdgeServeError:
+    """``error`` (its class and fields kept: an UnsupportedOpError stays one) with ``note`` after its text."""
+    made = type(error).__new__(type(error))
+    Exception.__init__(made, f"{error} ({note})")
+    made.__dict__.update(error.__dict__)
+    if error.cli_message:
+        made.cli_message = f"{error.cli_message} ({note})"
+    return made
+
+
+def _run_tflite(data: bytes, inputs: tuple[TensorInfo, ...], sample: list[np.ndarray]) -> list[np.ndarray]:
+    """Every output of the float .tflite on one sample, inputs matched by name (by order when
+    the names differ), outputs in the subgraph's order."""
+    from edgeserve.runtime.litert import TfliteRunner
+
+    try:
+        interpreter = TfliteRunner(data).interpreter
+        details = interpreter.get_input_details()
+        by_name = {d["name"]: d for d in details}
+        for i, (info, x) in enumerate(zip(inputs, sample)):
+            detail = by_name.get(info.name, details[i])
+            if tuple(detail["shape"]) != tuple(x.shape):
+                raise SourceModelError(f"input {info.name!r} became {list(detail['shape'])}, the source's is "
+                                       f"{list(x.shape)}")
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+    except EdgeServeError:
+        raise
+    except Exception as exc:  # LiteRT raises RuntimeError/ValueError on a model it cannot prepare or run
+        raise SourceModelError(f"LiteRT cannot run the float model: {first_line(exc)}") from exc
 
 
 def _fix_inputs(onnx: Any, proto: Any, path: Path, values: dict[str, str]) -> dict[str, Any]:
