@@ -149,3 +149,30 @@ def test_outputs_are_matched_by_values_not_by_position() -> None:
     assert found == [(1, (0, 1, 2)), (0, (0, 2, 1))]
     with pytest.raises(Exception, match="no output shaped like ONNX output 0"):
         match_outputs([np.zeros((1, 3))], [np.zeros((1, 4))])
+
+
+def test_a_real_text_detector_the_reader_cannot_take_reaches_int8_through_onnx2tf(tmp_path: Path) -> None:
+    """PaddleOCR's v6 text detector (rapidocr 3.10's wheel) pads its convolutions with auto_pad
+    SAME_UPPER, which the reader refuses: onnx2tf makes its float model, and tflite-int8 is
+    judged against ONNX Runtime on the file; -t mcu refuses the GELU onnx2tf fused, by name."""
+    from corpus import IMAGENET_MEAN, IMAGENET_STD, documents, views
+    from registry_models import OCR_V6_DET, registry_model
+
+    from edgeserve.errors import AccuracyError
+    from edgeserve.pipeline import convert
+    from edgeserve.sources.onnx_file import ROUTE_ONNX2TF
+
+    source = registry_model(OCR_V6_DET, tmp_path)
+    pages = np.concatenate([documents((160, 160), 12), views((160, 160), 4)])
+    np.savez(tmp_path / "calib.npz", x=((pages - IMAGENET_MEAN) / IMAGENET_STD).transpose(0, 3, 1, 2).astype(np.float32))
+    with pytest.raises(AccuracyError, match="mcu: refused: operator GELU") as refused:  # mcu's refusal ends the run
+        convert(source, ["tflite-int8", "mcu"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                input_shapes={"x": (1, 3, 160, 160)}, options={"max_drop": 100.0})
+    entries = {a["target"]: a for a in refused.value.result.manifest["artifacts"]}
+    int8 = entries["tflite-int8"]
+    route = int8["route"]
+    assert route["float_model"] == ROUTE_ONNX2TF and "auto_pad SAME_UPPER" in route["float_model_fallback"]
+    assert all(v is None or v > 60 for v in route["float_vs_source"]["sqnr_db"].values())
+    assert int8["status"] == "ok" and int8["integer_only"], int8.get("error")
+    assert min(int8["output_sqnr_db"].values()) >= 10.0  # the gate's default bound
+

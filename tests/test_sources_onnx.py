@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
+from onnx_graphs import one_node as _one_node
+from onnx_graphs import reader_vs_ort as _reader_vs_ort
 from registry_models import OCR_CLS, OCR_DET, registry_model
 from torch_digits import SPEC, TorchExample, build
 
@@ -130,34 +132,6 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpError) as err:
         convert(source, ["tflite-int8"], tmp_path / "out2", calib=tmp_path / "calib.npz")
     assert err.value.op == "Round"
-
-
-def _one_node(op: str, inputs: list, shape: list[int], out_shape: list[int], opset: int = 13,
-              initializers: list | None = None, outputs: int = 1, **attrs: object) -> bytes:
-    from onnx import TensorProto, helper
-
-    names = [f"y{i}" for i in range(outputs)]
-    graph = helper.make_graph(
-        [helper.make_node(op, ["x", *inputs], names, name="n0", **attrs)], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, out_shape or None) for n in names], initializers or [])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
-
-
-def _reader_vs_ort(model: bytes, shape: list[int]) -> float:
-    """Largest |difference| between the reader's module and ONNX Runtime on random input."""
-    import onnxruntime as ort
-    import torch
-
-    from edgeserve.sources.onnx_torch import build_module
-
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    expected = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    with torch.no_grad():
-        got = build_module(onnx, onnx.load_model_from_string(model))(torch.from_numpy(x))
-    got = got if isinstance(got, tuple) else (got,)
-    assert [tuple(g.shape) for g in got] == [e.shape for e in expected]
-    return max(float(np.abs(g.numpy() - e).max()) for g, e in zip(got, expected))
 
 
 @pytest.mark.parametrize("mode, transform, nearest, scales", [

@@ -21,7 +21,7 @@ import numpy as np
 import torch  # this module is imported only on the ONNX routes, which need torch
 
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
-from edgeserve.sources import onnx_loop, onnx_recurrent
+from edgeserve.sources import onnx_loop, onnx_recurrent, onnx_reductions
 from edgeserve.sources.onnx_nodes import node_attribute, node_class
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
@@ -110,7 +110,7 @@ class OnnxGraph(torch.nn.Module):
         # a loop's condition compares): values the translation must read while tracing, so they
         # stay numpy arrays.
         known = {name for op, ins, _, _, _ in _all_nodes(nodes) if op in _READS_CONSTANTS for name in ins[1:]}
-        known |= {name for op, ins, _, _, _ in _all_nodes(nodes) if op in _COMPARISONS for name in ins}
+        known |= {name for op, ins, _, _, _ in _all_nodes(nodes) if op in _COMPARISONS + ("Range",) for name in ins}
         for i, (name, array) in enumerate(initializers.items()):
             if array.dtype.kind == "f" and name not in known:  # weights: buffers, the module's state
                 attr = f"w{i}"
@@ -476,6 +476,21 @@ def _reduce_mean(args: list[Value], attrs: dict[str, Any]) -> Value:
     return x.mean(dim=axes if axes is not None else list(range(x.dim())), keepdim=bool(attrs.get("keepdims", 1)))
 
 
+def _where(args: list[Value], attrs: dict[str, Any]) -> Value:
+    condition, a, b = args
+    if _is_np(condition, a, b):
+        return np.asarray(np.where(condition, a, b))
+    return _torch().where(_tensor(condition).bool(), _tensor(a), _tensor(b))
+
+
+def _range(args: list[Value], attrs: dict[str, Any]) -> Value:
+    """A constant: YOLOv8's anchor grid is a Range over the (fixed) feature map size."""
+    if not _is_np(*args):
+        raise ValueError("needs its start, limit and delta known before the model runs (constants or static shapes)")
+    start, limit, delta = (np.asarray(a).reshape(()) for a in args)
+    return np.arange(start, limit, delta).astype(start.dtype)
+
+
 def _expand(args: list[Value], attrs: dict[str, Any]) -> Value:
     x, shape = args[0], _ints(args[1])
     full = tuple(np.broadcast_shapes(tuple(x.shape), tuple(shape)))  # ONNX Expand broadcasts both ways
@@ -693,4 +708,8 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "If": lambda a, _: None,
     "LSTM": onnx_recurrent.lstm,
     "GRU": onnx_recurrent.gru,
+    "Erf": _unary("erf"),
+    "Where": _where,
+    "Range": _range,
+    **onnx_reductions.OPS,
 }
