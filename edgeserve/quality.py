@@ -45,6 +45,10 @@ DEFAULT_MIN_SQNR_DB = 10.0
 #: A channel whose values stay under 1/64 of an output's largest channel gets at most 4 of the
 #: 256 steps one int8 scale gives the output: such channels are judged apart (small_range_channels).
 RANGE_RATIO = 64.0
+#: Channels under 1/32768 of the largest one carry nothing an int16 scale could hold either (the
+#: wrist's depth in MediaPipe's hand landmarks, 0 by construction, measured 1e-7 of the x/y range):
+#: they are left out.
+INT16_STEPS = 32768.0
 #: Percent of samples whose top-1 must equal the float model's, for a classifier judged without
 #: labels. Measured on the corpus (benchmarks/corpus.py): INT8 classifiers that work agree on
 #: 87.5-100 % of their calibration-like inputs (fer's emotion model, PaddleOCR's direction
@@ -192,8 +196,8 @@ def small_range_channels(reference: np.ndarray, approx: np.ndarray) -> tuple[int
     """The channels of an output that concatenates ranges one scale cannot hold, and their SQNR.
 
     Along each axis but the batch with 2 to 64 entries (a channel axis), the channels whose float
-    values all stay under 1/RANGE_RATIO of the largest channel's peak: one int8 scale for the
-    whole output gives them at most a few steps. YOLOv8's [1, 4 + classes, anchors] output is
+    values all stay under 1/RANGE_RATIO of the largest channel's peak (and over 1/INT16_STEPS of
+    it): one int8 scale for the whole output gives them at most a few steps, an int16 one enough. YOLOv8's [1, 4 + classes, anchors] output is
     the case (nudenet's 320n.onnx: boxes up to 320, class scores under 0.84; all-INT8 put every
     score at 0 or 1.26, 2.9 dB, while the whole output measured 30.6 dB). The axis whose small
     channels fare worst is returned as (axis, channels, their SQNR; None when they are exact);
@@ -207,7 +211,7 @@ def small_range_channels(reference: np.ndarray, approx: np.ndarray) -> tuple[int
             continue
         rows = np.moveaxis(ref, axis, 0).reshape(size, -1)
         peaks = np.max(np.abs(rows), axis=1)
-        small = [i for i, peak in enumerate(peaks) if 0 < peak < peaks.max() / RANGE_RATIO]
+        small = [i for i, peak in enumerate(peaks) if peaks.max() / INT16_STEPS < peak < peaks.max() / RANGE_RATIO]
         if not small:
             continue
         db = sqnr_db(rows[small], np.moveaxis(got, axis, 0).reshape(size, -1)[small])
