@@ -48,6 +48,9 @@ def test_outputs_of_one_range_are_not_split() -> None:
     reference[:, 3] *= 20  # one channel 20x the others: within what one scale holds
     assert small_range_channels(reference, reference + 0.01) is None
     assert small_range_channels(np.zeros((4, 3, 8)), np.zeros((4, 3, 8))) is None  # no signal: nothing to split
+    # A channel that is 0 up to float noise (the hand model's wrist depth) is no range of its own.
+    reference[:, 7] = 1e-7 * np.random.default_rng(2).normal(size=(16, 50))
+    assert small_range_channels(reference, reference + 0.01) is None
 
 
 def test_a_real_yolov8_takes_int16_activations_for_its_class_scores(tmp_path: Path) -> None:
