@@ -14,12 +14,12 @@ DEMO_OUT := build/digits
 # is how `run --input mic` records (the tests drive it through ALSA's null and file devices).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
-# onnx2tf, the first route from ONNX to LiteRT (edgeserve/sources/onnx2tf_lowering.py). Its
-# metadata asks for Python >= 3.12 and pins exact numpy/onnx/protobuf/onnxruntime versions
-# other than this project's, so pip cannot resolve it as an extra; its flatbuffer_direct
-# backend imports only these three packages, onnx, onnxruntime, ai-edge-litert, opencv and
-# tqdm, and runs on Python 3.11 with the versions `.[all]` installs (measured on the corpus,
-# docs/sources.md). Without it, ONNX sources take the edgeserve ONNX reader.
+# onnx2tf, the second route from ONNX to LiteRT after edgeserve's reader
+# (edgeserve/sources/onnx2tf_lowering.py). Its metadata asks for Python >= 3.12 and pins exact
+# numpy/onnx/protobuf/onnxruntime versions other than this project's, so pip cannot resolve it
+# as an extra; its flatbuffer_direct backend imports only the packages below, onnx, onnxruntime,
+# ai-edge-litert, opencv and tqdm, and runs on Python 3.11 with the versions `.[all]` installs
+# (measured on the corpus, docs/sources.md). Without it, ONNX sources have the reader alone.
 ONNX2TF := 'onnx2tf==2.6.9' 'sng4onnx==2.0.1' 'sne4onnx==2.0.1' 'psutil>=5.9'
 
 .PHONY: setup toolchain registry-models tflm-host tflm-cortex-m4 demo test test-fast bench clean

@@ -92,7 +92,7 @@ class FloatTflite:
         model: the .tflite bytes (float32 or fp16/dynamic-range weights, float activations).
         route: the steps, e.g. "ExportedProgram (.pt2) -> litert-torch".
         tools: package -> version of every tool the route used.
-        fallback: why the preferred route was not taken (the ONNX reader after onnx2tf), or None.
+        fallback: why the first route's model was not used (onnx2tf's after the ONNX reader's), or None.
     """
 
     model: bytes
