@@ -8,6 +8,7 @@ score to 0 or one step while the output as a whole measures about 30 dB.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,10 @@ def test_a_real_yolov8_takes_int16_activations_for_its_class_scores(tmp_path: Pa
                      input_shapes={"images": (1, 3, 320, 320)}, options={"max_drop": 100.0})
     entry = result.manifest["artifacts"][0]
     first, chosen = entry["attempts"][0], next(a for a in entry["attempts"] if a["status"] == "ok")
-    assert first["remedy"] == "int8" and "channels 4-21 of axis 1" in first["reason"], first
+    # The class-score channels (4 and up; a class these photos never show can sit under the
+    # int16 floor and is left out), named with the reason.
+    named = re.search(r"channels (\d+)\D.* of axis 1 .* one scale cannot hold", first["reason"])
+    assert first["remedy"] == "int8" and named and int(named.group(1)) >= 4, first
     assert chosen["remedy"] == "int16x8"
     session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
     expected = np.concatenate([session.run(None, {"images": x[i:i + 1]})[0] for i in range(8)])
