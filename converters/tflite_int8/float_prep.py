@@ -34,6 +34,7 @@ import numpy as np
 
 from edgeserve.converters.tflite_int8.quantizable_forms import fold_shape_arithmetic, relu_0_to_1_as_mul
 from edgeserve.errors import SourceModelError
+from edgeserve.tflite_edit import builtin_code
 from edgeserve.tflite_metadata import schema_module, unpack_model
 
 SIGNATURE_KEY = "serving_default"
@@ -179,18 +180,6 @@ def rewrite_mediapipe_ops(model: Any) -> str | None:
 
 def _name(tensor: Any) -> str:
     return tensor.name.decode() if isinstance(tensor.name, bytes) else (tensor.name or "")
-
-
-def builtin_code(model: Any, builtin: int, version: int) -> int:
-    """The index of ``builtin``'s operator code, added when the model has none."""
-    for i, code in enumerate(model.operatorCodes or []):
-        if not code.customCode and max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == builtin:
-            code.version = max(code.version or 1, version)
-            return i
-    code = schema_module().OperatorCodeT()
-    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), version
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
 
 
 def runnable(data: bytes) -> tuple[bytes, tuple[str, ...]]:

@@ -172,7 +172,7 @@ class _Builder:
         return self._add(suffix, list(values.shape), dtype, values.reshape(-1) if values.ndim else values.reshape(1))
 
     def op(self, builtin: int, inputs: list[int], outputs: list[int], options: str | None = None) -> Any:
-        from edgeserve.converters.tflite_int8.float_prep import builtin_code
+        from edgeserve.tflite_edit import builtin_code
 
         op = self.schema.OperatorT()
         op.opcodeIndex = builtin_code(self.model, builtin, version=1)

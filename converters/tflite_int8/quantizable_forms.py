@@ -90,7 +90,7 @@ def _tensor_values(model: Any, indices: list[int]) -> dict[int, np.ndarray]:
 
 def relu_0_to_1_as_mul(model: Any) -> str | None:
     """Each RELU_0_TO_1 written as MUL by 6 with a fused RELU6, then MUL by 1/6."""
-    from edgeserve.converters.mcu.op_rewrite import add_tensor, new_operator, tensor_name
+    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
 
     schema = schema_module()
     rewritten = 0

@@ -123,7 +123,7 @@ def restore_outputs(model_bytes: bytes, matches: Sequence[tuple[int, tuple[int, 
     TRANSPOSE appended where onnx2tf moved the axes) and named as ONNX names it."""
     import flatbuffers
 
-    from edgeserve.converters.mcu.op_rewrite import add_tensor, new_operator
+    from edgeserve.tflite_edit import add_tensor, new_operator
     from edgeserve.tflite_metadata import schema_module, unpack_model
 
     schema = schema_module()
