@@ -108,8 +108,10 @@ def test_dynamic_dimensions_need_input_shape(example: TorchExample, tmp_path: Pa
     assert entry["status"] == "ok" and entry["inputs"][0]["shape"] == [1, 3, 8, 8]
 
 
-def test_an_operator_without_a_translation_is_one_error(tmp_path: Path) -> None:
+def test_an_operator_without_a_translation_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from onnx import TensorProto, helper
+
+    from edgeserve.sources.onnx_file import ROUTE_ENV
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
@@ -120,6 +122,14 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path) -> None:
     source = tmp_path / "round.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(source))
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).standard_normal((8, 3, 8, 8)).astype(np.float32))
+    # onnx2tf, the second route, reads Round; the quantizer then refuses its ROUND, in one line.
+    result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-q", "--calib",
+                                      str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ai-edge-quantizer") and "cannot quantize ROUND" in line and "onnx2tf" in line
+    # The reader alone: its own refusal, naming the node.
+    monkeypatch.setenv(ROUTE_ENV, "reader")
     result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-q", "--calib",
                                       str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
