@@ -175,8 +175,8 @@ class TfliteInt8Converter(Converter):
             if other is None:
                 raise refused or EdgeServeError("onnx2tf is not installed")
             with ctx.progress.step(f"no passing INT8 model: {other.route}"):
-                names = ([t.name for t in ctx.source.signature.inputs], [t.name for t in ctx.source.signature.outputs])
-                second = QuantizerRoute(other.model, ctx.calibration, opts.io, other.route, route.alternative, names)
+                second = QuantizerRoute(other.model, ctx.calibration, opts.io, other.route, route.alternative,
+                                        _io_names(ctx))
             self._floated = other
             self._route_record = self._describe_route(ctx, second)
             second_layers = self.calibrate(ctx, second, opts)
@@ -227,9 +227,7 @@ class TfliteInt8Converter(Converter):
         route = f"batch-1 SavedModel -> tf2onnx -> {made.route.removeprefix('ONNX -> ')}"
         self._floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools},
                                     made.fallback)
-        signature = ctx.source.signature
-        names = ([t.name for t in signature.inputs], [t.name for t in signature.outputs])
-        return QuantizerRoute(made.model, ctx.calibration, opts.io, route, "", names)
+        return QuantizerRoute(made.model, ctx.calibration, opts.io, route, "", _io_names(ctx))
 
     # ----- prepare ----------------------------------------------------------------------
     def route(self, ctx: ConversionContext, opts: Options) -> TensorFlowRoute | QuantizerRoute:
@@ -245,9 +243,7 @@ class TfliteInt8Converter(Converter):
         self._floated = floated
         with ctx.progress.step("prepare the float .tflite for quantization"):
             alternative = "" if ctx.source.kind.startswith("tflite") else ", or convert with -t coreml, which runs it in float"
-            signature = ctx.source.signature
-            names = ([t.name for t in signature.inputs], [t.name for t in signature.outputs])
-            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative, names)
+            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative, _io_names(ctx))
 
     def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The route and every tool's version, and (float-.tflite route) the float model against its source."""
@@ -586,6 +582,12 @@ def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:
 def _onnx_source(ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> bool:
     """An ONNX file's source on the quantizer route: it has a second route to a float model."""
     return isinstance(route, QuantizerRoute) and hasattr(ctx.source, "other_float_tflite")
+
+
+def _io_names(ctx: ConversionContext) -> tuple[list[str], list[str]]:
+    """The source's input and output names, which the float .tflite's are renamed to."""
+    signature = ctx.source.signature
+    return [t.name for t in signature.inputs], [t.name for t in signature.outputs]
 
 
 def _summary(attempts: list[Attempt]) -> str:

@@ -17,39 +17,27 @@ from typing import Any
 import numpy as np
 import torch
 
-Value = Any  # a torch tensor while tracing, or a numpy array known before the model runs
-
-
-def _axes(args: list[Value], attrs: dict[str, Any]) -> list[int] | None:
-    if "axes" in attrs:
-        return [int(a) for a in attrs["axes"]]
-    if len(args) > 1 and args[1] is not None:
-        if not isinstance(args[1], np.ndarray):
-            raise ValueError("needs its axes known before the model runs (a constant)")
-        return [int(a) for a in args[1].reshape(-1)]
-    return None
-
+from edgeserve.sources.onnx_values import Value, axes, tensor
 
 def reduce(np_fn: Callable[..., Any], torch_fn: Callable[[Any, list[int], bool], Any]) -> Callable[..., Value]:
     def run(args: list[Value], attrs: dict[str, Any]) -> Value:
-        x, axes = args[0], _axes(args, attrs)
+        x, along = args[0], axes(args, attrs)
         keep = bool(attrs.get("keepdims", 1))
-        if not axes:
+        if not along:
             if attrs.get("noop_with_empty_axes", 0):
                 return x
-            axes = list(range(x.ndim))
+            along = list(range(x.ndim))
         if isinstance(x, np.ndarray):
-            return np.asarray(np_fn(x, axis=tuple(axes), keepdims=keep))
-        return torch_fn(x, [a % x.dim() for a in axes], keep)
+            return np.asarray(np_fn(x, axis=tuple(along), keepdims=keep))
+        return torch_fn(x, [a % x.dim() for a in along], keep)
     return run
 
 
 def layer_normalization(args: list[Value], attrs: dict[str, Any]) -> Value:
     """(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from ``axis`` to the last,
     written out (not torch's layer_norm) so that scale and bias may broadcast as ONNX lets them."""
-    x = args[0] if not isinstance(args[0], np.ndarray) else torch.from_numpy(np.ascontiguousarray(args[0]))
-    scale = _tensor(args[1])
-    bias = _tensor(args[2]) if len(args) > 2 and args[2] is not None else None
+    x, scale = tensor(args[0]), tensor(args[1])
+    bias = tensor(args[2]) if len(args) > 2 and args[2] is not None else None
     axis = int(attrs.get("axis", -1)) % x.dim()
     dims = list(range(axis, x.dim()))
     mean = x.mean(dim=dims, keepdim=True)
@@ -57,10 +45,6 @@ def layer_normalization(args: list[Value], attrs: dict[str, Any]) -> Value:
     variance = (centred * centred).mean(dim=dims, keepdim=True)
     y = centred / torch.sqrt(variance + float(attrs.get("epsilon", 1e-5))) * scale
     return y + bias if bias is not None else y
-
-
-def _tensor(v: Value) -> Any:
-    return torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
 
 
 OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {

@@ -23,6 +23,10 @@ import torch  # this module is imported only on the ONNX routes, which need torc
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
 from edgeserve.sources import onnx_loop, onnx_recurrent, onnx_reductions
 from edgeserve.sources.onnx_nodes import node_attribute, node_class
+from edgeserve.sources.onnx_values import axes as _axes
+from edgeserve.sources.onnx_values import ints as _ints
+from edgeserve.sources.onnx_values import is_np as _is_np
+from edgeserve.sources.onnx_values import tensor as _tensor
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
 
@@ -156,21 +160,6 @@ _COMPARISONS = ("Less", "Greater", "Equal", "LessOrEqual", "GreaterOrEqual")
 
 def _torch() -> Any:
     return torch
-
-
-def _is_np(*values: Value) -> bool:
-    return all(isinstance(v, np.ndarray) or v is None for v in values)
-
-
-def _tensor(v: Value) -> Any:
-    torch = _torch()
-    return torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
-
-
-def _ints(v: Value) -> list[int]:
-    if not isinstance(v, np.ndarray):
-        raise ValueError("needs a value known before the model runs (a constant or a static shape)")
-    return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
 def _binary(np_fn: Callable[..., Any], torch_fn: Callable[..., Any]) -> Callable[..., Value]:
@@ -375,14 +364,6 @@ def _flatten(args: list[Value], attrs: dict[str, Any]) -> Value:
     axis = axis if axis >= 0 else x.ndim + axis
     lead = int(np.prod(x.shape[:axis])) if axis else 1
     return x.reshape(lead, -1)
-
-
-def _axes(args: list[Value], attrs: dict[str, Any]) -> list[int] | None:
-    if "axes" in attrs:
-        return list(attrs["axes"])
-    if len(args) > 1 and args[1] is not None:
-        return _ints(args[1])
-    return None
 
 
 def _squeeze(args: list[Value], attrs: dict[str, Any]) -> Value:
