@@ -192,32 +192,67 @@ def _sqnr_bound(name: str, ref: np.ndarray, out: np.ndarray, sqnr: float | None,
     return False, f"{name}: the float output is all zero and the artifact's is not (max |value| {worst:.3g})"
 
 
-def small_range_channels(reference: np.ndarray, approx: np.ndarray) -> tuple[int, list[int], float | None] | None:
-    """The channels of an output that concatenates ranges one scale cannot hold, and their SQNR.
+def mixed_range_axes(reference: np.ndarray) -> list[tuple[int, list[int], float]]:
+    """The channel axes of a float output that concatenates ranges one scale cannot hold.
 
-    Along each axis but the batch with 2 to 64 entries (a channel axis), the channels whose float
+    Along each axis but the batch with 2 to 64 entries (a channel axis), the channels whose
     values all stay under 1/RANGE_RATIO of the largest channel's peak (and over 1/INT16_STEPS of
-    it): one int8 scale for the whole output gives them at most a few steps, an int16 one enough. YOLOv8's [1, 4 + classes, anchors] output is
-    the case (nudenet's 320n.onnx: boxes up to 320, class scores under 0.84; all-INT8 put every
-    score at 0 or 1.26, 2.9 dB, while the whole output measured 30.6 dB). The axis whose small
-    channels fare worst is returned as (axis, channels, their SQNR; None when they are exact);
-    None when no axis has such channels."""
+    it): one int8 scale for the whole output gives them at most a few steps, an int16 one enough.
+    YOLOv8's [1, 4 + classes, anchors] output is the case (nudenet's 320n.onnx: boxes up to 320,
+    class scores under 0.84). Read from the float outputs alone, so it is known before anything
+    is quantized: (axis, the small channels, largest peak / their largest peak) per such axis."""
     ref = np.asarray(reference, np.float64)
-    got = np.asarray(approx, np.float64)
-    worst: tuple[int, list[int], float | None] | None = None
+    found = []
     for axis in range(1, ref.ndim):
         size = ref.shape[axis]
-        if not 2 <= size <= 64 or got.shape != ref.shape:
+        if not 2 <= size <= 64:
             continue
-        rows = np.moveaxis(ref, axis, 0).reshape(size, -1)
-        peaks = np.max(np.abs(rows), axis=1)
+        peaks = np.max(np.abs(np.moveaxis(ref, axis, 0).reshape(size, -1)), axis=1)
         small = [i for i, peak in enumerate(peaks) if peaks.max() / INT16_STEPS < peak < peaks.max() / RANGE_RATIO]
-        if not small:
-            continue
+        if small:
+            found.append((axis, small, float(peaks.max() / max(peaks[small]))))
+    return found
+
+
+def small_range_channels(reference: np.ndarray, approx: np.ndarray) -> tuple[int, list[int], float | None] | None:
+    """The small-range channels of an output (mixed_range_axes) and how an artifact kept them.
+
+    nudenet's YOLOv8n all-INT8 put every class score at 0 or 1.26 (2.9 dB) while the output as
+    a whole measured 30.6 dB. The axis whose small channels fare worst is returned as (axis,
+    channels, their SQNR; None when they are exact); None when no axis has such channels."""
+    ref = np.asarray(reference, np.float64)
+    got = np.asarray(approx, np.float64)
+    if got.shape != ref.shape:
+        return None
+    worst: tuple[int, list[int], float | None] | None = None
+    for axis, small, _ in mixed_range_axes(ref):
+        size = ref.shape[axis]
+        rows = np.moveaxis(ref, axis, 0).reshape(size, -1)
         db = sqnr_db(rows[small], np.moveaxis(got, axis, 0).reshape(size, -1)[small])
         if worst is None or (db is not None and (worst[2] is None or db < worst[2])):
             worst = (axis, small, db)
     return worst
+
+
+def channel_list(channels: list[int]) -> str:
+    """"4-21" for a run of channels, "1, 5, 9" otherwise."""
+    if channels == list(range(channels[0], channels[-1] + 1)) and len(channels) > 1:
+        return f"{channels[0]}-{channels[-1]}"
+    return ", ".join(map(str, channels))
+
+
+def mixed_range_outputs(reference: Sequence[np.ndarray], names: Sequence[str],
+                        skip_first: bool = False) -> dict[int, dict[str, Any]]:
+    """Source output index -> what its float values join (the axis with the widest gap), for
+    each output that joins ranges one int8 scale cannot hold."""
+    found: dict[int, dict[str, Any]] = {}
+    for i, values in enumerate(reference):
+        axes = mixed_range_axes(values) if i or not skip_first else []
+        if axes:
+            axis, channels, ratio = max(axes, key=lambda a: a[2])
+            found[i] = {"output": names[i] if i < len(names) else f"output_{i}", "axis": axis,
+                        "small_channels": channel_list(channels), "range_ratio": round(ratio, 1)}
+    return found
 
 
 def _small_range_bound(name: str, ref: np.ndarray, out: np.ndarray, bound: float) -> tuple[bool, str]:
@@ -225,9 +260,7 @@ def _small_range_bound(name: str, ref: np.ndarray, out: np.ndarray, bound: float
     if found is None or found[2] is None or found[2] >= bound:
         return True, ""
     axis, channels, db = found
-    listed = f"{channels[0]}-{channels[-1]}" if channels == list(range(channels[0], channels[-1] + 1)) else \
-        ", ".join(map(str, channels))
-    return False, (f"{name}: channels {listed} of axis {axis} (under 1/{RANGE_RATIO:g} of its largest channel's "
+    return False, (f"{name}: channels {channel_list(channels)} of axis {axis} (under 1/{RANGE_RATIO:g} of its largest channel's "
                    f"range) at SQNR {db:.1f} dB < min {bound:g} dB: one scale cannot hold the output's ranges")
 
 

@@ -364,6 +364,8 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
         for i, a in enumerate(attempts, 1):
             kept = _e(", ".join(a["float_nodes"])) or "none"
             what = f"{a.get('activations', 'int8')} activations, nodes in float: {kept}"
+            if a.get("remedy") == "float-tail":
+                what = f"output's final Concat in float: {kept}"
             if a["status"] == "skipped":
                 console.print(f"    {i}. {what}: skipped ({_e(a['reason'])})", soft_wrap=True)
                 continue

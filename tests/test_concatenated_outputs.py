@@ -3,7 +3,8 @@ scores) is judged channel group by channel group (edgeserve/quality.py small_ran
 
 The unit tests build such outputs with a known quantization; the real model is nudenet's
 YOLOv8n (ONNX, from its wheel), whose all-INT8 model keeps the boxes and flattens every class
-score to 0 or one step while the output as a whole measures about 30 dB.
+score to 0 or one step while the output as a whole measures about 30 dB; tflite-int8 finds the
+mixed output before quantizing and keeps only its final concatenation in float.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, judge, small_range_channels
+from edgeserve.quality import DEFAULT_MIN_SQNR_DB, judge, mixed_range_outputs, small_range_channels
 
 
 def _detector_output(samples: int = 16) -> np.ndarray:
@@ -44,6 +45,16 @@ def test_score_channels_flattened_by_one_int8_scale_fail_the_gate() -> None:
                  min_sqnr_db=DEFAULT_MIN_SQNR_DB).ok
 
 
+def test_mixed_outputs_are_found_from_the_float_outputs_alone() -> None:
+    # Four softmax rows where one class never rises above 3e-4: a classifier, judged by its top-1.
+    probabilities = np.random.default_rng(3).dirichlet(np.full(10, 0.05), size=4)
+    assert 0 in mixed_range_outputs([probabilities], ["probs"])  # what its ranges alone would say
+    found = mixed_range_outputs([probabilities, _detector_output()], ["probs", "detections"], skip_first=True)
+    assert list(found) == [1]  # the classifier's first output is skipped
+    assert found[1]["output"] == "detections" and found[1]["axis"] == 1 and found[1]["small_channels"] == "4-6"
+    assert found[1]["range_ratio"] > 300  # boxes to ~320 against scores under 0.9
+
+
 def test_outputs_of_one_range_are_not_split() -> None:
     reference = np.random.default_rng(1).normal(size=(16, 10, 50))
     reference[:, 3] *= 20  # one channel 20x the others: within what one scale holds
@@ -54,7 +65,9 @@ def test_outputs_of_one_range_are_not_split() -> None:
     assert small_range_channels(reference, reference + 0.01) is None
 
 
-def test_a_real_yolov8_takes_int16_activations_for_its_class_scores(tmp_path: Path) -> None:
+def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) -> None:
+    """Found before quantization: the float outputs join boxes (to 320) and class scores (under
+    1); all-INT8 flattens the scores, the float tail keeps every convolution int8 and passes."""
     pytest.importorskip("torch")
     ort = pytest.importorskip("onnxruntime")
     from corpus import views
@@ -63,20 +76,39 @@ def test_a_real_yolov8_takes_int16_activations_for_its_class_scores(tmp_path: Pa
 
     from edgeserve.metrics import sqnr_db
     from edgeserve.pipeline import convert
+    from edgeserve.tflite_model import TfliteModel
 
     source = registry_model(YOLOV8N, tmp_path)
     x = views((320, 320), 24).transpose(0, 3, 1, 2).astype(np.float32)  # YOLOv8 takes RGB in [0, 1]
     np.savez(tmp_path / "calib.npz", images=x)
-    result = convert(source, ["tflite-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
+    result = convert(source, ["tflite-int8", "onnx", "onnx-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
                      input_shapes={"images": (1, 3, 320, 320)}, options={"max_drop": 100.0})
-    entry = result.manifest["artifacts"][0]
-    first, chosen = entry["attempts"][0], next(a for a in entry["attempts"] if a["status"] == "ok")
+    entry, onnx_int8 = (next(a for a in result.manifest["artifacts"] if a["target"] == t)
+                        for t in ("tflite-int8", "onnx-int8"))
+    (mixed,) = entry["mixed_range_outputs"]
+    assert mixed["output"] == "output0" and mixed["axis"] == 1 and mixed["range_ratio"] > 64
+    assert int(re.match(r"\d+", mixed["small_channels"]).group()) >= 4  # class scores, never a box coordinate
+    first, chosen = entry["attempts"][0], entry["attempts"][1]
     # The class-score channels (4 and up; a class these photos never show can sit under the
     # int16 floor and is left out), named with the reason.
     named = re.search(r"channels (\d+)\D.* of axis 1 .* one scale cannot hold", first["reason"])
     assert first["remedy"] == "int8" and named and int(named.group(1)) >= 4, first
-    assert chosen["remedy"] == "int16x8"
+    assert chosen["remedy"] == "float-tail" and chosen["status"] == "ok", chosen
+    assert entry["quantization"]["float_layers"] == ["CONCATENATION 'output0'"]
+    artifact = (tmp_path / "out" / entry["path"]).read_bytes()
+    ops = TfliteModel.from_bytes(artifact).op_counts()
+    assert ops["CONCATENATION"] >= 1 and ops["DEQUANTIZE"] == 2  # the boxes and the scores, each from int8
+    assert not any("CONV_2D" in p for p in entry["float_ops"]), entry["float_ops"]  # the network stays int8
     session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
     expected = np.concatenate([session.run(None, {"images": x[i:i + 1]})[0] for i in range(8)])
-    got = TfliteRunner((tmp_path / "out" / entry["path"]).read_bytes()).predict([x[:8]])[0][0]
+    got = TfliteRunner(artifact).predict([x[:8]])[0][0]
     assert sqnr_db(expected[:, 4:], got[:, 4:]) >= DEFAULT_MIN_SQNR_DB  # the class scores, against ONNX Runtime
+    assert sqnr_db(expected[:, :4], got[:, :4]) >= 25.0  # the boxes (measured 31 dB)
+    # onnx-int8 finds the same output and leaves its final Concat unquantized (not int16 activations,
+    # which ONNX Runtime's CPU provider runs in float).
+    assert onnx_int8["mixed_range_outputs"] == [mixed]
+    assert [(a["remedy"], a["status"]) for a in onnx_int8["attempts"]] == [("int8", "sqnr too low"), ("float-tail", "ok")]
+    assert onnx_int8["quantization"]["activations"] == "int8" and len(onnx_int8["quantization"]["float_nodes"]) == 1
+    quantized = ort.InferenceSession(str(tmp_path / "out" / onnx_int8["path"]), providers=["CPUExecutionProvider"])
+    got = np.concatenate([quantized.run(None, {"images": x[i:i + 1]})[0] for i in range(8)])
+    assert sqnr_db(expected[:, 4:], got[:, 4:]) >= DEFAULT_MIN_SQNR_DB

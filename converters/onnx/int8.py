@@ -5,7 +5,9 @@ prepare    onnxruntime.quantization's pre-processing (shape inference, graph opt
 calibrate  the run's calibration set (same samples, same preprocessing, the model's layout),
            min/max ranges, int8 activations and per-channel int8 weights in QDQ format
 verify     ONNX Runtime on the evaluation set against the source, as the onnx target
-remedy     over the gate, as tflite-int8 does: first int16 activations with the same int8
+remedy     over the gate, as tflite-int8 does: an output whose float values join ranges one
+           int8 scale cannot hold (found before quantizing) gets its final Concat left in
+           float (float_tail.py); then int16 activations with the same int8
            weights (A16W8, standard QuantizeLinear at opset 21; skipped where the --profile
            has no int16 activations), then int8 activations with the worst nodes in float, one
            more at a time (the per-node error: float and QDQ activations compared with ORT's
@@ -27,9 +29,11 @@ from edgeserve.converters import register
 from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
+from edgeserve.converters.onnx.float_tail import concat_tail
 from edgeserve.errors import VerificationError
 from edgeserve.manifest import edgeserve_version, file_record
-from edgeserve.metrics import degenerate
+from edgeserve.metrics import choose_metric, degenerate
+from edgeserve.quality import mixed_range_outputs
 
 ARTIFACT_NAME = "model_int8.onnx"
 MAX_EXCLUDED = 3  # nodes kept in float, one more per attempt, before giving up
@@ -99,7 +103,11 @@ class OnnxInt8Converter(Converter):
             return node_errors
 
         best: tuple[bytes, dict[str, Any], list[np.ndarray], dict[str, Any]] | None = None
-        for activations, excluded in self._remedies(ctx, table, attempts):
+        reference = ctx.reference_outputs()
+        metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
+        mixed = mixed_range_outputs(reference, [t.name for t in ctx.source.signature.outputs],
+                                    skip_first=metric == "top1")
+        for remedy, activations, excluded in self._remedies(ctx, table, attempts, pre, mixed):
             what = f"{activations} activations" + (f", {len(excluded)} node(s) in float" if excluded else "")
             with ctx.progress.step(f"onnx-int8: quantize ({what})"):
                 data = quantize(excluded, activations)
@@ -110,7 +118,8 @@ class OnnxInt8Converter(Converter):
             failed_by_metric = any(o["judged_by"] in ("metric", "agreement") and not o["ok"]
                                    for o in scored["quality"]["outputs"])
             status = "ok" if scored["ok"] else "drop too large" if failed_by_metric else "sqnr too low"
-            attempts.append({"activations": activations, "float_nodes": list(excluded), "status": status,
+            attempts.append({"remedy": remedy, "activations": activations, "float_nodes": list(excluded),
+                             "status": status,
                              "reason": scored["reason"], "metrics": scored["metrics"],
                              "agreement": scored["agreement"], "output_sqnr_db": scored["output_sqnr_db"],
                              "quality": scored["quality"], "bytes": len(data)})
@@ -143,7 +152,8 @@ class OnnxInt8Converter(Converter):
             "status": "ok" if scored["ok"] else "failed",
             **file_record(out, artifact),
             "float_bytes": int(entry["bytes"]),
-            "quantization": {"format": "QDQ", "activations": chosen["activations"], "weights": "int8 per-channel",
+            "quantization": {"format": "QDQ", "remedy": chosen["remedy"], "activations": chosen["activations"],
+                             "weights": "int8 per-channel",
                              "calibration": "min/max", "float_nodes": chosen["float_nodes"],
                              "opset": _opset(quantized),
                              **({"note": INT16_NOTE} if chosen["activations"] == "int16" else {})},
@@ -156,6 +166,8 @@ class OnnxInt8Converter(Converter):
             "output_sqnr_db": scored["output_sqnr_db"],
             "quality": scored["quality"],
             "host_kernels": host_kernels,
+            # Outputs whose float values join ranges one int8 scale cannot hold, found before quantizing.
+            "mixed_range_outputs": list(mixed.values()),
             "attempts": attempts,
             "worst_nodes": node_errors[:5],
             **({"nodes_note": self._nodes_note} if getattr(self, "_nodes_note", None) else {}),
@@ -170,23 +182,33 @@ class OnnxInt8Converter(Converter):
         }
 
     def _remedies(self, ctx: ConversionContext, table: Callable[[], list[dict[str, Any]]],
-                  attempts: list[dict[str, Any]]) -> Iterator[tuple[str, list[str]]]:
-        """(activations, nodes kept in float) per attempt, in order. The per-node table is
-        measured on the first (all-int8) attempt only when a float-node remedy is reached."""
-        yield "int8", []
+                  attempts: list[dict[str, Any]], pre: Path,
+                  mixed: dict[int, dict[str, Any]]) -> Iterator[tuple[str, str, list[str]]]:
+        """(remedy, activations, nodes kept in float) per attempt, in order. The per-node table
+        is measured on the first (all-int8) attempt only when a float-node remedy is reached."""
+        yield "int8", "int8", []
+        failed = [o["index"] for o in attempts[-1]["quality"]["outputs"] if not o["ok"]]
+        if any(i in mixed for i in failed):
+            onnx = require("onnx", "the onnx-int8 target")
+            tail = concat_tail(onnx.load(str(pre), load_external_data=False), [i for i in failed if i in mixed])
+            if tail is None:
+                attempts.append({"remedy": "float-tail", "activations": "int8", "float_nodes": [], "status": "skipped",
+                                 "reason": "the output is not made by a Concat (behind layout nodes only)"})
+            else:
+                yield "float-tail", "int8", tail
         profile = ctx.profile
         if profile is not None and not profile.quantization.int16_activations:
-            attempts.append({"activations": "int16", "float_nodes": [], "status": "skipped",
+            attempts.append({"remedy": "int16", "activations": "int16", "float_nodes": [], "status": "skipped",
                              "reason": f"profile {profile.name} has no int16-activation kernels"})
         else:
-            yield "int16", []
+            yield "int16", "int16", []
         excluded: list[str] = []
         while len(excluded) < MAX_EXCLUDED:
             remaining = [n["node"] for n in table() if n["node"] not in excluded]
             if not remaining:
                 return
             excluded = [*excluded, remaining[0]]
-            yield "int8", excluded
+            yield "float-nodes", "int8", excluded
 
     def node_errors(self, ctx: ConversionContext, pre: Path, quantized: bytes, names: list[str]) -> list[dict[str, Any]]:
         """Nodes by how much quantization changes their output (SQNR of float vs QDQ), worst first."""

@@ -3,8 +3,10 @@
 prepare    export a batch-1 SavedModel of the source; float reference outputs on the eval set
 calibrate  TFLite calibration over the calibration set, and TensorFlow's quantization
            debugger over a slice of the eval set for the per-layer error table
-emit       one .tflite per attempt: int8 first, then the remedies (int16 activations with
-           int8 weights where the profile allows it, then the worst layers kept in float)
+emit       one .tflite per attempt: int8 first, then the remedies (an output's final
+           concatenation in float where its float values join ranges one scale cannot hold,
+           found before quantization; int16 activations with int8 weights where the profile
+           allows it; then the worst layers kept in float)
 verify     run each attempt with LiteRT, check every operator runs on integer tensors,
            judge every output against the float source (edgeserve/quality.py); keep the first
            that passes
@@ -26,6 +28,7 @@ from edgeserve.atomic import write_bytes, write_json
 from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
@@ -43,7 +46,7 @@ from edgeserve.errors import (
 from edgeserve.fixtures import load_arrays
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge, mixed_range_outputs
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -78,9 +81,19 @@ class Options:
 
 @dataclasses.dataclass(frozen=True)
 class Remedy:
-    name: str  # "int8", "int16x8" or "float-layers"
+    name: str  # "int8", "float-tail", "int16x8" or "float-layers"
     description: str
     float_layers: tuple[LayerError, ...] = ()
+    float_tail: tuple[tuple[str, str], ...] = ()  # (operator, output tensor) kept float at an output
+
+    @property
+    def keep_float(self) -> list[str]:
+        """The tensors whose operators stay float, as the quantizer names them."""
+        return [l.tensor for l in self.float_layers] + [tensor for _, tensor in self.float_tail]
+
+    @property
+    def float_names(self) -> list[str]:
+        return [l.short_name for l in self.float_layers] + [f"{op} '{tensor}'" for op, tensor in self.float_tail]
 
 
 @dataclasses.dataclass
@@ -102,7 +115,7 @@ class Attempt:
             "description": self.remedy.description,
             "status": self.status,
             "reason": self.reason,
-            "float_layers": [l.short_name for l in self.remedy.float_layers],
+            "float_layers": self.remedy.float_names,
             "metrics": self.metrics.to_dict() if self.metrics else None,
             "agreement": self.agreement,
             "output_sqnr_db": self.output_sqnr_db,
@@ -132,6 +145,9 @@ class TfliteInt8Converter(Converter):
         self._route_record = self._describe_route(ctx, route)
         layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
+        # A classifier's first output is judged by its top-1, not by its ranges.
+        self._mixed = mixed_range_outputs(ctx.reference_outputs(), [t.name for t in ctx.source.signature.outputs],
+                                          skip_first=metric == "top1")
 
         try:
             attempts = self._attempts(ctx, route, layers, metric, opts)
@@ -198,7 +214,8 @@ class TfliteInt8Converter(Converter):
         """The remedies in order on ``route``, each verified, until one passes the gate."""
         attempts: list[Attempt] = []
         self._focus: set[str] | None = None  # the layers feeding the outputs the int8 attempt failed on
-        for remedy in self._remedies(ctx, layers, opts):
+        self._failed: list[int] = []  # the source outputs the int8 attempt failed on
+        for remedy in self._remedies(ctx, route, layers, opts):
             if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
                 attempts.append(remedy)
                 continue
@@ -207,7 +224,8 @@ class TfliteInt8Converter(Converter):
             if attempt.model is not None:
                 self.verify(ctx, attempt, metric, opts)
                 if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
-                    self._focus = _upstream_tensors(attempt.model, ctx, attempt.verdict.failed_outputs)
+                    self._failed = attempt.verdict.failed_outputs
+                    self._focus = _upstream_tensors(attempt.model, ctx, self._failed)
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
@@ -280,9 +298,13 @@ class TfliteInt8Converter(Converter):
                 log.warning("%s; converting without it", exc)
                 return []
 
-    def _remedies(self, ctx: ConversionContext, layers: list[LayerError], opts: Options) -> Iterator[Remedy | Attempt]:
+    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: list[LayerError],
+                  opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
+        tail = self._float_tail(ctx, route)
+        if tail is not None:
+            yield tail
         profile = ctx.profile
         int16 = Remedy("int16x8", "int16 activations, int8 weights")
         if profile is not None and not profile.quantization.int16_activations:
@@ -309,6 +331,24 @@ class TfliteInt8Converter(Converter):
             worst = tuple(ranked[:k])
             names = ", ".join(l.short_name for l in worst)
             yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
+
+    def _float_tail(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> Remedy | Attempt | None:
+        """The float-tail remedy (float_tail.py) when int8 failed on an output found, before
+        quantization, to join ranges one scale cannot hold; None when no such output failed."""
+        mixed = [i for i in self._failed if i in self._mixed]
+        if not mixed:
+            return None
+        names = ", ".join(self._mixed[i]["output"] for i in mixed)
+        title = f"int8 with the final concatenation of {names} in float"
+        if not isinstance(route, QuantizerRoute):
+            return Attempt(Remedy("float-tail", title), "skipped",
+                           "TensorFlow's converter keeps only the per-layer table's layers in float")
+        order = _output_order(route.float_model, ctx)
+        tail = concatenation_tail(route.float_model, [order[i] for i in mixed])
+        if tail is None:
+            return Attempt(Remedy("float-tail", title), "skipped",
+                           f"{names} is not made by a CONCATENATION (behind layout operators only)")
+        return Remedy("float-tail", f"{title} (each part keeps its own int8 scale)", float_tail=tuple(tail))
 
     # ----- emit -------------------------------------------------------------------------
     def emit(self, route: TensorFlowRoute | QuantizerRoute, remedy: Remedy) -> Attempt:
@@ -408,6 +448,7 @@ class TfliteInt8Converter(Converter):
             "layers": [l.to_dict() for l in layers],
             **({"layers_note": self._layers_note} if getattr(self, "_layers_note", None) else {}),
             "attempts": [a.to_dict() for a in attempts],
+            "mixed_range_outputs": list(self._mixed.values()),
             "rounding_noise_steps": round(1 / np.sqrt(12), 4),
         }
         report_path = write_json(out / "reports" / "tflite-int8.json", report)
@@ -430,13 +471,15 @@ class TfliteInt8Converter(Converter):
                 "weights": "int8 per-channel",
                 "activations": "int16" if best.remedy.name == "int16x8" else "int8",
                 "io": best.io_dtype,
-                "float_layers": [l.short_name for l in best.remedy.float_layers],
+                "float_layers": best.remedy.float_names,
             },
             "metrics": metrics,
             "agreement": best.agreement,
             "output_sqnr_db": best.output_sqnr_db,
             "quality": best.verdict.to_dict(),
             "route": self._route_record,
+            # Outputs whose float values join ranges one int8 scale cannot hold, found before quantizing.
+            "mixed_range_outputs": list(self._mixed.values()),
             "attempts": [a.to_dict() for a in attempts],
             "worst_layers": [l.to_dict() for l in layers[:5]],
             "report": file_record(out, report_path),

@@ -90,8 +90,8 @@ class QuantizerRoute:
                             self.described, tool="LiteRT (per-layer error)", what="measuring the per-layer int8 error")
 
     def emit(self, remedy: Any) -> bytes:
-        if remedy.name == "float-layers":
-            return self.emit_scheme("int8", keep_float=[l.tensor for l in remedy.float_layers])
+        if remedy.keep_float:  # float-layers, float-tail
+            return self.emit_scheme("int8", keep_float=remedy.keep_float)
         model = self.emit_scheme(remedy.name)
         left_float = _float_operators(model)
         if left_float:  # no remedy makes such a model full-integer: stop here, naming the operator
