@@ -112,3 +112,51 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     quantized = ort.InferenceSession(str(tmp_path / "out" / onnx_int8["path"]), providers=["CPUExecutionProvider"])
     got = np.concatenate([quantized.run(None, {"images": x[i:i + 1]})[0] for i in range(8)])
     assert sqnr_db(expected[:, 4:], got[:, 4:]) >= DEFAULT_MIN_SQNR_DB
+
+
+def _joins_model() -> bytes:
+    """x [1, 4, 6] -> a = 100 x (a "box" range), b = sigmoid(x) (a "score" range); joined along
+    the channels (joined), along the last axis (lengthwise) and joined then transposed (turned)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Mul", ["x", "hundred"], ["a"]), helper.make_node("Sigmoid", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["joined"], axis=1, name="join_channels"),
+             helper.make_node("Concat", ["a", "b"], ["lengthwise"], axis=-1, name="join_length"),
+             helper.make_node("Concat", ["a", "b"], ["before_turn"], axis=1, name="join_again"),
+             helper.make_node("Transpose", ["before_turn"], ["turned"], perm=[0, 2, 1], name="turn")]
+    graph = helper.make_graph(
+        nodes, "joins", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+         for n, s in (("joined", [1, 8, 6]), ("lengthwise", [1, 4, 12]), ("turned", [1, 6, 8]))],
+        [numpy_helper.from_array(np.array(100.0, np.float32), "hundred")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def test_only_a_join_along_the_channel_axis_is_kept_float() -> None:
+    onnx = pytest.importorskip("onnx")
+    from edgeserve.converters.onnx.float_tail import concat_tail
+
+    model = onnx.load_model_from_string(_joins_model())
+    assert concat_tail(model, [(0, 1)]) == ["join_channels"]
+    assert concat_tail(model, [(1, 1)]) is None  # joined along the last axis: each part holds both ranges
+    assert concat_tail(model, [(2, 2)]) == ["turn", "join_again"]  # axis 2 after the transpose is axis 1 before
+    assert concat_tail(model, [(2, 1)]) is None
+
+
+def test_the_tflite_tail_follows_the_same_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("litert_torch")
+    from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
+    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+    from edgeserve.tflite_model import TfliteModel
+
+    monkeypatch.setenv(ROUTE_ENV, "reader")
+    (tmp_path / "joins.onnx").write_bytes(_joins_model())
+    model = load_onnx(tmp_path / "joins.onnx").float_tflite(tmp_path).model
+    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    position = {tuple(graph.tensors[t].shape): i for i, t in enumerate(graph.outputs)}
+    joined, lengthwise, turned = position[(1, 8, 6)], position[(1, 4, 12)], position[(1, 6, 8)]
+    assert [op for op, _ in concatenation_tail(model, [(joined, 1)])] == ["CONCATENATION"]
+    assert concatenation_tail(model, [(lengthwise, 1)]) is None
+    assert concatenation_tail(model, [(turned, 1)]) is None
+    tail = concatenation_tail(model, [(turned, 2)])
+    assert tail is not None and [op for op, _ in tail] == ["TRANSPOSE", "CONCATENATION"]

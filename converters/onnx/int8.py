@@ -190,10 +190,12 @@ class OnnxInt8Converter(Converter):
         failed = [o["index"] for o in attempts[-1]["quality"]["outputs"] if not o["ok"]]
         if any(i in mixed for i in failed):
             onnx = require("onnx", "the onnx-int8 target")
-            tail = concat_tail(onnx.load(str(pre), load_external_data=False), [i for i in failed if i in mixed])
+            tail = concat_tail(onnx.load(str(pre), load_external_data=False),
+                               [(i, mixed[i]["axis"]) for i in failed if i in mixed])
             if tail is None:
                 attempts.append({"remedy": "float-tail", "activations": "int8", "float_nodes": [], "status": "skipped",
-                                 "reason": "the output is not made by a Concat (behind layout nodes only)"})
+                                 "reason": "the output is not joined along its channel axis by a Concat (behind "
+                                           "layout nodes only)"})
             else:
                 yield "float-tail", "int8", tail
         profile = ctx.profile

@@ -344,10 +344,11 @@ class TfliteInt8Converter(Converter):
             return Attempt(Remedy("float-tail", title), "skipped",
                            "TensorFlow's converter keeps only the per-layer table's layers in float")
         order = _output_order(route.float_model, ctx)
-        tail = concatenation_tail(route.float_model, [order[i] for i in mixed])
+        tail = concatenation_tail(route.float_model, [(order[i], self._mixed[i]["axis"]) for i in mixed])
         if tail is None:
             return Attempt(Remedy("float-tail", title), "skipped",
-                           f"{names} is not made by a CONCATENATION (behind layout operators only)")
+                           f"{names} is not joined along its channel axis by a CONCATENATION (behind layout "
+                           "operators only)")
         return Remedy("float-tail", f"{title} (each part keeps its own int8 scale)", float_tail=tuple(tail))
 
     # ----- emit -------------------------------------------------------------------------

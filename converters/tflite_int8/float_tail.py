@@ -21,15 +21,18 @@ from edgeserve.tflite_model import TfliteModel
 _LAYOUT = {"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"}
 
 
-def concatenation_tail(model: bytes, outputs: Sequence[int]) -> list[tuple[str, str]] | None:
+def concatenation_tail(model: bytes, outputs: Sequence[tuple[int, int]]) -> list[tuple[str, str]] | None:
     """(operator, output tensor name) of each operator from a CONCATENATION to each subgraph
-    output in ``outputs`` (positions among the subgraph's outputs), or None when one of them is
-    not made by a concatenation (behind layout operators only): then no float tail separates
-    its ranges."""
-    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    output in ``outputs`` ((position among the subgraph's outputs, the axis whose channels hold
+    the different ranges)), or None when one of them is not joined along that axis by a
+    concatenation behind layout operators only: a concatenation along another axis (PP-PicoDet's
+    per-level score maps, joined along the anchors) puts every range in each part, and keeping
+    it float separates nothing."""
+    parsed = TfliteModel.from_bytes(model)
+    graph = parsed.subgraphs[0]
     producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
     tail: list[tuple[str, str]] = []
-    for position in outputs:
+    for position, axis in outputs:
         tensor = graph.outputs[position]
         chain: list[tuple[str, str]] = []
         while True:
@@ -38,7 +41,13 @@ def concatenation_tail(model: bytes, outputs: Sequence[int]) -> list[tuple[str, 
                 return None
             chain.append((op.op_name, graph.tensors[op.outputs[0]].name))
             if op.op_name == "CONCATENATION":
+                if axis is not None and op.options.get("axis", 0) % len(graph.tensors[tensor].shape) != axis:
+                    return None
                 break
+            if op.op_name == "TRANSPOSE" and axis is not None and graph.tensors[op.inputs[1]].is_constant:
+                axis = int(parsed.tensor_data(0, op.inputs[1])[axis])  # the same channels before the transpose
+            else:
+                axis = None  # a reshape moves axes in ways not followed here: the join is taken as it is
             tensor = op.inputs[0]
         tail += [step for step in chain if step not in tail]
     return tail or None
