@@ -128,6 +128,7 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path, monkeypa
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ai-edge-quantizer") and "cannot quantize ROUND" in line and "onnx2tf" in line
+    assert "-t coreml" not in line  # coreml reads ONNX through the reader, which could not read this model
     # The reader alone: its own refusal, naming the node.
     monkeypatch.setenv(ROUTE_ENV, "reader")
     result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-q", "--calib",

@@ -47,6 +47,7 @@ from edgeserve.fixtures import load_arrays
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge, mixed_range_outputs
+from edgeserve.sources.onnx_file import ROUTE_ONNX2TF
 from edgeserve.tflite_model import TfliteModel
 
 IO_TYPES = ("int8", "uint8", "float")
@@ -260,8 +261,8 @@ class TfliteInt8Converter(Converter):
             floated = ctx.source.float_tflite(ctx.workdir)
         self._floated = floated
         with ctx.progress.step("prepare the float .tflite for quantization"):
-            alternative = "" if ctx.source.kind.startswith("tflite") else ", or convert with -t coreml, which runs it in float"
-            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, alternative, _io_names(ctx))
+            return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, _alternative(ctx, floated),
+                                  _io_names(ctx))
 
     def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The route and every tool's version, and (float-.tflite route) the float model against its source."""
@@ -626,6 +627,15 @@ def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:
 def _onnx_source(ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> bool:
     """An ONNX file's source on the quantizer route: it has a second route to a float model."""
     return isinstance(route, QuantizerRoute) and hasattr(ctx.source, "other_float_tflite")
+
+
+def _alternative(ctx: ConversionContext, floated: Any) -> str:
+    """What a refusal offers instead: -t coreml runs a model in float, but reads an ONNX file
+    through edgeserve's reader, so not when onnx2tf's model stands in for a model the reader
+    could not make."""
+    if ctx.source.kind.startswith("tflite") or (floated.fallback and floated.route == ROUTE_ONNX2TF):
+        return ""
+    return ", or convert with -t coreml, which runs it in float"
 
 
 def _io_names(ctx: ConversionContext) -> tuple[list[str], list[str]]:
