@@ -163,3 +163,25 @@ def test_the_microcontroller_targets_name_what_an_int16x8_model_leaves_them(tmp_
     assert "int16 activations" in str(refused.value)
     resolve_ops(TfliteModel.from_bytes(route.emit_scheme("int8")))  # the int8 model is TFLM's to run
     assert "es_resize_bilinear_s16" in {step.kernel for step in Lowering(int16).steps()}
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int16x8"])
+def test_calibrating_on_every_core_makes_the_same_model(four_ops: bytes, scheme: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibration set split over one calibrator per core: min/max of the parts' ranges is
+    the range of the whole set, so the quantized model is the same byte for byte."""
+    import os
+
+    from edgeserve.converters.tflite_int8 import quantizer_route
+
+    data = {"serving_default": [{"input_1": x[None]} for x in _samples(24, 7)]}
+    key = quantizer_route.QuantizerRoute(four_ops, None, "int8")  # the signature's own names
+    data = {key._key: [{key._names[0]: sample["input_1"]} for sample in data["serving_default"]]}
+    made = {}
+    for cores in (1, 3):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        made[cores] = quantizer_route.quantize_step(key.float_model, scheme, False, [], data)
+    assert made[1] == made[3] and len(made[1]) > 1000
+    # A different set gives a different model: the comparison can tell them apart.
+    other = {key._key: [{key._names[0]: 3 * sample[key._names[0]]} for sample in data[key._key]]}
+    assert quantizer_route.quantize_step(key.float_model, scheme, False, [], other) != made[1]
