@@ -198,3 +198,17 @@ def test_entries_made_with_another_preprocess_spec_are_not_kept(build: Path, tmp
     same = {**old, "artifacts": []}
     merged, stale = merge_into_existing(build / "manifest.json", same, {"coreml"}, lambda target: ())
     assert [e["target"] for e in merged["artifacts"]] == ["tflite-int8", "mcu"] and stale == []
+
+
+def test_the_fixture_holds_the_artifact_s_own_raw_outputs(build: Path) -> None:
+    """The recorded raw outputs are taken from the verification run's dequantized ones: they equal
+    a fresh run of the written artifact, integer for integer."""
+    import numpy as np
+
+    from edgeserve.runtime.litert import TfliteRunner
+
+    record = entry(json.loads((build / "manifest.json").read_text()), "tflite-int8")
+    fixture = np.load(build / record["verification"]["fixture"]["path"])
+    _, raw = TfliteRunner((build / record["path"]).read_bytes()).predict([fixture["inputs_0"]])
+    assert fixture["raw_0"].dtype == raw[0].dtype == np.int8
+    assert np.array_equal(fixture["raw_0"], raw[0]) and len(np.unique(raw[0])) > 10
