@@ -67,7 +67,8 @@ def test_outputs_of_one_range_are_not_split() -> None:
 
 def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) -> None:
     """Found before quantization: the float outputs join boxes (to 320) and class scores (under
-    1); all-INT8 flattens the scores, the float tail keeps every convolution int8 and passes."""
+    1); all-INT8 flattens the scores, the float tail keeps every convolution int8 and passes.
+    The microcontroller targets take the same model with the join split off: two int8 outputs."""
     pytest.importorskip("torch")
     ort = pytest.importorskip("onnxruntime")
     from corpus import views
@@ -81,10 +82,11 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     source = registry_model(YOLOV8N, tmp_path)
     x = views((320, 320), 24).transpose(0, 3, 1, 2).astype(np.float32)  # YOLOv8 takes RGB in [0, 1]
     np.savez(tmp_path / "calib.npz", images=x)
-    result = convert(source, ["tflite-int8", "onnx", "onnx-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",
-                     input_shapes={"images": (1, 3, 320, 320)}, options={"max_drop": 100.0})
-    entry, onnx_int8 = (next(a for a in result.manifest["artifacts"] if a["target"] == t)
-                        for t in ("tflite-int8", "onnx-int8"))
+    result = convert(source, ["tflite-int8", "onnx", "onnx-int8", "mcu", "mcu-c"], tmp_path / "out",
+                     calib=tmp_path / "calib.npz", input_shapes={"images": (1, 3, 320, 320)},
+                     options={"max_drop": 100.0, "fit_check": False})
+    entry, onnx_int8, mcu, mcu_c = (next(a for a in result.manifest["artifacts"] if a["target"] == t)
+                                    for t in ("tflite-int8", "onnx-int8", "mcu", "mcu-c"))
     (mixed,) = entry["mixed_range_outputs"]
     assert mixed["output"] == "output0" and mixed["axis"] == 1 and mixed["range_ratio"] > 64
     assert int(re.match(r"\d+", mixed["small_channels"]).group()) >= 4  # class scores, never a box coordinate
@@ -101,9 +103,21 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     assert not any("CONV_2D" in p for p in entry["float_ops"]), entry["float_ops"]  # the network stays int8
     session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
     expected = np.concatenate([session.run(None, {"images": x[i:i + 1]})[0] for i in range(8)])
-    got = TfliteRunner(artifact).predict([x[:8]])[0][0]
+    got = got_tflite = TfliteRunner(artifact).predict([x[:8]])[0][0]
     assert sqnr_db(expected[:, 4:], got[:, 4:]) >= DEFAULT_MIN_SQNR_DB  # the class scores, against ONNX Runtime
     assert sqnr_db(expected[:, :4], got[:, :4]) >= 25.0  # the boxes (measured 31 dB)
+    # mcu and mcu-c: the int8 tensors the float join read are the outputs; joined, they are the
+    # tflite-int8 artifact's output value for value. TFLM and mcu-c's C agree with LiteRT bit for bit.
+    split = [{"output": "output0", "axis": 1, "parts": [{"name": "output0_part0", "shape": [1, 4, 2100]},
+                                                        {"name": "output0_part1", "shape": [1, 18, 2100]}]}]
+    assert mcu["outputs_split"] == mcu_c["outputs_split"] == split
+    assert mcu["from_sha256"] == mcu_c["from_sha256"] == entry["sha256"]
+    split_model = TfliteModel.from_bytes((tmp_path / "out" / "mcu" / f"{mcu['name']}_model.tflite").read_bytes())
+    assert split_model.is_full_integer()[0] and "BROADCAST_TO" not in split_model.op_counts()
+    parts = TfliteRunner((tmp_path / "out" / "mcu" / f"{mcu['name']}_model.tflite").read_bytes()).predict([x[:8]])[0]
+    assert np.array_equal(np.concatenate(parts, axis=1), got_tflite)
+    assert mcu["verification"]["bit_exact"] and mcu_c["verification"]["bit_exact"]
+    assert mcu_c["verification"]["cortex_m4"]["matches_host"]
     # onnx-int8 finds the same output and leaves its final Concat unquantized (not int16 activations,
     # which ONNX Runtime's CPU provider runs in float).
     assert onnx_int8["mixed_range_outputs"] == [mixed]

@@ -25,6 +25,7 @@ from edgeserve.errors import InputError, ModelFileError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.converters.mcu.arena import HeadPlan, plan_head
 from edgeserve.converters.mcu.names import c_identifier
+from edgeserve.converters.mcu.split_tail import split_float_tail
 from edgeserve.tflite_model import TfliteModel
 from edgeserve.tflite_verify import validate_tflite
 
@@ -62,8 +63,10 @@ def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
     entry = ctx.artifacts.get("tflite-int8")
     if entry is None or entry.get("status") != "ok":
         raise VerificationError(f"the {target} target is built from tflite-int8's artifact, which this run did not produce")
-    floated = (entry.get("quantization") or {}).get("float_layers") or []
-    if floated:  # a remedy kept layers in float: nothing a microcontroller runtime can hold
+    quantization = entry.get("quantization") or {}
+    floated = quantization.get("float_layers") or []
+    # A float tail is split off into integer outputs (split_tail.py); other float layers stay float.
+    if floated and quantization.get("scheme") != "float-tail":
         raise InputError(
             f"the {target} target needs a full-integer model, and tflite-int8 met its quality gate only by keeping "
             f"{len(floated)} layer(s) in float ({', '.join(floated[:4])}{', ...' if len(floated) > 4 else ''}); "
@@ -148,6 +151,7 @@ class McuConverter(Converter):
         model_bytes, origin = self.prepare(ctx)
         from_sha256 = _sha256(model_bytes)
         model_bytes, rewrites = with_tflm_rewrites(ctx, model_bytes)
+        model_bytes, split = split_float_tail(model_bytes)  # after the rewrites: they are judged on the source's outputs
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
         # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs
@@ -215,6 +219,7 @@ class McuConverter(Converter):
             "verification": verification,
             "arm_none_eabi_size": toolchain,
             **rewrites,
+            **({"outputs_split": split} if split else {}),
         }
         report_path = write_json(ctx.out_dir / "reports" / "mcu.json", report)
         out = ctx.out_dir
@@ -228,7 +233,9 @@ class McuConverter(Converter):
             "model_sha256": _sha256(model_bytes),
             "model_from": origin,  # the artifact (or source file) the C array was made from
             # ... and that model's hash, when the C array holds it rewritten for TFLM's kernels
-            **({"from_sha256": from_sha256} | rewrites if rewrites else {}),
+            **({"from_sha256": from_sha256} | rewrites if rewrites or split else {}),
+            # tflite-int8's float tail split into integer outputs (split_tail.py): the parts to join
+            **({"outputs_split": split} if split else {}),
             "arena_bytes": target.total_bytes,
             "arena_head_bytes": head32.head_bytes,
             "arena_tail_bytes": target.tail_bytes,

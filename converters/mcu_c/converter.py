@@ -125,12 +125,15 @@ class McuCConverter(Converter):
         from edgeserve.converters.mcu.arena import plan_head
         from edgeserve.converters.mcu.converter import Options, default_name
         from edgeserve.converters.mcu.memory import mcu_profile_limits
+        from edgeserve.converters.mcu.split_tail import split_float_tail
         from edgeserve.converters.mcu_c.generate import generate
         from edgeserve.tflite_verify import validate_tflite
 
         opts = Options.from_mapping(ctx.options)
         cmsis_nn = _cmsis_nn_for(ctx.options, ctx.profile)
         model_bytes, origin = self.prepare(ctx)
+        built_from = _sha256(model_bytes)
+        model_bytes, split = split_float_tail(model_bytes)  # tflite-int8's float tail, as integer outputs
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite" else Path(origin).stem)
         model = validate_tflite(model_bytes, runtime="tflm")
         with ctx.progress.step("mcu-c: lower operators and plan the arena"):
@@ -151,7 +154,8 @@ class McuCConverter(Converter):
         if "cortex_m4" in verification and "code_bytes" in verification["cortex_m4"]:
             memory["flash"]["code_measured_with_newlib"] = verification["cortex_m4"]["code_bytes"]
         ratio = round(generated.plan.arena_bytes / tflm_head, 4) if tflm_head else None
-        report = {"target": self.name, "name": name, "model_from": origin, **generated.summary(),
+        report = {"target": self.name, "name": name, "model_from": origin, **({"outputs_split": split} if split else {}),
+                  **generated.summary(),
                   "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
                   "input_in_arena": False, "memory": memory, "verification": verification,
                   "steps": _step_records(generated)}
@@ -160,6 +164,7 @@ class McuCConverter(Converter):
             "target": self.name, "status": "ok", "path": OUT_DIR, "name": name,
             "files": [file_record(ctx.out_dir, p) for p in written],
             "model_bytes": len(model_bytes), "model_sha256": _sha256(model_bytes), "model_from": origin,
+            **({"from_sha256": built_from, "outputs_split": split} if split else {}),
             **generated.summary(),
             "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
             "ram_bytes": ram_needed, "profile": profile_name, "fits": memory["fits"],

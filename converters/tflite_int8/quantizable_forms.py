@@ -7,6 +7,12 @@ these float, so no full-integer model exists.
 
 * ``SHAPE`` of a tensor whose shape is fixed is a constant, and so is the integer arithmetic
   on it (the shape of a flatten): LiteRT computes the values once and they replace the ops.
+* Operators that only move values (``BROADCAST_TO``, ``RESHAPE``, ``CONCATENATION``, ...) on
+  constants are constants too, folded while the result stays small (MAX_FOLDED_ELEMENTS):
+  YOLOv8's anchor grid is Expand, Reshape, Concat and Transpose of constants (nudenet's
+  exporter), which quantized stayed an int8 BROADCAST_TO that neither edgeserve's TFLM arena
+  model nor mcu-c has, and RESHAPEs of constants mcu-c's planner cannot alias: the
+  microcontroller targets refused the detector for operators that compute nothing at run time.
 * ``RELU_0_TO_1(z)`` (a clamp to [0, 1]) is ``MUL(z, 6)`` with a fused RELU6, then ``MUL(., 1/6)``:
   the quantizer takes MUL with a fused activation, LiteRT, TFLM and mcu-c have int8 MUL, and
   the clamped product's range [0, 6] gives the same int8 step after the second MUL as a clamp
@@ -22,12 +28,21 @@ import numpy as np
 from edgeserve.tflite_metadata import schema_module
 
 
+#: The largest constant a folded value-moving operator may write: 64 K elements (64 KB in int8).
+MAX_FOLDED_ELEMENTS = 65536
+
+
 def fold_shape_arithmetic(model: Any) -> str | None:
     """Integer operators computed from constants alone (the shape arithmetic onnx2tf writes for a
     flatten: SHAPE, SLICE, CONCATENATION, EQUAL, SELECT), with each SHAPE of a fixed-shape tensor
-    counted as a constant, replaced by the values LiteRT computes for them. Float operators stay:
-    folding them could turn a small constant into a large one."""
+    counted as a constant, and operators of any type that only move constant values into a
+    result of at most MAX_FOLDED_ELEMENTS, replaced by the values LiteRT computes for them.
+    Float arithmetic stays, and so does a large move: folding could turn a small constant into
+    a large one."""
     schema = schema_module()
+    ops = schema.BuiltinOperator
+    moves = {ops.BROADCAST_TO, ops.RESHAPE, ops.CONCATENATION, ops.TRANSPOSE, ops.PACK, ops.EXPAND_DIMS,
+             ops.SQUEEZE, ops.TILE, ops.SLICE, ops.STRIDED_SLICE, ops.GATHER}
     graph = model.subgraphs[0] if model.subgraphs else None
     if graph is None:
         return None
@@ -39,11 +54,14 @@ def fold_shape_arithmetic(model: Any) -> str | None:
         code = model.operatorCodes[op.opcodeIndex]
         inputs = [i for i in (op.inputs if op.inputs is not None else []) if i >= 0]
         outputs = list(op.outputs if op.outputs is not None else [])
-        if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == schema.BuiltinOperator.SHAPE:
+        kind = max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
+        if kind == ops.SHAPE:
             computable = bool(inputs) and _fixed(graph.tensors[inputs[0]])
         else:
             computable = bool(inputs) and not code.customCode and all(i in constant for i in inputs)
-        if computable and outputs and all(graph.tensors[o].type in integer for o in outputs):
+        small_move = kind in moves and all(_fixed(graph.tensors[o]) and
+                                           int(np.prod(graph.tensors[o].shape)) <= MAX_FOLDED_ELEMENTS for o in outputs)
+        if computable and outputs and (small_move or all(graph.tensors[o].type in integer for o in outputs)):
             fold.append(op)
             constant.update(outputs)
     if not fold:
@@ -57,7 +75,7 @@ def fold_shape_arithmetic(model: Any) -> str | None:
         tensor.buffer, tensor.shape, tensor.shapeSignature = len(model.buffers) - 1, list(value.shape), None
     folded = {id(op) for op in fold}
     graph.operators = [op for op in graph.operators if id(op) not in folded]
-    return f"folded {len(fold)} integer op(s) computed from constants and fixed shapes into constants"
+    return f"folded {len(fold)} op(s) computed from constants and fixed shapes into constants"
 
 
 def _fixed(tensor: Any) -> bool:
