@@ -29,8 +29,8 @@ from edgeserve.converters.onnx.check import read_fixture, write_fixture
 from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import degenerate
-from edgeserve.quality import GateOptions
+from edgeserve.metrics import choose_metric, degenerate
+from edgeserve.quality import GateOptions, mixed_range_outputs
 
 FIXTURE_SAMPLES = 32
 # A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only
@@ -41,8 +41,9 @@ _CHILD = "edgeserve.converters.executorch.lower"
 # activations, so the INT8 target's remedy is dynamic quantization: each convolution's and linear
 # layer's input is given its int8 scale at run time from its own range, where static ranges from
 # the calibration set cannot hold every input (a detector's near-empty maps on most frames).
-MODES = {"fp32": ("fp32",), "int8": ("int8", "int8-dynamic")}
-ACTIVATIONS = {"int8": "int8 static", "int8-dynamic": "int8 dynamic"}
+MODES = {"fp32": ("fp32",), "int8": ("int8", "int8-float-tail", "int8-dynamic")}
+ACTIVATIONS = {"int8": "int8 static", "int8-float-tail": "int8 static", "int8-dynamic": "int8 dynamic"}
+FLOAT_TAIL = ", the final concatenation of {} in float"
 DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and linear layer's input quantized "
                 "to int8 at run time from its own range (XNNPACK's qd8 kernels), every other operator in float, "
                 "and a convolution behind an explicit pad in float too (ExecuTorch 1.5.1's XNNPACK fails to run "
@@ -81,31 +82,46 @@ class _ExecutorchBase(Converter):
         inputs = [np.asarray(x, np.float32) for x in ctx.evaluation.inputs]
         attempts: list[dict[str, Any]] = []
         best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
+        mixed: dict[int, dict[str, Any]] = {}
+        if self.precision == "int8":
+            reference = ctx.reference_outputs()
+            metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
+            mixed = mixed_range_outputs(reference, [t.name for t in ctx.source.signature.outputs],
+                                        skip_first=metric == "top1")
         for mode in MODES[self.precision]:
+            # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
+            # scale cannot hold, and only when static int8 failed on one of them.
+            joins = tuple(o["index"] for o in (attempts[-1].get("quality") or {}).get("outputs", [])
+                          if not o["ok"] and o["index"] in mixed) if attempts else ()
+            if mode == "int8-float-tail" and not joins:
+                continue
             pte = ctx.workdir / self.name / mode / self.artifact
             pte.parent.mkdir(parents=True, exist_ok=True)
             what = f" ({ACTIVATIONS[mode]} activations)" if mode in ACTIVATIONS else ""
             with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime{what} (child process)"):
                 try:
-                    built = _in_child("build", str(saved), mode, calibration, str(pte), inputs,
+                    built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins,
                                       what=f"lowering and running the {self.name} .pte{what}")
                 except EdgeServeError as exc:
                     if best is None:
                         raise  # not even the first attempt: the target's one error line
                     # A remedy ExecuTorch cannot build: said in the report, the best .pte so far kept.
-                    attempts.append({"activations": ACTIVATIONS[mode], "status": "error", "reason": str(exc)})
+                    attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
+                                     "reason": str(exc)})
                     break
             outputs = built.pop("outputs")
+            built["float_joins"] = list(joins) if mode == "int8-float-tail" else []
             if mode == "int8-dynamic" and not built["int8_layers"]:
                 # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
                 # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
-                attempts.append({"activations": ACTIVATIONS[mode], "status": "error",
+                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
                                  "reason": "dynamic quantization made no layer int8 (it takes convolutions and "
                                            "linear layers, none behind an explicit pad)"})
                 continue
             scored = score(ctx, outputs, opts)
             if mode in ACTIVATIONS:
-                attempts.append({"activations": ACTIVATIONS[mode], "status": "ok" if scored["ok"] else "failed",
+                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode],
+                                 "status": "ok" if scored["ok"] else "failed",
                                  "reason": scored["reason"], "output_sqnr_db": scored["output_sqnr_db"],
                                  "quality": scored["quality"], "portable_ops": built["portable_ops"]})
             if best is None or scored["ok"] or scored["shortfall"] < best[3]["shortfall"]:
@@ -115,6 +131,7 @@ class _ExecutorchBase(Converter):
         assert best is not None  # the first attempt either raised or was scored
         mode, built, outputs, scored, pte = best
         behind_pads, int8_layers = built.pop("float_behind_pads", 0), built.pop("int8_layers", 0)
+        float_joins = built.pop("float_joins", [])
         out = ctx.out_dir
         artifact = write_bytes(out / self.artifact, pte.read_bytes())
         head = ctx.evaluation.head(FIXTURE_SAMPLES)
@@ -127,7 +144,8 @@ class _ExecutorchBase(Converter):
         route = route_to_torch(ctx.source.kind) + " -> "
         lowered = "no delegate: XNNPACK refused" if delegation["xnnpack_error"] else "XNNPACK"
         if mode in ACTIVATIONS:
-            route += f"PT2E (XNNPACKQuantizer, per-channel int8 weights, {ACTIVATIONS[mode]} activations) -> "
+            tail = FLOAT_TAIL.format(", ".join(mixed[i]["output"] for i in float_joins)) if float_joins else ""
+            route += f"PT2E (XNNPACKQuantizer, per-channel int8 weights, {ACTIVATIONS[mode]} activations{tail}) -> "
         route += f"to_edge_transform_and_lower ({lowered}) -> to_executorch"
         return {
             "target": self.name,
@@ -144,10 +162,12 @@ class _ExecutorchBase(Converter):
             "output_sqnr_db": scored["output_sqnr_db"],
             "quality": scored["quality"],
             **({"quantization": {"weights": "int8 per-channel", "activations": ACTIVATIONS[mode],
-                                 "int8_layers": int8_layers,
+                                 "int8_layers": int8_layers, "remedy": mode,
                                  **({"note": DYNAMIC_NOTE, "float_convolutions_behind_pads": behind_pads}
                                     if mode == "int8-dynamic" else {})}}
                if mode in ACTIVATIONS else {}),
+            # Outputs whose float values join ranges one int8 scale cannot hold, found before quantizing.
+            **({"mixed_range_outputs": list(mixed.values())} if mixed else {}),
             "attempts": attempts,
             "route": {"export": route, "tools": {"executorch": package_version("executorch"),
                                                  "torch": package_version("torch"),

@@ -15,10 +15,11 @@ import numpy as np
 
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
-          check_inputs: list[np.ndarray]) -> dict[str, Any]:
-    """Lower the saved ExportedProgram to a .pte (quantized first for "int8" and "int8-dynamic"),
-    write it, and run it on ``check_inputs`` (N-first arrays, one per model input) with
-    executorch.runtime."""
+          check_inputs: list[np.ndarray], float_joins: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Lower the saved ExportedProgram to a .pte (quantized first for "int8", "int8-float-tail"
+    and "int8-dynamic"), write it, and run it on ``check_inputs`` (N-first arrays, one per model
+    input) with executorch.runtime. ``float_joins``: the outputs whose final concatenation
+    "int8-float-tail" leaves unquantized."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -36,12 +37,13 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
 
     program = constant_prop_pass(program)
     behind_pads = int8_layers = 0
-    if precision in ("int8", "int8-dynamic"):
+    if precision in ("int8", "int8-float-tail", "int8-dynamic"):
         quantized_kernels()
         if precision == "int8-dynamic":
             behind_pads = sum(1 for node in program.graph.nodes if node.op == "call_function"
                               and "conv" in str(node.target) and not _not_behind_a_pad(node))
-        program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic")
+        program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic",
+                             float_joins=float_joins if precision == "int8-float-tail" else ())
         # Layers whose weights are int8 now: each has one per-channel dequantize of its weight.
         int8_layers = sum(1 for node in program.graph.nodes
                           if node.op == "call_function" and "dequantize_per_channel" in str(node.target))
@@ -122,11 +124,13 @@ def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
 
 
-def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray], dynamic: bool = False) -> Any:
+def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray], dynamic: bool = False,
+               float_joins: tuple[int, ...] = ()) -> Any:
     """PT2E INT8 with XNNPACK's quantizer, then exported again: symmetric per-channel int8
     weights, and int8 activations with ranges observed over every calibration sample (static),
     or (``dynamic``) the inputs of convolutions and linear layers quantized to int8 at run time
-    from each tensor's own range, every other operator in float."""
+    from each tensor's own range, every other operator in float. The concatenations that make
+    the outputs ``float_joins`` stay unannotated, so in float."""
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -141,12 +145,44 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
                                                                                 is_dynamic=dynamic))
     if dynamic:
         quantizer.set_filter_function(_not_behind_a_pad)
+    elif float_joins:
+        # XNNPACK's quantizer gives a cat one scale for all its inputs: left out, each input keeps
+        # the scale its own producer's observer sets, and the join happens in float.
+        joins = _output_joins(module, float_joins)
+        if not joins:
+            raise RuntimeError("no output to keep float is made by a concatenation (torch.cat)")
+        from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+
+        # ExecuTorch 1.5.1's cat annotator does not ask the filter; it skips a node already
+        # annotated, so each join is marked annotated with nothing to quantize.
+        for node in module.graph.nodes:
+            if node.name in joins:
+                node.meta["quantization_annotation"] = QuantizationAnnotation(_annotated=True)
+        quantizer.set_filter_function(lambda node: node.name not in joins)
     prepared = prepare_pt2e(module, quantizer)
     # Dynamic too: its weight observers record the per-channel ranges on the first forward (with
     # none, XNNPACK's partitioner meets one weight scale where it wants one per channel).
     for i in range(len(calibration[0]) if calibration else 0):
         prepared(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in calibration))
     return torch.export.export(convert_pt2e(prepared), example)
+
+
+def _output_joins(module: Any, outputs: tuple[int, ...]) -> set[str]:
+    """Names of the aten.cat nodes that make the graph outputs ``outputs`` (through views and
+    permutes): the float tail of tflite-int8's remedy (converters/tflite_int8/float_tail.py)."""
+    import torch
+
+    moves = (torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten.permute.default,
+             torch.ops.aten.clone.default, torch.ops.aten.contiguous.default)
+    results = next(node for node in module.graph.nodes if node.op == "output").args[0]
+    found = set()
+    for index in outputs:
+        node = results[index] if index < len(results) else None
+        while isinstance(node, torch.fx.Node) and node.target in moves and node.args:
+            node = node.args[0]
+        if isinstance(node, torch.fx.Node) and node.target == torch.ops.aten.cat.default:
+            found.add(node.name)
+    return found
 
 
 def _relu_as_clamp(module: Any) -> None:

@@ -151,7 +151,8 @@ class McuConverter(Converter):
         model_bytes, origin = self.prepare(ctx)
         from_sha256 = _sha256(model_bytes)
         model_bytes, rewrites = with_tflm_rewrites(ctx, model_bytes)
-        model_bytes, split = split_float_tail(model_bytes)  # after the rewrites: they are judged on the source's outputs
+        # After the rewrites, which are judged on the source's outputs: a float tail as integer outputs.
+        model_bytes, split = split_float_tail(model_bytes)
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
         # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs

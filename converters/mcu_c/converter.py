@@ -154,8 +154,8 @@ class McuCConverter(Converter):
         if "cortex_m4" in verification and "code_bytes" in verification["cortex_m4"]:
             memory["flash"]["code_measured_with_newlib"] = verification["cortex_m4"]["code_bytes"]
         ratio = round(generated.plan.arena_bytes / tflm_head, 4) if tflm_head else None
-        report = {"target": self.name, "name": name, "model_from": origin, **({"outputs_split": split} if split else {}),
-                  **generated.summary(),
+        report = {"target": self.name, "name": name, "model_from": origin,
+                  **({"outputs_split": split} if split else {}), **generated.summary(),
                   "tflm_arena_head_bytes": tflm_head, "arena_vs_tflm_head": ratio,
                   "input_in_arena": False, "memory": memory, "verification": verification,
                   "steps": _step_records(generated)}
