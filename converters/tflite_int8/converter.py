@@ -304,7 +304,7 @@ class TfliteInt8Converter(Converter):
                   opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
-        tail = self._float_tail(ctx, route)
+        tail = self._float_tail(ctx, route, opts)
         if tail is not None:
             yield tail
         profile = ctx.profile
@@ -334,7 +334,8 @@ class TfliteInt8Converter(Converter):
             names = ", ".join(l.short_name for l in worst)
             yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
 
-    def _float_tail(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> Remedy | Attempt | None:
+    def _float_tail(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute,
+                    opts: Options) -> Remedy | Attempt | None:
         """The float-tail remedy (float_tail.py) when int8 failed on an output found, before
         quantization, to join ranges one scale cannot hold; None when no such output failed."""
         mixed = [i for i in self._failed if i in self._mixed]
@@ -345,6 +346,8 @@ class TfliteInt8Converter(Converter):
         if not isinstance(route, QuantizerRoute):
             return Attempt(Remedy("float-tail", title), "skipped",
                            "TensorFlow's converter keeps only the per-layer table's layers in float")
+        if opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
+            return Attempt(Remedy("float-tail", title), "skipped", "a float tail is not available with --io uint8")
         order = _output_order(route.float_model, ctx)
         tail = concatenation_tail(route.float_model, [(order[i], self._mixed[i]["axis"]) for i in mixed])
         if tail is None:
