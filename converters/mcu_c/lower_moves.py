@@ -292,4 +292,6 @@ class DataMovement:
         x, y = self.tensor(op.inputs[0]), self.tensor(op.outputs[0])
         if x.nbytes != y.nbytes or (x.quantization and y.quantization and _q(x) != _q(y)):
             raise _refuse(op, "that changes the size or quantization of its tensor")
+        if x.is_constant:  # an alias lives in the arena; a constant's bytes are in flash (the planner met a KeyError)
+            raise _refuse(op, "of a constant tensor (nothing to compute at run time: fold it into the constant)")
         return Step(op.index, op.op_name, None, None, {}, [], (op.inputs[0],), op.outputs[0])
