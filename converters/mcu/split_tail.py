@@ -58,7 +58,8 @@ def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:
         removed |= {k, *parts}
         outputs += sources
         renamed[out] = sources
-        splits.append({"output": name, "axis": int(join.builtinOptions.axis),
+        axis = int(join.builtinOptions.axis) % len(graph.tensors[out].shape)  # TFLite allows a negative axis
+        splits.append({"output": name, "axis": axis,
                        "parts": [{"name": f"{name}_part{i}", "shape": [int(d) for d in graph.tensors[t].shape]}
                                  for i, t in enumerate(sources)]})
     if not splits:
