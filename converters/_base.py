@@ -39,6 +39,7 @@ class ConversionContext:
     artifacts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # target -> entry, this run
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)  # work one target does for others
     _reference: list[np.ndarray] | None = None
+    _mixed: dict[int, dict[str, Any]] | None = None
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The float source's outputs on ``evaluation`` (computed once, shared by targets)."""
@@ -46,6 +47,21 @@ class ConversionContext:
             assert self.evaluation is not None, "a .tflite source has no float reference"
             self._reference = self.source.predict(list(self.evaluation.inputs))
         return self._reference
+
+    def mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
+        """Source outputs whose float values join ranges one int8 scale cannot hold
+        (edgeserve.quality.mixed_range_outputs), found once before any target quantizes; a
+        classifier's first output is judged by its top-1, not by its ranges, and is skipped."""
+        if self._mixed is None:
+            from edgeserve.metrics import choose_metric
+            from edgeserve.quality import mixed_range_outputs
+
+            reference = self.reference_outputs()
+            assert self.evaluation is not None
+            metric = choose_metric(self.options.get("metric"), self.evaluation.labels, reference[0])
+            self._mixed = mixed_range_outputs(reference, [t.name for t in self.source.signature.outputs],
+                                              skip_first=metric == "top1")
+        return self._mixed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,8 +29,8 @@ from edgeserve.converters.onnx.check import read_fixture, write_fixture
 from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import choose_metric, degenerate
-from edgeserve.quality import GateOptions, mixed_range_outputs
+from edgeserve.metrics import degenerate
+from edgeserve.quality import GateOptions
 
 FIXTURE_SAMPLES = 32
 # A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only
@@ -82,12 +82,7 @@ class _ExecutorchBase(Converter):
         inputs = [np.asarray(x, np.float32) for x in ctx.evaluation.inputs]
         attempts: list[dict[str, Any]] = []
         best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
-        mixed: dict[int, dict[str, Any]] = {}
-        if self.precision == "int8":
-            reference = ctx.reference_outputs()
-            metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
-            mixed = mixed_range_outputs(reference, [t.name for t in ctx.source.signature.outputs],
-                                        skip_first=metric == "top1")
+        mixed = ctx.mixed_range_outputs() if self.precision == "int8" else {}
         for mode in MODES[self.precision]:
             # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
             # scale cannot hold, and only when static int8 failed on one of them.

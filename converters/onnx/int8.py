@@ -32,8 +32,7 @@ from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
 from edgeserve.converters.onnx.float_tail import concat_tail
 from edgeserve.errors import VerificationError
 from edgeserve.manifest import edgeserve_version, file_record
-from edgeserve.metrics import choose_metric, degenerate
-from edgeserve.quality import mixed_range_outputs
+from edgeserve.metrics import degenerate
 
 ARTIFACT_NAME = "model_int8.onnx"
 MAX_EXCLUDED = 3  # nodes kept in float, one more per attempt, before giving up
@@ -103,10 +102,7 @@ class OnnxInt8Converter(Converter):
             return node_errors
 
         best: tuple[bytes, dict[str, Any], list[np.ndarray], dict[str, Any]] | None = None
-        reference = ctx.reference_outputs()
-        metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
-        mixed = mixed_range_outputs(reference, [t.name for t in ctx.source.signature.outputs],
-                                    skip_first=metric == "top1")
+        mixed = ctx.mixed_range_outputs()
         for remedy, activations, excluded in self._remedies(ctx, table, attempts, pre, mixed):
             what = f"{activations} activations" + (f", {len(excluded)} node(s) in float" if excluded else "")
             with ctx.progress.step(f"onnx-int8: quantize ({what})"):

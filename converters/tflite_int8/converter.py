@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 
-import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,103 +26,30 @@ from edgeserve._deps import package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
-from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
+from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
+from edgeserve.converters.tflite_int8.attempts import Attempt, Options, Remedy
 from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
+from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.detection_gate import DetectionGate
 from edgeserve.errors import (
     EdgeServeError,
-    InputError,
-    ModelFileError,
     SourceModelError,
     UnsupportedOpError,
     VerificationError,
     first_line,
 )
-from edgeserve.fixtures import load_arrays
-from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import MetricResult, agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge, mixed_range_outputs
+from edgeserve.manifest import edgeserve_version, file_record
+from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
+from edgeserve.quality import judge
 from edgeserve.sources.onnx_file import ROUTE_ONNX2TF
 from edgeserve.tflite_model import TfliteModel
 
-IO_TYPES = ("int8", "uint8", "float")
 ARTIFACT_NAME = "model_int8.tflite"
-# Re-verification on another machine may use other kernels (XNNPACK vs ARM NEON vs
-# reference): their int8 rounding differs by a step or two, never more on a sane model.
-REVERIFY_MAX_STEPS = 2
 FIXTURE_SAMPLES = 32
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples)."""
-
-    io: str = "int8"
-    max_drop: float = 1.0
-    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
-    min_agreement: float = DEFAULT_MIN_AGREEMENT
-    metric: str | None = None
-    debug_samples: int = 32
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
-        known = {f.name for f in dataclasses.fields(cls)}
-        opts = cls(**{k: v for k, v in options.items() if k in known and v is not None})
-        if opts.io not in IO_TYPES:
-            raise InputError(f"--io must be one of {', '.join(IO_TYPES)}; got {opts.io!r}")
-        if opts.max_drop < 0:
-            raise InputError(f"--max-drop must be >= 0 percentage points; got {opts.max_drop}")
-        return opts
-
-
-@dataclasses.dataclass(frozen=True)
-class Remedy:
-    name: str  # "int8", "float-tail", "int16x8" or "float-layers"
-    description: str
-    float_layers: tuple[LayerError, ...] = ()
-    float_tail: tuple[tuple[str, str], ...] = ()  # (operator, output tensor) kept float at an output
-
-    @property
-    def keep_float(self) -> list[str]:
-        """The tensors whose operators stay float, as the quantizer names them."""
-        return [l.tensor for l in self.float_layers] + [tensor for _, tensor in self.float_tail]
-
-    @property
-    def float_names(self) -> list[str]:
-        return [l.short_name for l in self.float_layers] + [f"{op} '{tensor}'" for op, tensor in self.float_tail]
-
-
-@dataclasses.dataclass
-class Attempt:
-    remedy: Remedy
-    status: str  # "ok", "drop too large", "error", "skipped"
-    reason: str = ""
-    model: bytes | None = None
-    metrics: MetricResult | None = None
-    agreement: dict[str, float | None] | None = None
-    integer_problems: list[str] = dataclasses.field(default_factory=list)
-    io_dtype: str | None = None
-    output_sqnr_db: dict[str, float | None] | None = None  # per output, against the float source
-    verdict: Verdict | None = None  # the quality gate on every output
-    outputs: list[np.ndarray] | None = None  # dequantized, on the evaluation set, in the artifact's order
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "remedy": self.remedy.name,
-            "description": self.remedy.description,
-            "status": self.status,
-            "reason": self.reason,
-            "float_layers": self.remedy.float_names,
-            "metrics": self.metrics.to_dict() if self.metrics else None,
-            "agreement": self.agreement,
-            "output_sqnr_db": self.output_sqnr_db,
-            "quality": self.verdict.to_dict() if self.verdict else None,
-            "integer_only": not self.integer_problems if self.model else None,
-        }
 
 
 log = logging.getLogger(__name__)
@@ -147,9 +73,7 @@ class TfliteInt8Converter(Converter):
         self._route_record = self._describe_route(ctx, route)
         layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
-        # A classifier's first output is judged by its top-1, not by its ranges.
-        self._mixed = mixed_range_outputs(ctx.reference_outputs(), [t.name for t in ctx.source.signature.outputs],
-                                          skip_first=metric == "top1")
+        self._mixed = ctx.mixed_range_outputs()
 
         try:
             attempts = self._attempts(ctx, route, layers, metric, opts)
@@ -507,47 +431,7 @@ class TfliteInt8Converter(Converter):
 
     # ----- re-verification --------------------------------------------------------------
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
-        from edgeserve.runtime.litert import TfliteRunner
-
-        checks: list[Check] = []
-        records = {"artifact": entry, "report": entry["report"], "fixture": entry["verification"]["fixture"]}
-        for label, record in records.items():
-            problem = check_file(root, record)
-            checks.append(Check(f"{label} sha256", problem is None, problem or record["sha256"][:16]))
-        if not all(c.ok for c in checks):
-            return VerifyResult(self.name, entry["path"], tuple(checks))
-
-        model = (root / entry["path"]).read_bytes()
-        problem = _unsound(model)
-        if problem is not None:  # a file re-hashed after damage: say so before LiteRT loads it here
-            return VerifyResult(self.name, entry["path"], (*checks, Check("LiteRT loads and runs it", False, problem)))
-        parsed = TfliteModel.from_bytes(model)
-        checks.append(_provenance_check(parsed, root))
-        float_io = entry["quantization"]["io"] == "float32"
-        problems = integer_problems(parsed, float_io)
-        expect_integer = entry.get("integer_only", True)
-        checks.append(Check("integer-only operators", not problems or not expect_integer,
-                            "all integer" if not problems else f"{len(problems)} float op(s): {problems[0]}"))
-        fx = load_arrays(root / entry["verification"]["fixture"]["path"])
-        inputs = [fx[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
-        recorded_raw = fx["raw_0"]
-        reference = fx["reference_0"]
-        runner = TfliteRunner(model)
-        dequant, raw = runner.predict(inputs)
-        steps = int(np.max(np.abs(raw[0].astype(np.int64) - recorded_raw.astype(np.int64)))) if raw[0].size else 0
-        checks.append(Check("outputs equal the recorded ones", steps <= REVERIFY_MAX_STEPS,
-                            f"max difference {steps} quantization step(s) over {len(inputs[0])} samples "
-                            f"(allowed {REVERIFY_MAX_STEPS})"))
-        reason = entry["verification"].get("degenerate")
-        checks.append(Check("reference outputs vary", reason is None, reason or "the check can tell models apart"))
-        first = (entry.get("source_output_order") or [0])[0]  # the artifact's output for source output 0
-        agree = agreement(reference, dequant[first], classifier=entry["metrics"]["metric"] == "top1")
-        recorded = entry.get("agreement") or {}
-        if "top1_agreement" in agree and recorded.get("top1_agreement") is not None:
-            ok = agree["top1_agreement"] >= min(recorded["top1_agreement"], 1.0) - 0.05
-            checks.append(Check("top-1 agreement with the float source", ok,
-                                f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
-        return VerifyResult(self.name, entry["path"], tuple(checks))
+        return reverify_artifact(entry, root)
 
 
 def _upstream_tensors(model: bytes, ctx: ConversionContext, failed: list[int]) -> set[str]:
@@ -571,66 +455,6 @@ def _upstream_tensors(model: bytes, ctx: ConversionContext, failed: list[int]) -
 def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:
     outputs = ctx.source.signature.outputs
     return source_order(model, [t.name for t in outputs], [tuple(t.shape) for t in outputs])
-
-
-def _unsound(model: bytes) -> str | None:
-    """Why the .tflite cannot be loaded in this process, or None: the validator every command
-    uses, then one load and invoke in a child, so a kernel that crashes costs a child."""
-    from edgeserve.runtime.probe import probe_in_subprocess
-    from edgeserve.tflite_verify import validate_tflite
-
-    try:
-        validate_tflite(model)
-        probe = probe_in_subprocess(model)
-    except ModelFileError as exc:
-        return str(exc)
-    return None if probe.verdict == "ok" else f"LiteRT refused it: {probe.detail}"
-
-
-def _provenance_check(model: TfliteModel, root: Path) -> Check:
-    """The source and PreprocessSpec stamped into the model are the ones the manifest records.
-
-    A device feeds the model what the manifest's ``preprocess`` says; a model calibrated with
-    another spec (or made from another source) beside it is stale, whatever its hashes say.
-    """
-    import json
-
-    from edgeserve.manifest import load_manifest
-
-    name = "provenance in the model"
-    raw = model.metadata.get("edgeserve")
-    try:
-        stamped = json.loads(bytes(raw).decode()) if raw else None
-    except (ValueError, UnicodeDecodeError):
-        stamped = None
-    if not isinstance(stamped, dict):
-        return Check(name, False, "the model carries no edgeserve provenance to compare with the manifest")
-    manifest = load_manifest(root)
-    source = (manifest.get("source") or {}).get("sha256")
-    if stamped.get("source_sha256") != source:
-        return Check(name, False, f"stale: made from source {str(stamped.get('source_sha256'))[:12]}…, the manifest's "
-                                  f"source is {str(source)[:12]}…")
-    if stamped.get("preprocess") != manifest.get("preprocess"):
-        return Check(name, False, "stale: calibrated with another PreprocessSpec than the manifest's preprocess")
-    return Check(name, True, f"source {str(source)[:12]}…, preprocess as recorded")
-
-
-def integer_problems(model: TfliteModel, float_io: bool) -> list[str]:
-    """Operators that read or write float tensors at run time.
-
-    With float model I/O the QUANTIZE at an input and the DEQUANTIZE at an output are the
-    only float-touching ops allowed.
-    """
-    ok, problems = model.is_full_integer()
-    if ok or not float_io:
-        return problems
-    sg = model.subgraphs[0]
-    boundary = {
-        op.index for op in sg.operators
-        if (op.op_name == "QUANTIZE" and set(op.inputs) <= set(sg.inputs))
-        or (op.op_name == "DEQUANTIZE" and set(op.outputs) <= set(sg.outputs))
-    }
-    return [p for p in problems if not any(f" op {i}:" in p for i in boundary)]
 
 
 def _onnx_source(ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> bool:

@@ -1,0 +1,85 @@
+"""tflite-int8's options and the record of each attempt: the remedy tried, its model and the
+gate's verdict (shared with the mcu target, which judges its TFLM rewrites the same way)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from edgeserve.converters.tflite_int8.layer_errors import LayerError
+from edgeserve.errors import InputError
+from edgeserve.metrics import MetricResult
+from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict
+
+IO_TYPES = ("int8", "uint8", "float")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples)."""
+
+    io: str = "int8"
+    max_drop: float = 1.0
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
+    metric: str | None = None
+    debug_samples: int = 32
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
+        known = {f.name for f in dataclasses.fields(cls)}
+        opts = cls(**{k: v for k, v in options.items() if k in known and v is not None})
+        if opts.io not in IO_TYPES:
+            raise InputError(f"--io must be one of {', '.join(IO_TYPES)}; got {opts.io!r}")
+        if opts.max_drop < 0:
+            raise InputError(f"--max-drop must be >= 0 percentage points; got {opts.max_drop}")
+        return opts
+
+
+@dataclasses.dataclass(frozen=True)
+class Remedy:
+    name: str  # "int8", "float-tail", "int16x8" or "float-layers"
+    description: str
+    float_layers: tuple[LayerError, ...] = ()
+    float_tail: tuple[tuple[str, str], ...] = ()  # (operator, output tensor) kept float at an output
+
+    @property
+    def keep_float(self) -> list[str]:
+        """The tensors whose operators stay float, as the quantizer names them."""
+        return [l.tensor for l in self.float_layers] + [tensor for _, tensor in self.float_tail]
+
+    @property
+    def float_names(self) -> list[str]:
+        return [l.short_name for l in self.float_layers] + [f"{op} '{tensor}'" for op, tensor in self.float_tail]
+
+
+@dataclasses.dataclass
+class Attempt:
+    remedy: Remedy
+    status: str  # "ok", "drop too large", "error", "skipped"
+    reason: str = ""
+    model: bytes | None = None
+    metrics: MetricResult | None = None
+    agreement: dict[str, float | None] | None = None
+    integer_problems: list[str] = dataclasses.field(default_factory=list)
+    io_dtype: str | None = None
+    output_sqnr_db: dict[str, float | None] | None = None  # per output, against the float source
+    verdict: Verdict | None = None  # the quality gate on every output
+    outputs: list[np.ndarray] | None = None  # dequantized, on the evaluation set, in the artifact's order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "remedy": self.remedy.name,
+            "description": self.remedy.description,
+            "status": self.status,
+            "reason": self.reason,
+            "float_layers": self.remedy.float_names,
+            "metrics": self.metrics.to_dict() if self.metrics else None,
+            "agreement": self.agreement,
+            "output_sqnr_db": self.output_sqnr_db,
+            "quality": self.verdict.to_dict() if self.verdict else None,
+            "integer_only": not self.integer_problems if self.model else None,
+        }
