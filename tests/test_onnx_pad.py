@@ -14,7 +14,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from test_sources_onnx import _one_node, _reader_vs_ort  # noqa: E402
+from onnx_graphs import one_node as _one_node  # noqa: E402
+from onnx_graphs import reader_vs_ort as _reader_vs_ort  # noqa: E402
 
 
 def _pad_model(mode: str, pads: list[int], shape: list[int]) -> bytes:

@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from edgeserve.cli import cli
 from edgeserve.errors import ModelFileError, SourceModelError, UnsupportedOpError
 from onnx_graphs import one_node as _one_node
-from onnx_graphs import reader_vs_ort as _reader_vs_ort
 from registry_models import OCR_CLS, OCR_DET, registry_model
 from torch_digits import SPEC, TorchExample, build
 
@@ -143,92 +142,6 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path, monkeypa
     with pytest.raises(UnsupportedOpError) as err:
         convert(source, ["tflite-int8"], tmp_path / "out2", calib=tmp_path / "calib.npz")
     assert err.value.op == "Round"
-
-
-@pytest.mark.parametrize("mode, transform, nearest, scales", [
-    ("nearest", "asymmetric", "floor", [1, 1, 2, 2]),  # PaddleOCR's text detector (FPN upsampling)
-    ("nearest", "half_pixel", "round_prefer_floor", [1, 1, 2, 3]),  # the opset-11 default, whole factors
-    ("nearest", "asymmetric", "floor", [1, 1, 1.5, 0.5]),
-    ("linear", "half_pixel", "round_prefer_floor", [1, 1, 2, 2]),
-    ("linear", "align_corners", "round_prefer_floor", [1, 1, 1.5, 2]),
-])
-def test_resize_translations_equal_onnx_runtime(mode: str, transform: str, nearest: str, scales: list) -> None:
-    from onnx import TensorProto, helper
-
-    model = _one_node("Resize", ["", "scales"], [1, 2, 6, 8], [], initializers=[
-        helper.make_tensor("scales", TensorProto.FLOAT, [4], scales)], mode=mode,
-        coordinate_transformation_mode=transform, nearest_mode=nearest)
-    assert _reader_vs_ort(model, [1, 2, 6, 8]) < 1e-5
-
-
-def test_resize_rules_torch_has_no_equal_for_are_refused_by_name() -> None:
-    from onnx import TensorProto, helper
-
-    from edgeserve.sources.onnx_torch import OnnxOpError
-
-    model = _one_node("Resize", ["", "scales"], [1, 2, 6, 8], [], initializers=[
-        helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 1.5, 1.5])], mode="nearest",
-        coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")
-    with pytest.raises(OnnxOpError, match="Resize .node 'n0'. nearest resizing with half_pixel coordinates"):
-        _reader_vs_ort(model, [1, 2, 6, 8])
-
-
-@pytest.mark.parametrize("pads, output_padding, group", [
-    ([0, 0, 0, 0], [0, 0], 1),  # PaddleOCR's detector head: 2x2 kernel, stride 2
-    ([1, 0, 0, 1], [1, 1], 1),  # asymmetric pads: the unpadded result cropped
-    ([1, 1, 1, 1], [0, 0], 2),
-])
-def test_conv_transpose_translations_equal_onnx_runtime(pads: list, output_padding: list, group: int) -> None:
-    from onnx import numpy_helper
-
-    w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((4, 6 // group, 3, 3)).astype(np.float32),
-                                "w")
-    b = numpy_helper.from_array(np.arange(6, dtype=np.float32), "b")
-    model = _one_node("ConvTranspose", ["w", "b"], [1, 4, 5, 7], [], initializers=[w, b], strides=[2, 2],
-                      pads=pads, output_padding=output_padding, group=group)
-    assert _reader_vs_ort(model, [1, 4, 5, 7]) < 1e-4
-
-
-@pytest.mark.parametrize("op, attrs", [
-    ("DepthToSpace", {"mode": "DCR"}),  # tf2onnx's form of TFLite's DEPTH_TO_SPACE (MediaPipe's pose detector)
-    ("DepthToSpace", {"mode": "CRD"}),
-    ("SpaceToDepth", {}),
-])
-def test_depth_moves_equal_onnx_runtime(op: str, attrs: dict) -> None:
-    # Values move, none is computed: equal to the bit.
-    assert _reader_vs_ort(_one_node(op, [], [1, 8, 4, 6], [], blocksize=2, **attrs), [1, 8, 4, 6]) == 0.0
-
-
-def test_clip_bounds_given_as_initializers_trace(tmp_path: Path) -> None:
-    """tf2onnx writes ReLU6 as Clip with float initializers for min and max (MediaPipe's hand
-    landmarks): read as buffers they were .item() calls torch.export could not trace."""
-    import onnxruntime as ort
-    import torch
-    from onnx import TensorProto, helper
-
-    from edgeserve.sources import load_source
-
-    path = tmp_path / "clip.onnx"
-    path.write_bytes(_one_node("Clip", ["lo", "hi"], [1, 3, 4, 4], [1, 3, 4, 4], initializers=[
-        helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]),
-        helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0])]))
-    source = load_source(path)  # traces with torch.export
-    x = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32) * 8
-    (expected,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    with torch.no_grad():
-        got = source.module(torch.from_numpy(x)).numpy()
-    np.testing.assert_array_equal(got, expected)
-    assert got.min() == 0.0 and got.max() == 6.0
-
-
-def test_split_translations_equal_onnx_runtime() -> None:
-    from onnx import TensorProto, helper
-
-    sizes = _one_node("Split", ["sizes"], [1, 7, 4], [], outputs=3, axis=1,
-                      initializers=[helper.make_tensor("sizes", TensorProto.INT64, [3], [2, 4, 1])])
-    assert _reader_vs_ort(sizes, [1, 7, 4]) == 0.0
-    even = _one_node("Split", [], [1, 6, 4], [], outputs=3, axis=1)
-    assert _reader_vs_ort(even, [1, 6, 4]) == 0.0
 
 
 def test_a_corrupt_onnx_file_is_a_clean_error(example: TorchExample, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""What the ONNX reader's operator translations (onnx_torch, onnx_reductions) do with a value:
-a torch tensor while tracing, or a numpy array known before the model runs (constants and
-shape arithmetic, which stay numpy so that torch.export sees plain numbers)."""
+"""What the ONNX reader's operator translations (onnx_torch, onnx_movement, onnx_reductions) do
+with a value: a torch tensor while tracing, or a numpy array known before the model runs
+(constants and shape arithmetic, which stay numpy so that torch.export sees plain numbers)."""
 
 from __future__ import annotations
 
