@@ -151,3 +151,31 @@ def test_split_translations_equal_onnx_runtime() -> None:
     assert reader_vs_ort(sizes, [1, 7, 4]) == 0.0
     even = one_node("Split", [], [1, 6, 4], [], outputs=3, axis=1)
     assert reader_vs_ort(even, [1, 6, 4]) == 0.0
+
+
+def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path) -> None:
+    """openwakeword's melspectrogram clips its log-mel values at their own maximum minus 80 dB:
+    a bound that is a run-time value, which float() made a data-dependent guard torch.export
+    refused (the whole model had no route to Core ML or LiteRT through the reader)."""
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper
+
+    from edgeserve.sources import load_source
+
+    graph = helper.make_graph([
+        helper.make_node("ReduceMax", ["x"], ["peak"], keepdims=0),
+        helper.make_node("Sub", ["peak", "range"], ["floor"]),
+        helper.make_node("Clip", ["x", "floor"], ["y"]),
+    ], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 8])],
+        [helper.make_tensor("range", TensorProto.FLOAT, [], [2.0])])
+    path = tmp_path / "clip_at_peak.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    source = load_source(path)  # traces with torch.export
+    x = np.random.default_rng(3).standard_normal((1, 5, 8)).astype(np.float32)
+    (expected,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with torch.no_grad():
+        got = source.module(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(got, expected)
+    assert (got == x.max() - 2.0).sum() > 0 and (got == x).sum() > 0  # both sides of the bound are taken

@@ -365,9 +365,18 @@ def _lrn(args: list[Value], attrs: dict[str, Any]) -> Value:
 
 
 def _clip(args: list[Value], attrs: dict[str, Any]) -> Value:
-    lo = float(args[1]) if len(args) > 1 and args[1] is not None else attrs.get("min")
-    hi = float(args[2]) if len(args) > 2 and args[2] is not None else attrs.get("max")
+    lo = _bound(args[1] if len(args) > 1 else None, attrs.get("min"))
+    hi = _bound(args[2] if len(args) > 2 else None, attrs.get("max"))
     return _torch().clamp(_tensor(args[0]), min=lo, max=hi)
+
+
+def _bound(value: Value, attribute: Any) -> Any:
+    """A Clip bound: a number when known before the model runs, else the run-time tensor itself
+    (openwakeword's melspectrogram clips at its own maximum minus 80 dB; float() of a traced
+    value is a data-dependent guard torch.export cannot take)."""
+    if value is None:
+        return attribute
+    return float(value) if _is_np(value) else value.reshape(())
 
 
 def _reduce_mean(args: list[Value], attrs: dict[str, Any]) -> Value:
