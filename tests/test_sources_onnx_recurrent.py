@@ -269,10 +269,41 @@ def test_a_state_input_and_output_move_batch_first_and_compute_what_they_did(tmp
         load_source(path, input_values={"mode": "2"}, batch_axes={"state": 3})
 
 
-def test_an_if_on_the_data_is_refused_naming_the_flag_that_would_fix_it(tmp_path: Path) -> None:
+def test_an_if_on_the_data_runs_both_branches_and_selects_as_onnx_runtime_does() -> None:
+    """openwakeword's hey_jarvis runs a verifier network only when its first score reaches 0.5:
+    a condition known only at run time. The reader computes both branches and selects each
+    output, which gives ONNX Runtime's values whichever branch the data picks; branches whose
+    outputs differ in shape have no such form and are refused, naming the flag that fixes it."""
+    from onnx import TensorProto, helper, numpy_helper
+
     from edgeserve.sources.onnx_torch import OnnxOpError, build_module
 
     model = onnx.load_model_from_string(_stateful_model())  # mode stays an input: known only at run time
     module = build_module(onnx, model)
-    with pytest.raises(OnnxOpError, match="a branch condition computed from the data.*--input-value"):
-        module(torch.zeros(1, 6), torch.zeros(2, 1, 4), torch.tensor(2))
+    session = ort.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(6)
+    x, state = rng.standard_normal((1, 6)).astype(np.float32), rng.standard_normal((2, 1, 4)).astype(np.float32)
+    seen = set()
+    for mode in (2, 3):  # the doubled branch, then the other
+        want_y, _ = session.run(None, {"x": x, "state": state, "mode": np.array(mode, np.int64)})
+        got_y, _ = module(torch.from_numpy(x), torch.from_numpy(state), torch.tensor(mode))
+        np.testing.assert_allclose(got_y.detach().numpy(), want_y, rtol=1e-6)
+        seen.add(round(float(want_y[0, 0]), 4))
+    assert len(seen) == 2  # the two branches gave different values, so selecting the wrong one fails
+
+    def branch(name: str, shape: list[int]) -> Any:
+        return helper.make_graph([helper.make_node("Reshape", ["y0", f"{name}_s"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)],
+                                 [numpy_helper.from_array(np.array(shape, np.int64), f"{name}_s")])
+
+    graph = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+                               helper.make_node("Greater", ["m", "zero"], ["c"]),
+                               helper.make_node("Identity", ["x"], ["y0"]),
+                               helper.make_node("If", ["c"], ["y"], then_branch=branch("then", [6]),
+                                                else_branch=branch("else", [2, 3]))], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    shaped = build_module(onnx, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(OnnxOpError, match=r"branches that give shapes \[6\] and \[2, 3\].*--input-value"):
+        shaped(torch.zeros(1, 6))

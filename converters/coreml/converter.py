@@ -228,7 +228,19 @@ class CoreMLConverter(Converter):
         program = MilProgram.load(float_package)
         feeds = ctx.progress.track(_feeds(plans, calibration.inputs), len(calibration),
                                    "coreml: activation ranges (numpy MIL evaluator)")
-        return collect_activation_stats(program, feeds)
+        return collect_activation_stats(program, feeds, own_ranges=self._float_tail(ctx, program))
+
+    def _float_tail(self, ctx: ConversionContext, program: Any) -> list[str]:
+        """The concats of outputs found, before quantizing, to join ranges one scale cannot
+        hold (float_tail.py); none when there is no such output or it is not such a join (the
+        manifest then lists the output under mixed_range_outputs with an empty float_tail)."""
+        from edgeserve.converters.coreml.float_tail import concat_tail
+
+        mixed = {i: m for i, m in ctx.mixed_range_outputs().items() if i < len(program.outputs)}
+        if not mixed:
+            return []
+        tail = concat_tail(program, [(i, m["axis"]) for i, m in mixed.items()])
+        return tail or []
 
     def _metadata(self, ctx: ConversionContext, opts: Options) -> dict[str, str]:
         """What the package's metadata says: its four fields, then edgeserve's provenance keys."""
@@ -483,6 +495,9 @@ def _quantization(opts: Options, program: Any, stats: Any, ctx: ConversionContex
         "quantized_weights": counts.get("constexpr_affine_dequantize", 0)
                              + counts.get("constexpr_blockwise_shift_scale", 0),
         "activation_quantize_ops": counts.get("quantize", 0),
+        **({} if stats is None or not (stats.own_ranges or ctx.mixed_range_outputs()) else {
+            "float_tail": stats.own_ranges,
+            "mixed_range_outputs": list(ctx.mixed_range_outputs().values())}),
         "activation_stats": None if stats is None else {
             "method": "mil-numpy",
             "note": "min/max of each value over every calibration sample, from edgeserve's numpy MIL "

@@ -18,7 +18,7 @@ range (its ``_update_tensor_range`` overwrites before comparing).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ class ActivationStats:
 
     ranges: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     samples: int = 0
+    own_ranges: list[str] = dataclasses.field(default_factory=list)  # concats whose parts keep their own
 
     def observe(self, name: str, value: np.ndarray) -> None:
         if value.size == 0:
@@ -48,16 +49,18 @@ class ActivationStats:
             seen["rmin"], seen["rmax"] = min(seen["rmin"], lo), max(seen["rmax"], hi)
 
 
-def collect_activation_stats(program: MilProgram, feeds: Iterable[Mapping[str, np.ndarray]]) -> ActivationStats:
-    """Run ``program`` over every calibration sample and keep each value's range."""
+def collect_activation_stats(program: MilProgram, feeds: Iterable[Mapping[str, np.ndarray]],
+                             own_ranges: Collection[str] = ()) -> ActivationStats:
+    """Run ``program`` over every calibration sample and keep each value's range; the concats
+    named in ``own_ranges`` (a float tail: converters/coreml/float_tail.py) keep a range per part."""
     evaluator = MilEvaluator(program)
-    stats = ActivationStats()
+    stats = ActivationStats(own_ranges=list(own_ranges))
     for feed in feeds:
         evaluator.run(feed, observe=stats.observe)
         stats.samples += 1
-    # Inputs and outputs of one concat must share a range (one scale for the whole tensor).
+    # Inputs and outputs of one concat share a range (one scale for the whole tensor).
     for op in program.ops:
-        if op.type != "concat":
+        if op.type != "concat" or op.name in own_ranges:
             continue
         names = [b.name for b in op.inputs.get("values", ()) if b.name] + [op.outputs[0][0]]
         known = [stats.ranges[n] for n in names if n in stats.ranges]

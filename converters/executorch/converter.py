@@ -86,8 +86,8 @@ class _ExecutorchBase(Converter):
         for mode in MODES[self.precision]:
             # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
             # scale cannot hold, and only when static int8 failed on one of them.
-            joins = tuple(o["index"] for o in (attempts[-1].get("quality") or {}).get("outputs", [])
-                          if not o["ok"] and o["index"] in mixed) if attempts else ()
+            joins = tuple((o["index"], mixed[o["index"]]["axis"]) for o in (attempts[-1].get("quality") or {})
+                          .get("outputs", []) if not o["ok"] and o["index"] in mixed) if attempts else ()
             if mode == "int8-float-tail" and not joins:
                 continue
             pte = ctx.workdir / self.name / mode / self.artifact
@@ -105,7 +105,7 @@ class _ExecutorchBase(Converter):
                                      "reason": str(exc)})
                     break
             outputs = built.pop("outputs")
-            built["float_joins"] = list(joins) if mode == "int8-float-tail" else []
+            built["float_joins"] = [index for index, _ in joins] if mode == "int8-float-tail" else []
             if mode == "int8-dynamic" and not built["int8_layers"]:
                 # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
                 # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.

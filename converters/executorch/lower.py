@@ -15,11 +15,11 @@ import numpy as np
 
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
-          check_inputs: list[np.ndarray], float_joins: tuple[int, ...] = ()) -> dict[str, Any]:
+          check_inputs: list[np.ndarray], float_joins: tuple[tuple[int, int], ...] = ()) -> dict[str, Any]:
     """Lower the saved ExportedProgram to a .pte (quantized first for "int8", "int8-float-tail"
     and "int8-dynamic"), write it, and run it on ``check_inputs`` (N-first arrays, one per model
-    input) with executorch.runtime. ``float_joins``: the outputs whose final concatenation
-    "int8-float-tail" leaves unquantized."""
+    input) with executorch.runtime. ``float_joins``: the outputs (index, mixed channel axis) whose
+    joins "int8-float-tail" leaves unquantized."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -125,7 +125,7 @@ def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray], dynamic: bool = False,
-               float_joins: tuple[int, ...] = ()) -> Any:
+               float_joins: tuple[tuple[int, int], ...] = ()) -> Any:
     """PT2E INT8 with XNNPACK's quantizer, then exported again: symmetric per-channel int8
     weights, and int8 activations with ranges observed over every calibration sample (static),
     or (``dynamic``) the inputs of convolutions and linear layers quantized to int8 at run time
@@ -150,7 +150,7 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
         # the scale its own producer's observer sets, and the join happens in float.
         joins = _output_joins(module, float_joins)
         if not joins:
-            raise RuntimeError("no output to keep float is made by a concatenation (torch.cat)")
+            raise RuntimeError("no output to keep float is made by concatenations (torch.cat) and layout moves only")
         from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
 
         # ExecuTorch 1.5.1's cat annotator does not ask the filter; it skips a node already
@@ -167,21 +167,42 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     return torch.export.export(convert_pt2e(prepared), example)
 
 
-def _output_joins(module: Any, outputs: tuple[int, ...]) -> set[str]:
-    """Names of the aten.cat nodes that make the graph outputs ``outputs`` (through views and
-    permutes): the float tail of tflite-int8's remedy (converters/tflite_int8/float_tail.py)."""
+def _output_joins(module: Any, outputs: tuple[tuple[int, int], ...]) -> set[str]:
+    """Names of the aten.cat nodes from the channel joins of each graph output in ``outputs``
+    ((index, the axis whose channels hold the different ranges)) to that output, through views and
+    permutes (converters/join_tail.py; tflite-int8's remedy: converters/tflite_int8/float_tail.py);
+    empty when one of them is not made by joins and layout moves only."""
     import torch
 
-    moves = (torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten.permute.default,
-             torch.ops.aten.clone.default, torch.ops.aten.contiguous.default)
+    from edgeserve.converters.join_tail import Step, join_tail, reshaped_axis, transposed_axis
+
+    moves = (torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten.clone.default,
+             torch.ops.aten._unsafe_view.default, torch.ops.aten.contiguous.default)
+
+    def shape(node: Any) -> list[int] | None:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        return [int(d) for d in value.shape] if value is not None and hasattr(value, "shape") else None
+
+    def describe(node: Any) -> Step | None:
+        if not isinstance(node, torch.fx.Node) or not node.args:
+            return None
+        if node.target == torch.ops.aten.cat.default:
+            rank = len(shape(node) or []) or None
+            axis = int(node.args[1]) if len(node.args) > 1 else 0
+            return Step(node.name, tuple(node.args[0]), axis=axis % rank if rank else None)
+        if node.target == torch.ops.aten.permute.default:
+            return Step(node.name, (node.args[0],), before=transposed_axis(list(node.args[1])))
+        if node.target in moves:
+            return Step(node.name, (node.args[0],), before=reshaped_axis(shape(node.args[0]), shape(node)))
+        return None
+
     results = next(node for node in module.graph.nodes if node.op == "output").args[0]
-    found = set()
-    for index in outputs:
-        node = results[index] if index < len(results) else None
-        while isinstance(node, torch.fx.Node) and node.target in moves and node.args:
-            node = node.args[0]
-        if isinstance(node, torch.fx.Node) and node.target == torch.ops.aten.cat.default:
-            found.add(node.name)
+    found: set[str] = set()
+    for index, axis in outputs:
+        tail = join_tail(results[index], axis, describe) if index < len(results) else None
+        if tail is None:
+            return set()
+        found |= {name for name in tail if isinstance(name, str)}
     return found
 
 

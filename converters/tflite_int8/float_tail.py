@@ -14,40 +14,47 @@ Which outputs need it is read from the float model's outputs before anything is 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from edgeserve.converters.join_tail import Step, join_tail, reshaped_axis, transposed_axis
 from edgeserve.tflite_model import TfliteModel
 
-#: Operators that only move values: the concatenation may sit behind them.
+#: Operators that only move values: the concatenations may sit behind them.
 _LAYOUT = {"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"}
 
 
 def concatenation_tail(model: bytes, outputs: Sequence[tuple[int, int]]) -> list[tuple[str, str]] | None:
-    """(operator, output tensor name) of each operator from a CONCATENATION to each subgraph
+    """(operator, output tensor name) of each operator from the channel joins of each subgraph
     output in ``outputs`` ((position among the subgraph's outputs, the axis whose channels hold
-    the different ranges)), or None when one of them is not joined along that axis by a
-    concatenation behind layout operators only: a concatenation along another axis (PP-PicoDet's
-    per-level score maps, joined along the anchors) puts every range in each part, and keeping
-    it float separates nothing."""
+    the different ranges)) to that output (converters/join_tail.py), or None when one of them is
+    not made by concatenations and layout operators only. A concatenation along another axis
+    is followed into its inputs; one that joins the anchors with nothing joined along the
+    channels behind it (PP-PicoDet's per-level score maps) puts every range in each part, and
+    keeping it float separates nothing, so that is None too."""
     parsed = TfliteModel.from_bytes(model)
     graph = parsed.subgraphs[0]
     producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
-    tail: list[tuple[str, str]] = []
+
+    def describe(tensor: Any) -> Step | None:
+        op = producer.get(tensor)
+        if op is None or op.op_name not in _LAYOUT | {"CONCATENATION"}:
+            return None
+        name = graph.tensors[op.outputs[0]].name
+        if op.op_name == "CONCATENATION":
+            rank = len(graph.tensors[op.outputs[0]].shape)
+            return Step(("CONCATENATION", name), tuple(op.inputs), axis=op.options.get("axis", 0) % max(rank, 1))
+        source = op.inputs[0]
+        if op.op_name == "TRANSPOSE":
+            perm = op.inputs[1]
+            before = transposed_axis(parsed.tensor_data(0, perm).tolist() if graph.tensors[perm].is_constant else None)
+        else:
+            before = reshaped_axis(graph.tensors[source].shape, graph.tensors[op.outputs[0]].shape)
+        return Step((op.op_name, name), (source,), before=before)
+
+    tail: list[Any] = []
     for position, axis in outputs:
-        tensor = graph.outputs[position]
-        chain: list[tuple[str, str]] = []
-        while True:
-            op = producer.get(tensor)
-            if op is None or op.op_name not in _LAYOUT | {"CONCATENATION"}:
-                return None
-            chain.append((op.op_name, graph.tensors[op.outputs[0]].name))
-            if op.op_name == "CONCATENATION":
-                if axis is not None and op.options.get("axis", 0) % len(graph.tensors[tensor].shape) != axis:
-                    return None
-                break
-            if op.op_name == "TRANSPOSE" and axis is not None and graph.tensors[op.inputs[1]].is_constant:
-                axis = int(parsed.tensor_data(0, op.inputs[1])[axis])  # the same channels before the transpose
-            else:
-                axis = None  # a reshape moves axes in ways not followed here: the join is taken as it is
-            tensor = op.inputs[0]
-        tail += [step for step in chain if step not in tail]
+        names = join_tail(graph.outputs[position], axis, describe)
+        if names is None:
+            return None
+        tail += [step for step in names if step not in tail]
     return tail or None

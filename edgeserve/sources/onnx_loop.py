@@ -1,8 +1,11 @@
-"""ONNX ``Loop`` and ``If`` whose control is known before the model runs, for edgeserve's reader.
+"""ONNX ``Loop`` and ``If`` for edgeserve's reader: unrolled, or a branch picked, while tracing.
 
 ``If``: a condition computed from constants (silero-vad branches on its sample rate, which
 ``--input-value sr=16000`` makes a constant) picks its branch while tracing; the branch's
-nodes run as if they were the graph's own. A condition that depends on the data is refused.
+nodes run as if they were the graph's own. A condition that depends on the data (openwakeword's
+hey_jarvis runs a second "verifier" network only when its first score reaches 0.5) runs both
+branches and selects each output with ``where``: the same values, every branch computed on
+every run, as a static graph must. Branches whose outputs differ in shape are refused.
 
 ``Loop``:
 tf2onnx writes a Keras 3 LSTM or GRU as a ``Loop`` over the time steps (TensorFlow's
@@ -84,12 +87,28 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
 
 def run_if(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], attrs: dict[str, Any],
            outer: dict[str, Value]) -> tuple[Value, ...]:
-    """The If node's outputs: the branch its (constant) condition picks, run with the enclosing values."""
+    """The If node's outputs: the branch its constant condition picks, run with the enclosing values; with
+    a condition computed from the data, both branches, each output selected by it."""
     condition = args[0]
-    if not isinstance(condition, np.ndarray):
-        raise NotImplementedError("a branch condition computed from the data is not supported (it must be known "
-                                  "before the model runs: fix the input it depends on with --input-value)")
-    branch: Body = attrs["then_branch" if bool(np.asarray(condition).reshape(-1)[0]) else "else_branch"]
+    if isinstance(condition, np.ndarray):
+        return _branch(run_nodes, attrs["then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"], outer)
+    import torch
+
+    chosen = condition.reshape(()).bool()
+    both = [_branch(run_nodes, attrs[name], outer) for name in ("then_branch", "else_branch")]
+    selected = []
+    for then_value, else_value in zip(*both):
+        a, b = (torch.as_tensor(v) if isinstance(v, np.ndarray) else v for v in (then_value, else_value))
+        if tuple(a.shape) != tuple(b.shape):
+            raise NotImplementedError(f"a branch condition computed from the data, with branches that give shapes "
+                                      f"{list(a.shape)} and {list(b.shape)} (a static graph needs one shape; fix "
+                                      "the input it depends on with --input-value)")
+        selected.append(torch.where(chosen, a, b.to(a.dtype)))
+    return tuple(selected)
+
+
+def _branch(run_nodes: Callable[[list, dict[str, Value]], None], branch: Body,
+            outer: dict[str, Value]) -> tuple[Value, ...]:
     env = dict(outer)
     env.update(branch.constants)
     run_nodes(branch.nodes, env)

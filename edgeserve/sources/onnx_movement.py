@@ -182,6 +182,8 @@ def _cast(args: list[Value], attrs: dict[str, Any]) -> Value:
     x = args[0]
     if isinstance(x, np.ndarray):
         return x.astype(dtype)
+    if dtype.kind == "b":  # a condition (a data-dependent If's, onnx_loop)
+        return x != 0
     if dtype.kind != "f":
         raise NotImplementedError(f"casting a run-time tensor to {dtype} is not supported")
     return x.float()
