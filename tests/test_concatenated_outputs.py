@@ -180,3 +180,107 @@ def test_the_tflite_tail_follows_the_same_axes(tmp_path: Path, monkeypatch: pyte
     assert concatenation_tail(model, [(turned, 1)]) is None
     tail = concatenation_tail(model, [(turned, 2)])
     assert tail is not None and [op for op, _ in tail] == ["TRANSPOSE", "CONCATENATION"]
+
+
+def _per_level_head() -> bytes:
+    """A YOLOX-style head (ddddocr's detector, YOLOv5, YOLOv7): two feature levels (x [1, 3, 8, 8]
+    and a 2x2 max pool of it), each joining 4 "box" channels (a convolution x 100) and 2 "score"
+    channels (a sigmoid) along the channels, reshaped to [1, 6, H*W], the levels joined along the
+    anchors and transposed: [1, 80, 6], the mixed channels on axis 2."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("MaxPool", ["x"], ["f1"], kernel_shape=[2, 2], strides=[2, 2])]
+    initializers = [numpy_helper.from_array(np.array(100.0, np.float32), "hundred"),
+                    numpy_helper.from_array(np.array([1, 6, -1], np.int64), "rows")]
+    for level, features in enumerate(("x", "f1")):
+        for part, channels in (("box", 4), ("score", 2)):
+            initializers.append(numpy_helper.from_array(
+                rng.standard_normal((channels, 3, 1, 1)).astype(np.float32), f"w_{part}{level}"))
+            nodes.append(helper.make_node("Conv", [features, f"w_{part}{level}"], [f"{part}{level}_conv"]))
+        nodes += [helper.make_node("Mul", [f"box{level}_conv", "hundred"], [f"box{level}"]),
+                  helper.make_node("Sigmoid", [f"score{level}_conv"], [f"score{level}"]),
+                  helper.make_node("Concat", [f"box{level}", f"score{level}"], [f"level{level}"], axis=1,
+                                   name=f"join_level{level}"),
+                  helper.make_node("Reshape", [f"level{level}", "rows"], [f"rows{level}"], name=f"rows{level}")]
+    nodes += [helper.make_node("Concat", ["rows0", "rows1"], ["anchors"], axis=2, name="join_anchors"),
+              helper.make_node("Transpose", ["anchors"], ["detections"], perm=[0, 2, 1], name="turn")]
+    graph = helper.make_graph(nodes, "per_level", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("detections", TensorProto.FLOAT, [1, 80, 6])],
+                              initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def test_per_level_joins_behind_an_anchor_join_are_the_tail_in_every_ir(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walking back from the output: the anchor join is followed into each level, each level's
+    reshape maps the channel axis back, and each level's channel join ends its branch. The same
+    joins in ONNX, in the reader's .tflite and in the torch.export graph ExecuTorch quantizes."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("litert_torch")
+    from edgeserve.converters.onnx.float_tail import concat_tail
+    from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
+    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+
+    model = onnx.load_model_from_string(_per_level_head())
+    assert concat_tail(model, [(0, 2)]) == ["turn", "join_anchors", "rows0", "join_level0", "rows1", "join_level1"]
+    assert concat_tail(model, [(0, 0)]) is None  # no join along that axis: every branch ends in a convolution
+    monkeypatch.setenv(ROUTE_ENV, "reader")
+    (tmp_path / "head.onnx").write_bytes(_per_level_head())
+    source = load_onnx(tmp_path / "head.onnx")
+    tail = concatenation_tail(source.float_tflite(tmp_path).model, [(0, 2)])
+    assert tail is not None and sum(op == "CONCATENATION" for op, _ in tail) == 3, tail
+    from edgeserve.converters.executorch.lower import _output_joins
+
+    module = source.program.module()
+    cats = {n.name for n in module.graph.nodes if n.target is not None and "cat" in str(n.target)}
+    joins = _output_joins(module, ((0, 2),))
+    assert len(cats) == 3 and cats <= joins, (cats, joins)
+    assert _output_joins(module, ((0, 0),)) == set()
+
+
+
+def test_core_ml_w8a8_keeps_a_range_per_part_for_a_mixed_output(tmp_path: Path) -> None:
+    """coremltools quantizes around convolutions and their activations and joins in float, but a
+    concat whose parts share one range (what edgeserve gives every other concat) put the sigmoid
+    scores on the boxes' scale: the gate failed the score channels (measured with the tail turned
+    off). Found before quantizing, the head's three joins keep a range per part."""
+    pytest.importorskip("coremltools")
+    import json
+
+    from edgeserve.pipeline import convert
+
+    (tmp_path / "head.onnx").write_bytes(_per_level_head())
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(8).standard_normal((24, 3, 8, 8)).astype(np.float32))
+    result = convert(tmp_path / "head.onnx", ["coreml"], tmp_path / "out", calib=tmp_path / "calib.npz",
+                     options={"coreml_precision": "w8a8", "max_drop": 100.0})
+    (entry,) = result.manifest["artifacts"]
+    assert [m["output"] for m in entry["quantization"]["mixed_range_outputs"]] == ["detections"]
+    assert len(entry["quantization"]["float_tail"]) == 3  # the two level joins and the anchor join
+    rows = json.loads((tmp_path / "out" / "reports" / "coreml.json").read_text())["activation_quantization"]
+    scores = [r for r in rows if "sigmoid" in r["tensor"]]
+    assert len(scores) == 2 and all(r["rmax"] <= 1.0 for r in scores), rows  # their own range, not the boxes'
+    assert entry["status"] == "ok" and entry["quality"]["outputs"][0]["ok"], entry["quality"]
+
+
+def test_a_per_level_head_is_int8_with_its_float_tail_and_refused_by_name_on_microcontrollers(tmp_path: Path) -> None:
+    """tflite-int8 keeps the three joins (and the reshapes and transposes between them) in float;
+    the microcontroller targets split off only one final join, and say so in one line."""
+    pytest.importorskip("litert_torch")
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    (tmp_path / "head.onnx").write_bytes(_per_level_head())
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(8).standard_normal((24, 3, 8, 8)).astype(np.float32))
+    result = CliRunner().invoke(cli, ["convert", str(tmp_path / "head.onnx"), "-t", "tflite-int8", "-t", "mcu-c",
+                                      "-o", str(tmp_path / "out"), "--calib", str(tmp_path / "calib.npz")])
+    assert result.exit_code != 0
+    assert re.search(r"error: mcu-c: refused: output 'detections' of tflite-int8's artifact is a float tail of 3 "
+                     r"concatenations over 4 int8 parts", result.output), result.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (entry,) = [a for a in manifest["artifacts"] if a["target"] == "tflite-int8"]
+    assert [(a["remedy"], a["status"]) for a in entry["attempts"]][:2] == [("int8", "sqnr too low"), ("float-tail", "ok")]
+    assert entry["status"] == "ok" and sum("CONCATENATION" in f for f in entry["quantization"]["float_layers"]) == 3

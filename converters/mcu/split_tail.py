@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeserve.errors import InputError
 from edgeserve.tflite_metadata import schema_module, unpack_model
 
 
@@ -49,6 +50,7 @@ def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:
                 or graph.tensors[out].type != schema.TensorType.FLOAT32
                 or any(p is None or kind(ops[p]) != schema.BuiltinOperator.DEQUANTIZE
                        or readers.get(ops[p].outputs[0], 0) != 1 for p in parts)):
+            _refuse_a_tail_of_several_joins(schema, graph, ops, producer, kind, out)
             outputs.append(out)
             continue
         name = graph.tensors[out].name.decode()
@@ -82,3 +84,40 @@ def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:
     builder = flatbuffers.Builder(len(model_bytes) + 4096)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output()), splits
+
+
+def _refuse_a_tail_of_several_joins(schema: Any, graph: Any, ops: list[Any], producer: dict[int, int],
+                                    kind: Any, out: int) -> None:
+    """One error line when the float output ``out`` is a float tail of several joins (a YOLOX or
+    YOLOv5 head: each level joined along the channels, the levels along the anchors), which has
+    no split into integer outputs here; anything else is left to the targets' own checks."""
+    moves = {schema.BuiltinOperator.CONCATENATION, schema.BuiltinOperator.RESHAPE, schema.BuiltinOperator.TRANSPOSE,
+             schema.BuiltinOperator.SQUEEZE, schema.BuiltinOperator.EXPAND_DIMS}
+    if graph.tensors[out].type != schema.TensorType.FLOAT32:
+        return
+    seen: set[int] = set()
+    pending, joins, parts = [out], 0, 0
+    while pending:
+        k = producer.get(pending.pop())
+        if k is None:
+            return  # a float model input: not a tail
+        if k in seen:
+            continue
+        seen.add(k)
+        op_kind = kind(ops[k])
+        if op_kind == schema.BuiltinOperator.DEQUANTIZE:
+            parts += 1
+            continue
+        if op_kind not in moves:
+            return
+        joins += op_kind == schema.BuiltinOperator.CONCATENATION
+        # Every input of a join is data; a layout move's first input is (the others: shape, perm).
+        pending += list(ops[k].inputs) if op_kind == schema.BuiltinOperator.CONCATENATION else [ops[k].inputs[0]]
+    if joins > 1 and parts:
+        raise InputError(
+            f"output '{graph.tensors[out].name.decode()}' of tflite-int8's artifact is a float tail of {joins} "
+            f"concatenations over {parts} int8 parts (each feature level joined along the channels, then the levels "
+            "along the anchors, as YOLOX and YOLOv5 heads are); the microcontroller targets split off only a tail that "
+            "is one final CONCATENATION. Export the model with its boxes and scores as separate outputs, or accept the "
+            "all-int8 model with a lower --min-sqnr")
+
