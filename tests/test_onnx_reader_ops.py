@@ -179,3 +179,17 @@ def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path) -> None:
         got = source.module(torch.from_numpy(x)).numpy()
     np.testing.assert_array_equal(got, expected)
     assert (got == x.max() - 2.0).sum() > 0 and (got == x).sum() > 0  # both sides of the bound are taken
+
+
+@pytest.mark.parametrize(("starts", "ends", "steps"), [
+    ([-1], [-(2**63)], [-1]),  # the whole axis reversed (a backward LSTM's sequence, as exporters write it)
+    ([5], [0], [-2]),
+    ([2], [-9], [-1]),  # an end before the start of the axis, clamped as ONNX says
+])
+def test_a_backward_slice_equals_onnx_runtime(starts: list[int], ends: list[int], steps: list[int]) -> None:
+    from onnx import TensorProto, helper
+
+    model = one_node("Slice", ["starts", "ends", "axes", "steps"], [1, 7, 3], [], initializers=[
+        helper.make_tensor(n, TensorProto.INT64, [1], v)
+        for n, v in (("starts", starts), ("ends", ends), ("axes", [1]), ("steps", steps))])
+    assert reader_vs_ort(model, [1, 7, 3]) == 0.0

@@ -307,3 +307,26 @@ def test_an_if_on_the_data_runs_both_branches_and_selects_as_onnx_runtime_does()
     shaped = build_module(onnx, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     with pytest.raises(OnnxOpError, match=r"branches that give shapes \[6\] and \[2, 3\].*--input-value"):
         shaped(torch.zeros(1, 6))
+
+
+def test_an_output_with_its_batch_second_is_refused_naming_the_flag_then_moved_first(tmp_path: Path) -> None:
+    """A CRNN's logits come [time, batch, classes] (captcha-whisperer's): stacked sample by sample
+    along the first dimension they were a traceback in the float check; refused naming the flag,
+    then with --batch-axis every artifact gives them batch-first."""
+    from onnx import TensorProto, helper
+
+    from edgeserve.errors import SourceModelError
+    from edgeserve.sources import load_source
+
+    graph = helper.make_graph([helper.make_node("Transpose", ["x"], ["logits"], perm=[1, 0, 2])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [3, "batch", 4])])
+    path = tmp_path / "time_first.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(SourceModelError, match=r"output 'logits' has shape \[3, 1, 4\] for one sample.*"
+                                               r"--batch-axis logits=1"):
+        load_source(path)
+    source = load_source(path, batch_axes={"logits": 1})
+    assert source.signature.outputs[0].shape == (1, 3, 4)
+    x = np.random.default_rng(9).standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(source.predict([x])[0], x)  # batch-first again: the samples as they came

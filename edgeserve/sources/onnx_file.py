@@ -98,6 +98,9 @@ class OnnxSource(SourceModel):
         self._input_shapes = [t.shape for t in inputs]
         outputs = tuple(TensorInfo(v.name, tuple(o.shape), o.dtype.name)
                         for v, o in zip(graph.output, self._run([np.zeros(t.shape, np.float32) for t in inputs])))
+        for value, info in zip(graph.output, outputs):
+            if info.shape and info.shape[0] != 1:
+                _refuse_batch_not_first(value, info)
         super().__init__(path, "onnx", Signature(inputs, outputs), f"onnx {onnx.__version__}, opset {opset}")
         self.framework = "onnx"
 
@@ -337,3 +340,18 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
 KINDS = (
     SourceKind("onnx", "an ONNX (.onnx) file", lambda p: not p.is_dir() and p.suffix.lower() == ".onnx", load_onnx),
 )
+
+
+def _refuse_batch_not_first(value: Any, info: TensorInfo) -> None:
+    """One sample gives this output a first dimension other than 1: its samples cannot be stacked
+    along it (a CRNN's [time, batch, classes] logits). Names the axis the file calls the batch
+    when it can, so the fix is one flag."""
+    dims = [d.dim_param or None for d in value.type.tensor_type.shape.dim]
+    ones = [i for i, size in enumerate(info.shape) if size == 1 and i > 0]
+    named = [i for i, d in enumerate(dims) if d and "batch" in d.lower() and i > 0]
+    axis = (named or ones or [None])[0]
+    fix = f"say where its batch is with --batch-axis {info.name}={axis}" if axis is not None else \
+        "re-export the model with the batch first"
+    raise SourceModelError(
+        f"output '{info.name}' has shape {list(info.shape)} for one sample: edgeserve stacks outputs sample by sample "
+        f"along their first dimension, and this one's first dimension is not the batch; {fix}")

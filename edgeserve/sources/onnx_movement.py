@@ -103,6 +103,16 @@ def _slice(args: list[Value], attrs: dict[str, Any]) -> Value:
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
         index[a % x.ndim] = slice(s, None if e >= 2**62 else e, st)
+    if isinstance(x, np.ndarray) or all(part.step is None or part.step > 0 for part in index):
+        return x[tuple(index)]
+    # torch slices forward only; a backward step (a bidirectional RNN unrolled by its exporter reads
+    # its sequence reversed) takes the same positions, which are known here, with index_select.
+    # Python's slice arithmetic clamps starts and ends as ONNX does.
+    for axis, part in enumerate(index):
+        if part.step is not None and part.step < 0:
+            positions = np.arange(*part.indices(int(x.shape[axis])), dtype=np.int64)
+            x = _torch().index_select(x, axis, _torch().from_numpy(positions))
+            index[axis] = slice(None)
     return x[tuple(index)]
 
 
