@@ -343,15 +343,16 @@ KINDS = (
 
 
 def _refuse_batch_not_first(value: Any, info: TensorInfo) -> None:
-    """One sample gives this output a first dimension other than 1: its samples cannot be stacked
-    along it (a CRNN's [time, batch, classes] logits). Names the axis the file calls the batch
-    when it can, so the fix is one flag."""
+    """One sample gives this output a first dimension other than 1 while the file declares a
+    free dimension further in (a CRNN's [time, batch, classes] logits): its samples cannot be
+    stacked along the first. Names that axis, so the fix is one flag. An output whose declared
+    dimensions are all fixed (a weight the graph also gives out) is left as it was."""
     dims = [d.dim_param or None for d in value.type.tensor_type.shape.dim]
-    ones = [i for i, size in enumerate(info.shape) if size == 1 and i > 0]
-    named = [i for i, d in enumerate(dims) if d and "batch" in d.lower() and i > 0]
-    axis = (named or ones or [None])[0]
-    fix = f"say where its batch is with --batch-axis {info.name}={axis}" if axis is not None else \
-        "re-export the model with the batch first"
+    free = [i for i, d in enumerate(dims) if d and i > 0 and i < len(info.shape) and info.shape[i] == 1]
+    if not free or dims[0]:
+        return
+    axis = next((i for i in free if "batch" in str(dims[i]).lower()), free[0])
     raise SourceModelError(
         f"output '{info.name}' has shape {list(info.shape)} for one sample: edgeserve stacks outputs sample by sample "
-        f"along their first dimension, and this one's first dimension is not the batch; {fix}")
+        f"along their first dimension, and this one's batch is its dimension {axis} ('{dims[axis]}'); say so with "
+        f"--batch-axis {info.name}={axis}, or re-export the model with the batch first")
