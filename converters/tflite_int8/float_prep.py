@@ -18,8 +18,9 @@ zoos) were written for the float runtime, and three of their habits stop a quant
   transposed convolution plus a per-channel bias, which the builtin ``TRANSPOSE_CONV`` (version
   3, with its optional bias input) computes, with the same weight layout [O, H, W, I] and the
   same padding rule (``rewrite_mediapipe_ops``);
-* operators the quantizer leaves float although an equal form quantizes (``RELU_0_TO_1``, and
-  ``SHAPE`` of fixed-shape tensors, in onnx2tf's models): quantizable_forms.py.
+* operators the quantizer leaves float although an equal form quantizes (``RELU_0_TO_1``,
+  ``SHAPE`` of fixed-shape tensors, in onnx2tf's models; ``REDUCE_MAX`` as a global max pool):
+  quantizable_forms.py.
 
 Each fix is exact: fp16 and int8 values widen to float32 without rounding, so the prepared
 model computes what the original does (the tflite-int8 target checks that on real data).
@@ -32,7 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.tflite_int8.quantizable_forms import fold_shape_arithmetic, relu_0_to_1_as_mul
+from edgeserve.converters.tflite_int8.quantizable_forms import (
+    fold_shape_arithmetic,
+    reduce_max_as_max_pool,
+    relu_0_to_1_as_mul,
+)
 from edgeserve.errors import SourceModelError
 from edgeserve.tflite_edit import builtin_code
 from edgeserve.tflite_metadata import schema_module, unpack_model
@@ -73,6 +78,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None
     steps = [s for s in (inlined, _restore_op_codes(model), _fold_densify(model, data), _widen_constant_weights(model),
                          _flat_transpose_conv_bias(model), fold_shape_arithmetic(model), relu_0_to_1_as_mul(model),
+                         reduce_max_as_max_pool(model),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:

@@ -13,6 +13,11 @@ these float, so no full-integer model exists.
   exporter), which quantized stayed an int8 BROADCAST_TO that neither edgeserve's TFLM arena
   model nor mcu-c has, and RESHAPEs of constants mcu-c's planner cannot alias: the
   microcontroller targets refused the detector for operators that compute nothing at run time.
+* ``REDUCE_MAX`` over a block of neighbouring axes is a ``MAX_POOL_2D`` whose window covers the
+  block, between two RESHAPEs ([lead, block, 1, rest] and back): the quantizer 0.10 refuses
+  REDUCE_MAX, and took nothing of models that end a convolution stack in a global max pool
+  (DNSMOS P.808 and P.835 from the speechmos wheel, openwakeword's melspectrogram). A maximum
+  is exact in float and keeps the int8 scale, so both forms give the same values.
 * ``RELU_0_TO_1(z)`` (a clamp to [0, 1]) is ``MUL(z, 6)`` with a fused RELU6, then ``MUL(., 1/6)``:
   the quantizer takes MUL with a fused activation, LiteRT, TFLM and mcu-c have int8 MUL, and
   the clamped product's range [0, 6] gives the same int8 step after the second MUL as a clamp
@@ -131,3 +136,61 @@ def relu_0_to_1_as_mul(model: Any) -> str | None:
             rewritten += 1
         graph.operators = operators
     return f"wrote {rewritten} RELU_0_TO_1 as MUL with a fused RELU6 and MUL by 1/6" if rewritten else None
+
+
+def reduce_max_as_max_pool(model: Any) -> str | None:
+    """Each REDUCE_MAX over neighbouring axes (constant axes, float input of known shape) written
+    as RESHAPE to [lead, block, 1, rest], MAX_POOL_2D with a [block, 1] window, RESHAPE back."""
+    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+
+    schema = schema_module()
+    rewritten = 0
+    for graph in model.subgraphs or []:
+        operators = []
+        for op in graph.operators or []:
+            code = model.operatorCodes[op.opcodeIndex]
+            form = None
+            if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == schema.BuiltinOperator.REDUCE_MAX:
+                form = _pooling_form(model, graph, op)
+            if form is None:
+                operators.append(op)
+                continue
+            lead, block, rest = form
+            x, out = op.inputs[0], op.outputs[0]
+            name = tensor_name(graph, out)
+            f32, i32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
+            window = [lead, block, 1, rest]
+            out_shape = [int(d) for d in graph.tensors[out].shape]
+            as_window = add_tensor(model, graph, f"{name}/window_shape", [4], i32, np.array(window, np.int32))
+            windowed = add_tensor(model, graph, f"{name}/windowed", window, f32)
+            pooled = add_tensor(model, graph, f"{name}/pooled", [lead, 1, 1, rest], f32)
+            back = add_tensor(model, graph, f"{name}/shape", [len(out_shape)], i32, np.array(out_shape, np.int32))
+            first = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [x, as_window], [windowed], "ReshapeOptions")
+            first.builtinOptions.newShape = window
+            pool = new_operator(model, schema.BuiltinOperator.MAX_POOL_2D, 1, [windowed], [pooled], "Pool2DOptions")
+            options = pool.builtinOptions
+            options.padding, options.strideH, options.strideW = schema.Padding.VALID, 1, 1
+            options.filterHeight, options.filterWidth = block, 1
+            last = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [pooled, back], [out], "ReshapeOptions")
+            last.builtinOptions.newShape = out_shape
+            operators += [first, pool, last]
+            rewritten += 1
+        graph.operators = operators
+    return f"wrote {rewritten} REDUCE_MAX as MAX_POOL_2D between RESHAPEs" if rewritten else None
+
+
+def _pooling_form(model: Any, graph: Any, op: Any) -> tuple[int, int, int] | None:
+    """(lead, block, rest): the element counts before, inside and after the reduced axes, when
+    they are neighbours given as a constant; None otherwise."""
+    schema = schema_module()
+    x, axes = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
+    shape = [int(d) for d in x.shape] if x.shape is not None else []
+    data = model.buffers[axes.buffer].data if axes.buffer else None
+    if x.type != schema.TensorType.FLOAT32 or not shape or min(shape) < 1 or data is None or not len(data):
+        return None
+    dtype = np.int64 if axes.type == schema.TensorType.INT64 else np.int32
+    reduced = sorted({int(a) % len(shape) for a in np.frombuffer(bytes(data), dtype)})
+    if not reduced or reduced != list(range(reduced[0], reduced[-1] + 1)):
+        return None
+    return (int(np.prod(shape[:reduced[0]])), int(np.prod(shape[reduced[0]:reduced[-1] + 1])),
+            int(np.prod(shape[reduced[-1] + 1:])))
