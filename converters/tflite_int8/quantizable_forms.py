@@ -111,30 +111,40 @@ def _tensor_values(model: Any, indices: list[int]) -> dict[int, np.ndarray]:
         return {i: np.array(interpreter.get_tensor(i)) for i in indices}
 
 
-def relu_0_to_1_as_mul(model: Any) -> str | None:
-    """Each RELU_0_TO_1 written as MUL by 6 with a fused RELU6, then MUL by 1/6."""
-    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
-
-    schema = schema_module()
+def _rewrite_each(model: Any, builtin: int, rewrite: Any) -> int:
+    """Replace each ``builtin`` operator by the operators ``rewrite(graph, op)`` gives (None keeps
+    it as it is); the number replaced."""
     rewritten = 0
     for graph in model.subgraphs or []:
         operators = []
         for op in graph.operators or []:
             code = model.operatorCodes[op.opcodeIndex]
-            if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) != schema.BuiltinOperator.RELU_0_TO_1:
-                operators.append(op)
-                continue
-            z, out = op.inputs[0], op.outputs[0]
-            name = tensor_name(graph, out)
-            six = add_tensor(model, graph, f"{name}/six", [], schema.TensorType.FLOAT32, np.float32(6.0))
-            sixth = add_tensor(model, graph, f"{name}/sixth", [], schema.TensorType.FLOAT32, np.float32(1.0 / 6.0))
-            clamped = add_tensor(model, graph, f"{name}/relu6", list(graph.tensors[out].shape), schema.TensorType.FLOAT32)
-            first = new_operator(model, schema.BuiltinOperator.MUL, 1, [z, six], [clamped], "MulOptions")
-            first.builtinOptions.fusedActivationFunction = schema.ActivationFunctionType.RELU6
-            second = new_operator(model, schema.BuiltinOperator.MUL, 1, [clamped, sixth], [out], "MulOptions")
-            operators += [first, second]
-            rewritten += 1
+            written = rewrite(graph, op) if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == builtin \
+                else None
+            operators += written if written is not None else [op]
+            rewritten += written is not None
         graph.operators = operators
+    return rewritten
+
+
+def relu_0_to_1_as_mul(model: Any) -> str | None:
+    """Each RELU_0_TO_1 written as MUL by 6 with a fused RELU6, then MUL by 1/6."""
+    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+
+    schema = schema_module()
+
+    def rewrite(graph: Any, op: Any) -> list[Any]:
+        z, out = op.inputs[0], op.outputs[0]
+        name = tensor_name(graph, out)
+        six = add_tensor(model, graph, f"{name}/six", [], schema.TensorType.FLOAT32, np.float32(6.0))
+        sixth = add_tensor(model, graph, f"{name}/sixth", [], schema.TensorType.FLOAT32, np.float32(1.0 / 6.0))
+        clamped = add_tensor(model, graph, f"{name}/relu6", list(graph.tensors[out].shape), schema.TensorType.FLOAT32)
+        first = new_operator(model, schema.BuiltinOperator.MUL, 1, [z, six], [clamped], "MulOptions")
+        first.builtinOptions.fusedActivationFunction = schema.ActivationFunctionType.RELU6
+        second = new_operator(model, schema.BuiltinOperator.MUL, 1, [clamped, sixth], [out], "MulOptions")
+        return [first, second]
+
+    rewritten = _rewrite_each(model, schema.BuiltinOperator.RELU_0_TO_1, rewrite)
     return f"wrote {rewritten} RELU_0_TO_1 as MUL with a fused RELU6 and MUL by 1/6" if rewritten else None
 
 
@@ -144,38 +154,32 @@ def reduce_max_as_max_pool(model: Any) -> str | None:
     from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
 
     schema = schema_module()
-    rewritten = 0
-    for graph in model.subgraphs or []:
-        operators = []
-        for op in graph.operators or []:
-            code = model.operatorCodes[op.opcodeIndex]
-            form = None
-            if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == schema.BuiltinOperator.REDUCE_MAX:
-                form = _pooling_form(model, graph, op)
-            if form is None:
-                operators.append(op)
-                continue
-            lead, block, rest = form
-            x, out = op.inputs[0], op.outputs[0]
-            name = tensor_name(graph, out)
-            f32, i32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
-            window = [lead, block, 1, rest]
-            out_shape = [int(d) for d in graph.tensors[out].shape]
-            as_window = add_tensor(model, graph, f"{name}/window_shape", [4], i32, np.array(window, np.int32))
-            windowed = add_tensor(model, graph, f"{name}/windowed", window, f32)
-            pooled = add_tensor(model, graph, f"{name}/pooled", [lead, 1, 1, rest], f32)
-            back = add_tensor(model, graph, f"{name}/shape", [len(out_shape)], i32, np.array(out_shape, np.int32))
-            first = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [x, as_window], [windowed], "ReshapeOptions")
-            first.builtinOptions.newShape = window
-            pool = new_operator(model, schema.BuiltinOperator.MAX_POOL_2D, 1, [windowed], [pooled], "Pool2DOptions")
-            options = pool.builtinOptions
-            options.padding, options.strideH, options.strideW = schema.Padding.VALID, 1, 1
-            options.filterHeight, options.filterWidth = block, 1
-            last = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [pooled, back], [out], "ReshapeOptions")
-            last.builtinOptions.newShape = out_shape
-            operators += [first, pool, last]
-            rewritten += 1
-        graph.operators = operators
+    f32, i32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
+
+    def rewrite(graph: Any, op: Any) -> list[Any] | None:
+        form = _pooling_form(model, graph, op)
+        if form is None:
+            return None
+        lead, block, rest = form
+        x, out = op.inputs[0], op.outputs[0]
+        name = tensor_name(graph, out)
+        window = [lead, block, 1, rest]
+        out_shape = [int(d) for d in graph.tensors[out].shape]
+        as_window = add_tensor(model, graph, f"{name}/window_shape", [4], i32, np.array(window, np.int32))
+        windowed = add_tensor(model, graph, f"{name}/windowed", window, f32)
+        pooled = add_tensor(model, graph, f"{name}/pooled", [lead, 1, 1, rest], f32)
+        back = add_tensor(model, graph, f"{name}/shape", [len(out_shape)], i32, np.array(out_shape, np.int32))
+        first = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [x, as_window], [windowed], "ReshapeOptions")
+        first.builtinOptions.newShape = window
+        pool = new_operator(model, schema.BuiltinOperator.MAX_POOL_2D, 1, [windowed], [pooled], "Pool2DOptions")
+        options = pool.builtinOptions
+        options.padding, options.strideH, options.strideW = schema.Padding.VALID, 1, 1
+        options.filterHeight, options.filterWidth = block, 1
+        last = new_operator(model, schema.BuiltinOperator.RESHAPE, 1, [pooled, back], [out], "ReshapeOptions")
+        last.builtinOptions.newShape = out_shape
+        return [first, pool, last]
+
+    rewritten = _rewrite_each(model, schema.BuiltinOperator.REDUCE_MAX, rewrite)
     return f"wrote {rewritten} REDUCE_MAX as MAX_POOL_2D between RESHAPEs" if rewritten else None
 
 
