@@ -73,6 +73,10 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
     if q:
         console.print(f"  scheme {q['scheme']}, io {q['io']}, integer-only {entry.get('integer_only')}"
                       + (f", float layers: {', '.join(q['float_layers'])}" if q["float_layers"] else ""))
+    if entry.get("no_int8_rule"):
+        ops = list(entry["no_int8_rule"])
+        console.print(f"  mixed model: {', '.join(ops)} computed in float (ai-edge-quantizer has no int8 rule for "
+                      f"{'it' if len(ops) == 1 else 'them'}); the microcontroller targets refuse it", soft_wrap=True)
     attempts = entry.get("attempts") or []
     if len(attempts) > 1 or entry["status"] != "ok":
         console.print("  attempts:")

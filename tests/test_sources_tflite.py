@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.errors import ModelFileError, UnsupportedOpError
+from edgeserve.errors import ModelFileError
 from registry_models import ALEXA, BLAZEFACE, PALM, POSE, SELFIE, WAKE_WORDS, registry_model
 
 pytest.importorskip("ai_edge_quantizer")
@@ -314,29 +314,48 @@ def test_prelu_the_quantizer_leaves_float_is_made_int8_and_each_one_matches_floa
     assert mcu_c["verification"]["reference"] == "tflm-reference" and "es_prelu.c" in mcu_c["kernels"]
 
 
-def test_an_operator_the_quantizer_leaves_float_is_one_error(tmp_path: Path) -> None:
-    """EXP has no int8 rule in ai-edge-quantizer and edgeserve does not add one: one line
-    naming the operator and the route, nothing written, the source untouched."""
+def test_an_operator_the_quantizer_has_no_rule_for_stays_float_and_microcontrollers_refuse_it(tmp_path: Path) -> None:
+    """EXP has no int8 rule in ai-edge-quantizer and edgeserve does not add one: the LiteRT target
+    gets a mixed model (EXP in float between DEQUANTIZE and QUANTIZE, named in the manifest and
+    judged by the gate like any other), and the microcontroller target, which needs a
+    full-integer model, refuses in one line naming the operator; the source is untouched."""
     import keras
+
+    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.tflite_model import TfliteModel
 
     inputs = keras.Input((8,))
     model = keras.Model(inputs, keras.layers.Dense(4)(keras.ops.exp(keras.layers.Dense(8)(inputs))))
     source = tmp_path / "exp.tflite"
     source.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
-    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).normal(size=(16, 8)).astype(np.float32))
+    x = np.random.default_rng(0).normal(size=(16, 8)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
     before = source.read_bytes()
     result = CliRunner().invoke(cli, ["convert", str(source), "-t", "tflite-int8", "-t", "mcu", "--calib",
                                       str(tmp_path / "calib.npz"), "-o", str(tmp_path / "out"), "-q"])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ai-edge-quantizer"), result.stderr
-    assert "cannot quantize EXP at op" in lines[0]
-    assert "Route tried: float .tflite as given -> ai-edge-quantizer" in lines[0]
-    assert "What to do: replace EXP" in lines[0]
-    assert not (tmp_path / "out").exists() and source.read_bytes() == before
-    with pytest.raises(UnsupportedOpError) as err:
-        _convert(source, ["tflite-int8"], tmp_path / "out2", tmp_path / "calib.npz")
-    assert err.value.op == "EXP"
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: mcu: refused: the mcu target needs a full-integer model, and tflite-int8's artifact computes EXP "
+        "in float (ai-edge-quantizer has no int8 rule for it; EXP at op"), result.stderr
+    assert "Replace EXP in the source model" in lines[0]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (entry,) = [a for a in manifest["artifacts"] if a["target"] == "tflite-int8"]
+    assert entry["status"] == "ok" and not entry["integer_only"] and list(entry["no_int8_rule"]) == ["EXP"]
+    artifact = (tmp_path / "out" / entry["path"]).read_bytes()
+    ops = TfliteModel.from_bytes(artifact).op_counts()
+    assert ops["EXP"] == 1 and ops["DEQUANTIZE"] >= 1 and ops["FULLY_CONNECTED"] == 2  # the rest is int8
+    expected = tf.lite.Interpreter(model_content=before)
+    expected.allocate_tensors()
+    reference = []
+    for row in x:
+        expected.set_tensor(expected.get_input_details()[0]["index"], row[None])
+        expected.invoke()
+        reference.append(expected.get_tensor(expected.get_output_details()[0]["index"])[0])
+    from edgeserve.metrics import sqnr_db
+
+    assert sqnr_db(np.array(reference), TfliteRunner(artifact).predict([x])[0][0]) > 20.0  # measured 37 dB
+    assert source.read_bytes() == before
 
 
 def test_tensors_sharing_a_name_are_renamed_and_nothing_else_changes(digits_floats: Path) -> None:

@@ -43,7 +43,7 @@ _CHILD = "edgeserve.converters.executorch.lower"
 # the calibration set cannot hold every input (a detector's near-empty maps on most frames).
 MODES = {"fp32": ("fp32",), "int8": ("int8", "int8-float-tail", "int8-dynamic")}
 ACTIVATIONS = {"int8": "int8 static", "int8-float-tail": "int8 static", "int8-dynamic": "int8 dynamic"}
-FLOAT_TAIL = ", the final concatenation of {} in float"
+FLOAT_TAIL = ", the concatenations that make {} in float"
 DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and linear layer's input quantized "
                 "to int8 at run time from its own range (XNNPACK's qd8 kernels), every other operator in float, "
                 "and a convolution behind an explicit pad in float too (ExecuTorch 1.5.1's XNNPACK fails to run "

@@ -63,6 +63,13 @@ def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
     entry = ctx.artifacts.get("tflite-int8")
     if entry is None or entry.get("status") != "ok":
         raise VerificationError(f"the {target} target is built from tflite-int8's artifact, which this run did not produce")
+    no_rule = entry.get("no_int8_rule") or {}
+    if no_rule:
+        op, where = next(iter(no_rule.items()))
+        raise InputError(
+            f"the {target} target needs a full-integer model, and tflite-int8's artifact computes {', '.join(no_rule)} "
+            f"in float (ai-edge-quantizer has no int8 rule for {'it' if len(no_rule) == 1 else 'them'}; {op} at {where}). "
+            f"Replace {op} in the source model with operators that quantize")
     quantization = entry.get("quantization") or {}
     floated = quantization.get("float_layers") or []
     # A float tail is split off into integer outputs (split_tail.py); other float layers stay float.

@@ -69,6 +69,8 @@ class Attempt:
     output_sqnr_db: dict[str, float | None] | None = None  # per output, against the float source
     verdict: Verdict | None = None  # the quality gate on every output
     outputs: list[np.ndarray] | None = None  # dequantized, on the evaluation set, in the artifact's order
+    # Operators left float because the quantizer has no int8 rule for them (operator -> where).
+    no_int8_rule: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

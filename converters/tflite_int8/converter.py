@@ -266,7 +266,7 @@ class TfliteInt8Converter(Converter):
         if not mixed:
             return None
         names = ", ".join(self._mixed[i]["output"] for i in mixed)
-        title = f"int8 with the final concatenation of {names} in float"
+        title = f"int8 with the concatenations that make {names} in float"
         if not isinstance(route, QuantizerRoute):
             return Attempt(Remedy("float-tail", title), "skipped",
                            "TensorFlow's converter keeps only the per-layer table's layers in float")
@@ -296,6 +296,7 @@ class TfliteInt8Converter(Converter):
             attempt.reason = f"{route.name}: " + _converter_reason(exc, native.text)
             return attempt
         attempt.model = model
+        attempt.no_int8_rule = dict(getattr(route, "no_int8_rule", {}))
         return attempt
 
     # ----- verify -----------------------------------------------------------------------
@@ -325,7 +326,7 @@ class TfliteInt8Converter(Converter):
         attempt.verdict, attempt.metrics = verdict, verdict.metrics
         attempt.agreement = agreement(reference[0], quantized[0], classifier=metric == "top1")
         attempt.output_sqnr_db = {d.name: sqnr_db(r, q) for d, r, q in zip(details, reference, quantized)}
-        if attempt.remedy.name == "int8" and attempt.integer_problems:
+        if attempt.remedy.name == "int8" and attempt.integer_problems and not attempt.no_int8_rule:
             attempt.status, attempt.reason = "error", "not integer-only: " + "; ".join(attempt.integer_problems[:3])
         elif not verdict.ok:
             attempt.status = "drop too large" if not verdict.outputs[0].ok and \
@@ -401,6 +402,8 @@ class TfliteInt8Converter(Converter):
             "op_versions": parsed.op_versions(),
             "integer_only": not best.integer_problems,
             "float_ops": best.integer_problems,
+            # A mixed model: operators ai-edge-quantizer has no int8 rule for, computed in float.
+            **({"no_int8_rule": best.no_int8_rule} if best.no_int8_rule else {}),
             "quantization": {
                 "scheme": best.remedy.name,
                 "weights": "int8 per-channel",
