@@ -14,10 +14,10 @@ these float, so no full-integer model exists.
   model nor mcu-c has, and RESHAPEs of constants mcu-c's planner cannot alias: the
   microcontroller targets refused the detector for operators that compute nothing at run time.
 * ``REDUCE_MAX`` over a block of neighbouring axes is a ``MAX_POOL_2D`` whose window covers the
-  block, between two RESHAPEs ([lead, block, 1, rest] and back): the quantizer 0.10 refuses
-  REDUCE_MAX, and took nothing of models that end a convolution stack in a global max pool
-  (DNSMOS P.808 and P.835 from the speechmos wheel, openwakeword's melspectrogram). A maximum
-  is exact in float and keeps the int8 scale, so both forms give the same values.
+  block, between two RESHAPEs ([lead, block, 1, rest] and back): the quantizer 0.10 has no int8
+  rule for REDUCE_MAX, so models that end a convolution stack in a global max pool (DNSMOS P.808
+  and P.835 from the speechmos wheel, openwakeword's melspectrogram) had no full-integer model.
+  A maximum is exact in float and keeps the int8 scale, so both forms give the same values.
 * ``RELU_0_TO_1(z)`` (a clamp to [0, 1]) is ``MUL(z, 6)`` with a fused RELU6, then ``MUL(., 1/6)``:
   the quantizer takes MUL with a fused activation, LiteRT, TFLM and mcu-c have int8 MUL, and
   the clamped product's range [0, 6] gives the same int8 step after the second MUL as a clamp
