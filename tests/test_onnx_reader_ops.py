@@ -153,7 +153,7 @@ def test_split_translations_equal_onnx_runtime() -> None:
     assert reader_vs_ort(even, [1, 6, 4]) == 0.0
 
 
-def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path) -> None:
+def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """openwakeword's melspectrogram clips its log-mel values at their own maximum minus 80 dB:
     a bound that is a run-time value, which float() made a data-dependent guard torch.export
     refused (the whole model had no route to Core ML or LiteRT through the reader)."""
@@ -179,6 +179,14 @@ def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path) -> None:
         got = source.module(torch.from_numpy(x)).numpy()
     np.testing.assert_array_equal(got, expected)
     assert (got == x.max() - 2.0).sum() > 0 and (got == x).sum() > 0  # both sides of the bound are taken
+    # litert-torch lowers it too (its clamp wants numbers: the bound is a maximum with a tensor).
+    pytest.importorskip("litert_torch")
+    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+
+    monkeypatch.setenv(ROUTE_ENV, "reader")
+    lowered = load_onnx(path).float_tflite(tmp_path)
+    np.testing.assert_allclose(TfliteRunner(lowered.model).predict([x])[0][0], expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize(("starts", "ends", "steps"), [

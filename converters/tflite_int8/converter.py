@@ -114,8 +114,10 @@ class TfliteInt8Converter(Converter):
             with capture_native_stderr():
                 other = ctx.source.other_float_tflite(ctx.workdir / "other_route", self._floated,
                                                       f"{self._floated.route}: {_summary(attempts)}")
-            if other is None:
-                raise refused or EdgeServeError("onnx2tf is not installed")
+            if other is None:  # the float model already came from the second route, or there is none
+                raise refused or EdgeServeError(
+                    f"the other route was tried first and failed: {self._floated.fallback}" if self._floated.fallback
+                    else "no other route (onnx2tf is not installed, or EDGESERVE_ONNX_ROUTE names one)")
             with ctx.progress.step(f"no passing INT8 model: {other.route}"):
                 second = QuantizerRoute(other.model, ctx.calibration, opts.io, other.route, route.alternative,
                                         _io_names(ctx))

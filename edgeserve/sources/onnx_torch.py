@@ -365,15 +365,21 @@ def _lrn(args: list[Value], attrs: dict[str, Any]) -> Value:
 
 
 def _clip(args: list[Value], attrs: dict[str, Any]) -> Value:
+    torch = _torch()
     lo = _bound(args[1] if len(args) > 1 else None, attrs.get("min"))
     hi = _bound(args[2] if len(args) > 2 else None, attrs.get("max"))
-    return _torch().clamp(_tensor(args[0]), min=lo, max=hi)
+    x = _tensor(args[0])
+    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+        # A bound computed at run time (openwakeword's melspectrogram clips at its own maximum
+        # minus 80 dB): maximum and minimum, which litert-torch lowers; its clamp wants numbers.
+        x = x if lo is None else torch.maximum(x, lo if isinstance(lo, torch.Tensor) else torch.tensor(lo))
+        return x if hi is None else torch.minimum(x, hi if isinstance(hi, torch.Tensor) else torch.tensor(hi))
+    return torch.clamp(x, min=lo, max=hi)
 
 
 def _bound(value: Value, attribute: Any) -> Any:
     """A Clip bound: a number when known before the model runs, else the run-time tensor itself
-    (openwakeword's melspectrogram clips at its own maximum minus 80 dB; float() of a traced
-    value is a data-dependent guard torch.export cannot take)."""
+    (float() of a traced value is a data-dependent guard torch.export cannot take)."""
     if value is None:
         return attribute
     return float(value) if _is_np(value) else value.reshape(())
