@@ -56,11 +56,10 @@ def test_a_global_max_pool_is_rewritten_exactly_and_quantizes(tmp_path: Path) ->
     assert entry["status"] == "ok" and entry["integer_only"] and "MAX_POOL_2D" in entry["ops"], entry["ops"]
     artifact = (tmp_path / "out" / entry["path"]).read_bytes()
     got = TfliteRunner(artifact).predict([x])[0][0]
-    expected = ort.InferenceSession(str(tmp_path / "gmp.onnx")).run(None, {"x": x[:1]})[0]
-    assert got.shape[1:] == expected.shape[1:] == (6,)
-    reference = np.concatenate([ort.InferenceSession(str(tmp_path / "gmp.onnx")).run(None, {"x": x[i:i + 1]})[0]
-                                for i in range(len(x))])
-    assert sqnr_db(reference, got) > 30.0  # measured 40+ dB: one int8 step of a maximum
+    session = ort.InferenceSession(str(tmp_path / "gmp.onnx"))
+    reference = np.concatenate([session.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])
+    assert got.shape == reference.shape == (16, 6) and float(np.std(reference)) > 0.1  # a signal to compare
+    assert sqnr_db(reference, got) > 30.0  # measured 47.9 dB
 
 
 def test_a_reduction_over_axes_that_are_not_neighbours_is_left_alone(tmp_path: Path) -> None:
