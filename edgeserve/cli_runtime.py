@@ -156,7 +156,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
 
         stream_stats: Any = None  # set when the input is pipelined (video, camera)
         live = False
-        items = (remember(n, f) for name, array in iter_inputs(inputs, max_frames)
+        items = (remember(n, f) for name, array in iter_inputs(inputs, max_frames, [d.name for d in session.inputs])
                  for n, f in split_stack(name, array, model_shape, takes_images))
         if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
             # Pipelined: the next frame decodes and preprocesses while this one runs.

@@ -19,6 +19,7 @@ from edgeserve.errors import CalibrationDataError
 from edgeserve.fixtures import named_arrays
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import TensorInfo
+from edgeserve.sources.base import random_samples
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,9 @@ def load_calibration(
         if quantizes:  # random samples only hurt where they set int8 ranges
             log.warning("calibrating on random data: the int8 scales will not match real inputs")
         rng = np.random.default_rng(seed)
-        arrays = tuple(
-            rng.random((RECOMMENDED_CALIBRATION_SAMPLES, *_fixed(t)), dtype=np.float32) for t in inputs
-        )
+        for t in inputs:
+            _fixed(t)  # refuses a dynamic dimension, naming the input
+        arrays = tuple(random_samples(t, rng, RECOMMENDED_CALIBRATION_SAMPLES) for t in inputs)
         digest = hashlib.sha256(f"random:{seed}".encode()).hexdigest()
         return SampleSet(arrays, None, "random", None, digest)
 
@@ -206,12 +207,37 @@ def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.
         )
     if arr.shape[0] == 0:
         raise CalibrationDataError(f"{path}:{key} holds no samples")
+    if not info.is_float:
+        return np.ascontiguousarray(_integer_values(path, key, arr, info))
     with np.errstate(over="ignore"):  # values beyond float32 become Inf and are reported below
-        data = arr.astype(np.float32) if info.dtype.startswith("float") else arr
+        data = arr.astype(np.float32)
     if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
         bad = int(np.count_nonzero(~np.isfinite(data)))
         raise CalibrationDataError(f"{path}:{key} contains {bad} NaN/Inf values; calibration needs finite inputs")
     return np.ascontiguousarray(data)
+
+
+def _integer_values(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.ndarray:
+    """``arr`` as the integer (or bool) input ``info`` takes it: whole numbers that fit its type.
+    (Not checked against ``info.values``: that range is where random ids are drawn, and a value
+    outside it can be meant, as magika's padding byte 256 beside its one-hot of 0..255.)"""
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
+        raise CalibrationDataError(f"{path}:{key} holds fractions; input '{info.name}' is {info.dtype} and takes "
+                                   "whole numbers")
+    if arr.size:
+        low, high = _type_range(np.dtype(info.dtype))
+        least, most = arr.min(), arr.max()
+        if least < low or most >= high:
+            raise CalibrationDataError(f"{path}:{key} holds values {least:g}..{most:g}; input '{info.name}' "
+                                       f"({info.dtype}) takes {low}..{high - 1}")
+    return arr.astype(info.dtype)
+
+
+def _type_range(dtype: np.dtype) -> tuple[int, int]:
+    if dtype.kind == "b":
+        return (0, 2)
+    bounds = np.iinfo(dtype)
+    return (int(bounds.min), int(bounds.max) + 1)
 
 
 def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: PreprocessSpec | None) -> SampleSet:
@@ -219,6 +245,9 @@ def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: Preproces
 
     if len(inputs) != 1:
         raise CalibrationDataError(f"an image folder can calibrate a single-input model; this one has {len(inputs)}")
+    if not inputs[0].is_float:
+        raise CalibrationDataError(f"an image folder cannot calibrate input '{inputs[0].name}', which takes "
+                                   f"{inputs[0].dtype} values, not pixels; give an .npz of them")
     spec = (spec or PreprocessSpec()).bind_to_input(inputs[0].shape)
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
     if not files:

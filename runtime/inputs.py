@@ -32,13 +32,15 @@ def is_video_or_camera(spec: str | Path) -> bool:
             or Path(text).suffix.lower() in VIDEO_SUFFIXES)
 
 
-def iter_inputs(specs: Sequence[str | Path], max_frames: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
-    """Frames from each spec in order; a folder gives its images/.npy/videos sorted by name."""
+def iter_inputs(specs: Sequence[str | Path], max_frames: int | None = None,
+                input_names: Sequence[str] = ()) -> Iterator[tuple[str, Any]]:
+    """Frames from each spec in order; a folder gives its images/.npy/videos sorted by name.
+    ``input_names``: a model's several inputs, which an .npz may hold one array each of."""
     for spec in specs:
-        yield from _one(str(spec), max_frames)
+        yield from _one(str(spec), max_frames, tuple(input_names))
 
 
-def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
+def _one(spec: str, max_frames: int | None, input_names: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
     if spec == "picamera2":
         yield from _picamera(max_frames)
         return
@@ -53,7 +55,7 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
         if not files:
             raise InputError(f"{path} holds no images, videos or .npy files")
         for f in files:
-            yield from _one(str(f), max_frames)
+            yield from _one(str(f), max_frames, input_names)
         return
     if not path.exists():
         raise InputError(f"input not found: {path}")
@@ -63,7 +65,7 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
     if suffix == ".npy":
         yield str(path), load_npy(path)
     elif suffix == ".npz":
-        yield str(path), load_npz(path)
+        yield str(path), load_npz(path, input_names)
     elif suffix in IMAGE_SUFFIXES:
         yield str(path), read_image(path)
     elif suffix in VIDEO_SUFFIXES:
@@ -77,10 +79,18 @@ def _one(spec: str, max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
 NPZ_KEYS = ("frames", "x", "inputs", "images")
 
 
-def load_npz(path: Path) -> np.ndarray:
+def load_npz(path: Path, input_names: Sequence[str] = ()) -> np.ndarray | dict[str, np.ndarray]:
+    """The input array of an .npz file; for a model of several ``input_names`` (token ids and a
+    mask), an array of each by name, which the Session matches to the model's inputs."""
     try:
         with np.load(path, allow_pickle=False) as data:
             names = list(data.keys())
+            if len(input_names) > 1:
+                missing = [n for n in input_names if n not in names]
+                if missing:
+                    raise InputError(f"{path} holds {', '.join(names) or 'no arrays'}; the model's inputs are "
+                                     f"{', '.join(input_names)}: give one array named after each")
+                return {name: data[name] for name in input_names}
             key = next((k for k in NPZ_KEYS if k in names), names[0] if len(names) == 1 else None)
             if key is None:
                 raise InputError(f"{path} holds {', '.join(names) or 'no arrays'}; expected an array named "
@@ -98,6 +108,8 @@ def split_stack(name: str, array: np.ndarray, model_shape: tuple[int, ...],
     kept, N > 1), or, for a Session that preprocesses images, N uint8 H x W x C frames
     ([N, H, W, C], C of 1, 3 or 4), like the bundled example's frames.npz.
     """
+    if isinstance(array, dict):  # one sample of each input, by name
+        return [(name, array)]
     per_item = None
     if array.ndim == len(model_shape) + 1 and tuple(array.shape[1:]) == tuple(model_shape):
         per_item = array  # [N, 1, ...]
@@ -212,6 +224,15 @@ def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
             raise InputError(f"input '{d.name}' expects {d.dtype.name}, got {x.dtype.name}")
     elif x.dtype == d.dtype:
         np.copyto(out, x)
+    elif x.dtype.kind in "iub" and d.dtype.kind in "iub" and not d.quantized:
+        # Token ids or a mask in another integer width: the source's int64 ids are int32 in a
+        # LiteRT or Core ML artifact (litert-torch lowers without 64-bit integers).
+        if x.size and d.dtype.kind != "b":
+            bounds = np.iinfo(d.dtype)
+            if x.min() < bounds.min or x.max() > bounds.max:
+                raise InputError(f"input '{d.name}' takes {d.dtype.name}; got values {x.min()}..{x.max()}, "
+                                 "which do not fit")
+        np.copyto(out, x, casting="unsafe")
     elif x.dtype.kind in "iub" and d.dtype.kind == "f":
         np.copyto(out, x, casting="unsafe")
     else:

@@ -567,6 +567,11 @@ class Session:
             self._preprocessor(frame, buf)
             del buf  # LiteRT refuses to invoke while a view of its memory is alive
             return
+        if isinstance(frame, dict):  # by input name (an .npz of token ids and a mask)
+            names = [d.name for d in backend.inputs]
+            if set(frame) != set(names):
+                raise InputError(f"the model's inputs are {', '.join(names)}; got arrays named {', '.join(frame)}")
+            frame = [frame[name] for name in names]
         arrays = frame if isinstance(frame, (list, tuple)) else [frame]
         if len(arrays) != len(backend.inputs):
             raise InputError(f"the model has {len(backend.inputs)} input(s); got {len(arrays)}")

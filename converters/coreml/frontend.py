@@ -37,15 +37,18 @@ class TensorInput:
 
     name: str
     shape: tuple[int, ...]  # batch 1, the source's layout
+    # float32, or int32 for an integer or bool source input (token ids, bytes, a mask): Core ML's
+    # multi-arrays hold no int64 or bool, and an id fits int32.
+    dtype: str = "float32"
 
     kind = "tensor"
 
     def to_package(self, x: np.ndarray) -> np.ndarray:
         """Source-side samples (N first) → what the package takes, still N first."""
-        return np.asarray(x, np.float32)
+        return np.asarray(x, self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": "tensor", "shape": list(self.shape), "dtype": "float32"}
+        return {"name": self.name, "kind": "tensor", "shape": list(self.shape), "dtype": self.dtype}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,10 +137,10 @@ def plan_inputs(source: SourceModel, spec: PreprocessSpec | None, sample_shapes:
     """One plan per source input: an image when the pipeline bound a PreprocessSpec to it."""
     plans: list[InputPlan] = []
     for info, sample in zip(source.signature.inputs, sample_shapes):
-        if not info.dtype.startswith("float"):
-            raise SourceModelError(f"input {info.name} is {info.dtype}; the coreml target converts float inputs")
         name = package_name(info.name)
-        if spec is not None and len(source.signature.inputs) == 1:
+        if not info.is_float:
+            plans.append(TensorInput(name, (1, *(int(d) for d in sample)), "int32"))
+        elif spec is not None and len(source.signature.inputs) == 1:
             plans.append(ImageInput.from_spec(spec, TensorInfo(name, (1, *sample), info.dtype)))
         else:
             plans.append(TensorInput(name, (1, *(int(d) for d in sample))))
@@ -221,7 +224,7 @@ def _ct_input(ct: Any, plan: InputPlan) -> Any:
         return ct.ImageType(name=plan.name, shape=plan.shape, scale=plan.scale, bias=bias,
                             color_layout=getattr(ct.colorlayout, plan.color_layout),
                             channel_first=plan.layout == "nchw")
-    return ct.TensorType(name=plan.name, shape=plan.shape, dtype=np.float32)
+    return ct.TensorType(name=plan.name, shape=plan.shape, dtype=np.dtype(plan.dtype).type)
 
 
 def _keras_function(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
@@ -232,7 +235,8 @@ def _keras_function(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
             f"{source.path.name} is a SavedModel directory; coremltools converts a Keras model object. "
             "Convert the .keras (or .h5) file the SavedModel was exported from"
         )
-    specs = [tf.TensorSpec(plan.shape, tf.float32, name=plan.name) for plan in plans]
+    specs = [tf.TensorSpec(plan.shape, tf.int32 if getattr(plan, "dtype", "float32") == "int32" else tf.float32,
+                           name=plan.name) for plan in plans]
     affines = [_graph_affine(plan, channels_last=True) for plan in plans]
 
     def serve(*xs: Any) -> Any:

@@ -44,8 +44,9 @@ def run(model_or_session: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]
     """N samples, one at a time (the artifacts take batch 1), outputs in graph order, N first."""
     sess = session(model_or_session) if isinstance(model_or_session, bytes) else model_or_session
     names = [i.name for i in sess.get_inputs()]
+    dtypes = [session_input_dtype(i.type) for i in sess.get_inputs()]
     try:
-        chunks = [sess.run(None, {n: np.ascontiguousarray(x[i:i + 1], np.float32) for n, x in zip(names, inputs)})
+        chunks = [sess.run(None, {n: np.ascontiguousarray(x[i:i + 1], t) for n, t, x in zip(names, dtypes, inputs)})
                   for i in range(len(inputs[0]))]
     except Exception as exc:  # ORT's own error types: a kernel that fails on these values
         from edgeserve.errors import VerificationError, first_line
@@ -53,6 +54,14 @@ def run(model_or_session: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]
         raise VerificationError(f"ONNX Runtime cannot run the model on the check samples: {first_line(exc)[:400]}") \
             from exc
     return [np.concatenate([c[k] for c in chunks]) for k in range(len(chunks[0]))]
+
+
+def session_input_dtype(ort_type: str) -> np.dtype:
+    """The numpy type of an ONNX Runtime input ('tensor(int64)' -> int64; float32 for any other)."""
+    name = ort_type.removeprefix("tensor(").removesuffix(")")
+    return np.dtype({"float": "float32", "double": "float64", "float16": "float16", "int64": "int64", "int32": "int32",
+                     "int16": "int16", "int8": "int8", "uint8": "uint8", "uint16": "uint16", "bool": "bool"}
+                    .get(name, "float32"))
 
 
 def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],

@@ -53,7 +53,9 @@ def _reader(names: list[str], samples: Iterator[list[np.ndarray]]) -> Any:
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             sample = next(self._samples, None)
-            return None if sample is None else {n: np.asarray(x, np.float32) for n, x in zip(names, sample)}
+            # each input's own type: calibration arrays carry it (datasets.py), floats as float32
+            return None if sample is None else {n: np.asarray(x, np.float32) if x.dtype.kind == "f" else x
+                                                for n, x in zip(names, sample)}
 
     return Reader()
 
@@ -305,8 +307,34 @@ def preprocess_step(source: str, destination: str) -> list[str]:
     model = onnx.load(destination)
     for i, node in enumerate(model.graph.node):
         node.name = node.name or f"{node.op_type}_{i}"
+    _flatten_gemm_biases(onnx, model)
     onnx.save(model, destination)
     return [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+
+def _flatten_gemm_biases(onnx: Any, model: Any) -> None:
+    """A Gemm's constant bias of shape [1, N] becomes [N] (the same sum: both broadcast over the
+    [M, N] product). onnxruntime 1.32's QDQ quantizer quantizes a Gemm bias per output channel
+    as if it were 1-D: a [1, N] one (magika's classifier, exported by jax2tf) fails its int32
+    range check with a ValueError, or gets a per-axis DequantizeLinear ONNX Runtime refuses."""
+    constants = {t.name: t for t in model.graph.initializer}
+    users: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            users[name] = users.get(name, 0) + 1
+    for node in model.graph.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in constants:
+            continue
+        bias = constants[node.input[2]]
+        if len(bias.dims) != 2 or bias.dims[0] != 1:
+            continue
+        flat = onnx.numpy_helper.to_array(bias).reshape(-1)
+        if users[bias.name] == 1 and bias.name not in {v.name for v in model.graph.input}:
+            bias.CopyFrom(onnx.numpy_helper.from_array(flat, bias.name))
+        else:  # shared with another node: a 1-D copy for this Gemm alone
+            name = f"{bias.name}_1d_{node.name}"
+            model.graph.initializer.append(onnx.numpy_helper.from_array(flat, name))
+            node.input[2] = name
 
 
 def quantize_step(pre: str, out: str, names: list[str], samples: list[list[np.ndarray]], excluded: list[str],

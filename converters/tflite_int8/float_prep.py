@@ -35,6 +35,7 @@ import numpy as np
 
 from edgeserve.converters.tflite_int8.quantizable_forms import (
     fold_shape_arithmetic,
+    divide_by_sqrt_as_rsqrt,
     reduce_max_as_max_pool,
     relu_0_to_1_as_mul,
 )
@@ -78,7 +79,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None
     steps = [s for s in (inlined, _restore_op_codes(model), _fold_densify(model, data), _widen_constant_weights(model),
                          _flat_transpose_conv_bias(model), fold_shape_arithmetic(model), relu_0_to_1_as_mul(model),
-                         reduce_max_as_max_pool(model),
+                         reduce_max_as_max_pool(model), divide_by_sqrt_as_rsqrt(model),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:

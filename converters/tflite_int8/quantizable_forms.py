@@ -22,6 +22,13 @@ these float, so no full-integer model exists.
   the quantizer takes MUL with a fused activation, LiteRT, TFLM and mcu-c have int8 MUL, and
   the clamped product's range [0, 6] gives the same int8 step after the second MUL as a clamp
   to [0, 1] would. In float the two agree to rounding (6z/6).
+* ``DIV(c, SQRT(z))`` with a constant ``c`` (a layer norm's 1/sqrt(var + eps): ONNX Sqrt
+  then Reciprocal, litert-torch's DIV of 1) is ``MUL(c, RSQRT(z))``, with any RESHAPEs between
+  kept. The int8 DIV kernel stops the interpreter when the divisor's int8 value is its zero
+  point (LiteRT div.cc), which a variance near zero in a calibrated range of [0, max] is:
+  magika's classifier, whose one-hot input gives channels of zero variance, ended there.
+  RSQRT's int8 kernel maps an input of zero to its largest output, as the clamped float
+  value would be. In float the two agree to rounding.
 """
 
 from __future__ import annotations
@@ -181,6 +188,50 @@ def reduce_max_as_max_pool(model: Any) -> str | None:
 
     rewritten = _rewrite_each(model, schema.BuiltinOperator.REDUCE_MAX, rewrite)
     return f"wrote {rewritten} REDUCE_MAX as MAX_POOL_2D between RESHAPEs" if rewritten else None
+
+
+def divide_by_sqrt_as_rsqrt(model: Any) -> str | None:
+    """Each DIV of a constant by SQRT(z) (RESHAPEs between allowed), where the SQRT and the
+    RESHAPEs feed nothing else, written as RSQRT(z) and MUL by the constant."""
+    from edgeserve.tflite_edit import new_operator
+
+    schema = schema_module()
+    rewritten = 0
+    for graph in model.subgraphs or []:
+        ops = list(graph.operators or [])
+
+        def kind(op: Any) -> int:
+            code = model.operatorCodes[op.opcodeIndex]
+            return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
+
+        producer = {out: op for op in ops for out in op.outputs}
+        uses: dict[int, int] = {}
+        for op in ops:
+            for i in op.inputs:
+                uses[i] = uses.get(i, 0) + 1
+        outputs = set(graph.outputs or [])
+        replaced: dict[int, Any] = {}  # id(op) -> its replacement
+        for op in ops:
+            if kind(op) != schema.BuiltinOperator.DIV or op.builtinOptions is None \
+                    or op.builtinOptions.fusedActivationFunction != schema.ActivationFunctionType.NONE:
+                continue
+            numerator = graph.tensors[op.inputs[0]]
+            data = model.buffers[numerator.buffer].data if numerator.buffer else None
+            if data is None or not len(data):
+                continue
+            walk = op.inputs[1]
+            while walk in producer and kind(producer[walk]) == schema.BuiltinOperator.RESHAPE \
+                    and uses.get(walk) == 1 and walk not in outputs:
+                walk = producer[walk].inputs[0]
+            root = producer.get(walk)
+            if root is None or kind(root) != schema.BuiltinOperator.SQRT or uses.get(walk) != 1 or walk in outputs:
+                continue
+            replaced[id(root)] = new_operator(model, schema.BuiltinOperator.RSQRT, 1, root.inputs, root.outputs)
+            mul = new_operator(model, schema.BuiltinOperator.MUL, 1, op.inputs, op.outputs, "MulOptions")
+            replaced[id(op)] = mul
+            rewritten += 1
+        graph.operators = [replaced.get(id(op), op) for op in ops]
+    return f"wrote {rewritten} DIV by SQRT as MUL by RSQRT" if rewritten else None
 
 
 def _pooling_form(model: Any, graph: Any, op: Any) -> tuple[int, int, int] | None:

@@ -79,6 +79,11 @@ class QuantizerRoute:
         # Calibration arrays come in the subgraph's input order; the quantizer takes them by name.
         self._key = signature.key
         self._names = [name for name, index in sorted(signature.inputs.items(), key=lambda kv: position[kv[1]])]
+        # Each input's own type: an integer input (token ids, bytes) is fed as integers, int64 ids
+        # as the int32 litert-torch made of them.
+        subgraph = parsed.subgraphs[signature.subgraph_index]
+        self._dtypes = [subgraph.tensors[signature.inputs[name]].numpy_dtype or np.dtype(np.float32)
+                        for name in self._names]
 
     @property
     def float_model(self) -> bytes:
@@ -115,7 +120,7 @@ class QuantizerRoute:
     def emit_scheme(self, scheme: str, keep_float: list[str] | None = None) -> bytes:
         if scheme == "int8" and not keep_float and self._int8 is not None:
             return self._int8
-        data = {self._key: [dict(zip(self._names, [np.asarray(x, np.float32) for x in sample]))
+        data = {self._key: [dict(zip(self._names, [np.asarray(x, t) for x, t in zip(sample, self._dtypes)]))
                             for sample in self.calibration.batch1()]}
         what = f"quantizing ({scheme}" + (f", {len(keep_float)} layer(s) in float)" if keep_float else ")")
         float_model = self.float_model

@@ -58,10 +58,10 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
     q_inputs = [_detail(d) for d in q_run.get_input_details()]
     f_inputs = f_run.get_input_details()
     for sample in samples:
-        for detail, x in zip(f_inputs, sample):
-            f_run.set_tensor(detail["index"], np.asarray(x, np.float32))
+        for detail, x in zip(f_inputs, sample):  # an integer input (token ids) is fed in its own type
+            f_run.set_tensor(detail["index"], np.asarray(x, detail["dtype"]))
         for detail, x in zip(q_inputs, sample):
-            q_run.set_tensor(detail.index, detail.quantize(np.asarray(x, np.float32)))
+            q_run.set_tensor(detail.index, detail.quantize(np.asarray(x, np.float32 if detail.quantized else detail.dtype)))
         f_run.invoke()
         q_run.invoke()
         for detail, twin, scale, zero in pairs:

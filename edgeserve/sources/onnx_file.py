@@ -11,6 +11,7 @@ every route.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -20,8 +21,9 @@ import numpy as np
 
 from edgeserve._deps import package_version, require
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
-from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, random_samples
 from edgeserve.sources.litert_lowering import lower_to_tflite
+from edgeserve.sources.onnx_input_ranges import input_value_range
 from edgeserve.sources.onnx_layout import move_batch_first
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
@@ -41,7 +43,7 @@ def _check_sizes(path: Path, graph: Any, inputs: tuple[TensorInfo, ...]) -> None
     if not graph.output:
         raise SourceModelError(f"{path.name} has no outputs: an ONNX model must give at least one")
     for t in inputs:
-        nbytes = 4 * int(np.prod([max(int(d), 0) for d in t.shape], dtype=object))
+        nbytes = np.dtype(t.dtype).itemsize * int(np.prod([max(int(d), 0) for d in t.shape], dtype=object))
         if nbytes > MAX_INPUT_BYTES:
             raise SourceModelError(
                 f"input {t.name!r} of {path.name} has shape {list(t.shape)}: {_size(nbytes)} per sample, more than "
@@ -82,6 +84,9 @@ class OnnxSource(SourceModel):
             raise SourceModelError(f"--input-shape names {', '.join(sorted(unknown))}, which {path.name} has no "
                                    f"input called; its inputs: {', '.join(names)}")
         inputs = tuple(_input_info(onnx, v, shapes) for v in graph.input if v.name not in constants)
+        inputs = tuple(info if info.is_float else
+                       dataclasses.replace(info, values=input_value_range(onnx, self.proto, info.name))
+                       for info in inputs)
         for info in inputs:
             if not info.shape or info.shape[0] != 1:
                 # Samples are fed one at a time as x[i:i+1]: a first dimension that is not a
@@ -95,9 +100,9 @@ class OnnxSource(SourceModel):
         opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self._session: Any = None
         self._program: Any = None
-        self._input_shapes = [t.shape for t in inputs]
+        self._inputs = inputs
         outputs = tuple(TensorInfo(v.name, tuple(o.shape), o.dtype.name)
-                        for v, o in zip(graph.output, self._run([np.zeros(t.shape, np.float32) for t in inputs])))
+                        for v, o in zip(graph.output, self._run([np.zeros(t.shape, t.dtype) for t in inputs])))
         for value, info in zip(graph.output, outputs):
             if info.shape and info.shape[0] != 1:
                 _refuse_batch_not_first(value, info)
@@ -124,8 +129,9 @@ class OnnxSource(SourceModel):
             except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
                 raise SourceModelError(f"onnxruntime cannot load {self.path.name}: {first_line(exc)}") from exc
         names = [i.name for i in self._session.get_inputs()]
+        typed = [np.asarray(x, t.dtype) for x, t in zip(inputs, self._inputs)]
         try:
-            return self._session.run(None, dict(zip(names, [np.asarray(x, np.float32) for x in inputs])))
+            return self._session.run(None, dict(zip(names, typed)))
         except Exception as exc:  # ORT's own error types: a kernel it cannot build or run
             raise SourceModelError(f"onnxruntime cannot run {self.path.name}: {first_line(exc)}") from exc
 
@@ -147,7 +153,7 @@ class OnnxSource(SourceModel):
         from edgeserve.sources.onnx_torch import build_module
 
         module = build_module(self._onnx, self.proto, named_nodes)
-        example = tuple(torch.zeros(shape) for shape in self._input_shapes)
+        example = self._example()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -160,6 +166,12 @@ class OnnxSource(SourceModel):
                 raise cause from exc
             raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self.path.name}: "
                                    f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+
+    def _example(self) -> tuple[Any, ...]:
+        """One sample of zeros of each input's own type: torch.export traces with it (zero is a
+        valid id in every embedding table)."""
+        torch = require("torch", "converting an ONNX model")
+        return tuple(torch.from_numpy(np.zeros(t.shape, t.dtype)) for t in self._inputs)
 
     @property
     def module(self) -> Any:
@@ -215,7 +227,7 @@ class OnnxSource(SourceModel):
         inputs, outputs = self.signature.inputs, self.signature.outputs
         data = lowering.lower_to_tflite(self._data, {t.name: tuple(t.shape) for t in inputs}, workdir / "onnx2tf")
         rng = np.random.default_rng(0)
-        samples = [[rng.random(t.shape, dtype=np.float32) for t in inputs] for _ in range(2)]
+        samples = [[random_samples(t, rng, None) for t in inputs] for _ in range(2)]
         reference = [self._run(x) for x in samples]
         first = _run_tflite(data, inputs, samples[0])
         data = lowering.restore_outputs(data, lowering.match_outputs(reference[0], first), [t.name for t in outputs])
@@ -237,7 +249,7 @@ class OnnxSource(SourceModel):
         # A submodule per node: litert-torch names each tensor after the node that made it, so
         # the per-layer table and the keep-in-float remedy can tell the nodes apart.
         program = self._export(named_nodes=True)
-        example = tuple(torch.zeros(shape) for shape in self._input_shapes)
+        example = self._example()
         try:
             data = lower_to_tflite(program, example, workdir / "litert_torch")
         except EdgeServeError as exc:
@@ -272,7 +284,8 @@ def _run_tflite(data: bytes, inputs: tuple[TensorInfo, ...], sample: list[np.nda
             if tuple(detail["shape"]) != tuple(x.shape):
                 raise SourceModelError(f"input {info.name!r} became {list(detail['shape'])}, the source's is "
                                        f"{list(x.shape)}")
-            interpreter.set_tensor(detail["index"], x)
+            # litert-torch makes an int64 input int32 (it lowers without 64-bit integers)
+            interpreter.set_tensor(detail["index"], x.astype(detail["dtype"], copy=False))
         interpreter.invoke()
         return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
     except EdgeServeError:
@@ -310,8 +323,6 @@ def _fix_inputs(onnx: Any, proto: Any, path: Path, values: dict[str, str]) -> di
 def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:
     tensor = value.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-    if dtype != "float32":
-        raise SourceModelError(f"input '{value.name}' is {dtype}; edgeserve converts models with float32 inputs")
     declared = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim]
     if value.name in shapes:
         given = tuple(shapes[value.name])

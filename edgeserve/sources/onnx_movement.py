@@ -91,8 +91,15 @@ def _gather(args: list[Value], attrs: dict[str, Any]) -> Value:
     if isinstance(idx, np.ndarray) and idx.ndim == 0:
         return _tensor(x).select(axis, int(idx))
     torch = _torch()
-    return torch.index_select(_tensor(x), axis, _tensor(np.asarray(idx, np.int64)).reshape(-1)).reshape(
-        *x.shape[:axis], *np.shape(idx), *x.shape[axis + 1:])
+    if isinstance(idx, np.ndarray):
+        positions = _tensor(np.asarray(idx, np.int64))
+    else:
+        # Indices computed at run time (a model input of token ids): taken as they are. ONNX also
+        # allows negative ones, counted from the end; ids into an embedding table are not, and
+        # the source checks calibration ids against the table's rows (onnx_input_ranges.py).
+        positions = idx.long()
+    return torch.index_select(_tensor(x), axis, positions.reshape(-1)).reshape(
+        *x.shape[:axis], *tuple(idx.shape), *x.shape[axis + 1:])
 
 
 def _slice(args: list[Value], attrs: dict[str, Any]) -> Value:
