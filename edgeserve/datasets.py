@@ -207,10 +207,10 @@ def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.
         )
     if arr.shape[0] == 0:
         raise CalibrationDataError(f"{path}:{key} holds no samples")
-    if not info.is_float:
+    if info.takes_integers:
         return np.ascontiguousarray(_integer_values(path, key, arr, info))
     with np.errstate(over="ignore"):  # values beyond float32 become Inf and are reported below
-        data = arr.astype(np.float32)
+        data = arr.astype(np.float32) if info.dtype.startswith("float") else arr
     if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
         bad = int(np.count_nonzero(~np.isfinite(data)))
         raise CalibrationDataError(f"{path}:{key} contains {bad} NaN/Inf values; calibration needs finite inputs")
@@ -220,7 +220,7 @@ def _check_array(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.
 def _integer_values(path: Path, key: str, arr: np.ndarray, info: TensorInfo) -> np.ndarray:
     """``arr`` as the integer (or bool) input ``info`` takes it: whole numbers that fit its type.
     (Not checked against ``info.values``: that range is where random ids are drawn, and a value
-    outside it can be meant, as magika's padding byte 256 beside its one-hot of 0..255.)"""
+    outside it can be meant, as a padding id that a one-hot matches nowhere.)"""
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
         raise CalibrationDataError(f"{path}:{key} holds fractions; input '{info.name}' is {info.dtype} and takes "
                                    "whole numbers")
@@ -245,7 +245,7 @@ def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: Preproces
 
     if len(inputs) != 1:
         raise CalibrationDataError(f"an image folder can calibrate a single-input model; this one has {len(inputs)}")
-    if not inputs[0].is_float:
+    if inputs[0].takes_integers:
         raise CalibrationDataError(f"an image folder cannot calibrate input '{inputs[0].name}', which takes "
                                    f"{inputs[0].dtype} values, not pixels; give an .npz of them")
     spec = (spec or PreprocessSpec()).bind_to_input(inputs[0].shape)

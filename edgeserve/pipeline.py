@@ -294,11 +294,11 @@ def bind_preprocess(
         assert spec is not None
         if len(inputs) != 1:
             raise PreprocessSpecError(f"image preprocessing needs a single-input model; this one has {len(inputs)}")
-        if not inputs[0].is_float:
+        if inputs[0].takes_integers:
             raise PreprocessSpecError(f"image preprocessing makes pixels, and input '{inputs[0].name}' takes "
                                       f"{inputs[0].dtype} values (ids, bytes); give its values with --calib DATA.npz")
         return spec.bind_to_input(inputs[0].shape)
-    if len(inputs) != 1 or len(inputs[0].shape) != 4 or not inputs[0].is_float:
+    if len(inputs) != 1 or len(inputs[0].shape) != 4 or inputs[0].takes_integers:
         return None
     shape = inputs[0].shape
     if shape[-1] in (1, 3):

@@ -25,10 +25,10 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 
-def _graph(nodes: list, inputs: list, initializers: list) -> bytes:
+def _graph(nodes: list, inputs: list, initializers: list, out_shape: list | None = None) -> bytes:
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                               initializer=initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
@@ -68,6 +68,20 @@ def test_the_values_an_integer_input_takes_are_read_from_its_use() -> None:
     assert set(np.unique(unknown)) == {0, 1}
 
 
+def test_an_input_type_no_route_feeds_is_one_error_naming_the_types_taken(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    from edgeserve.errors import SourceModelError
+    from edgeserve.sources import load_source
+
+    path = tmp_path / "pixels.onnx"
+    path.write_bytes(_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+                            [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4])], [], [1, 4]))
+    with pytest.raises(SourceModelError, match="input 'x' is uint8; edgeserve converts ONNX models whose inputs are "
+                                               "float32, int32, int64, bool"):
+        load_source(path)
+
+
 def test_integer_calibration_keeps_its_type_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
     from edgeserve.datasets import load_calibration
 
@@ -105,7 +119,7 @@ def _magika_features(content: bytes, beg: int, end: int, pad: int) -> np.ndarray
 
 def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_files(tmp_path: Path) -> None:
     """magika 1.0.3's classifier on 20 files of its own wheel (Python, JSON, Markdown, the ONNX
-    model, the CLI's ELF binary): each artifact takes the int32 bytes; those that pass name each
+    model): each artifact takes the int32 bytes; those that pass name each
     file as ONNX Runtime does, and the one that cannot hold the model says so."""
     from registry_models import MAGIKA, required_wheel
 
@@ -115,7 +129,7 @@ def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_f
         model = tmp_path / "magika.onnx"
         model.write_bytes(archive.read(MAGIKA[1]))
         config = json.loads(archive.read("magika/models/standard_v3_3/config.min.json"))
-        members = sorted(m for m in archive.namelist() if m.endswith((".py", ".json", ".md", ".onnx", "/magika")))
+        members = sorted(m for m in archive.namelist() if m.endswith((".py", ".json", ".md", ".onnx")))
         files = {m: archive.read(m) for m in members[:20]}
     x = np.stack([_magika_features(c, config["beg_size"], config["end_size"], config["padding_token"])
                   for c in files.values()])
@@ -157,6 +171,30 @@ def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_f
     # Measured on these files: 95 % top-1 agreement, 15.1 dB (68.4 dB on random bytes): fp16
     # loses some of the same variance difference that int8 loses all of.
     assert coreml["agreement"]["top1_agreement"] >= 0.9 and _worst_sqnr(coreml) > 10
+
+
+def test_a_constant_divided_by_a_square_root_becomes_a_product_with_rsqrt(tmp_path: Path) -> None:
+    """magika's two layer norms divide 1 by SQRT(var + eps) (ONNX Sqrt, Reciprocal): the int8
+    DIV stopped LiteRT when a channel's variance rounded to its zero point. The prepared float
+    model computes MUL by RSQRT instead, and the same outputs to float rounding."""
+    from registry_models import MAGIKA, registry_model
+
+    from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
+    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.sources import load_source
+    from edgeserve.tflite_model import TfliteModel
+
+    pytest.importorskip("litert_torch")
+    source = load_source(registry_model(MAGIKA, tmp_path))
+    original = source.float_tflite(tmp_path / "work").model
+    prepared = prepare_float_tflite(original)
+    assert "wrote 2 DIV by SQRT as MUL by RSQRT" in prepared.steps
+    before, after = TfliteModel.from_bytes(original).op_counts(), TfliteModel.from_bytes(prepared.model).op_counts()
+    assert before["DIV"] - after.get("DIV", 0) == 2 and after["RSQRT"] == 2 and "SQRT" not in after
+    x = np.random.default_rng(0).integers(0, 257, (4, 2048)).astype(np.int32)
+    expected, got = TfliteRunner(original).predict([x])[0][0], TfliteRunner(prepared.model).predict([x])[0][0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    assert expected.std() > 0  # the outputs vary: a comparison that can fail
 
 
 def _worst_sqnr(entry: dict) -> float:

@@ -79,7 +79,8 @@ class _ExecutorchBase(Converter):
         saved.parent.mkdir(parents=True, exist_ok=True)
         torch.export.save(program, str(saved))
         calibration = list(ctx.calibration.inputs) if self.precision == "int8" and ctx.calibration else None
-        inputs = [np.asarray(x, np.float32) for x in ctx.evaluation.inputs]
+        # floats as float32; integer inputs (token ids, bytes) in their own type, as the program takes them
+        inputs = [np.asarray(x, np.float32) if x.dtype.kind == "f" else x for x in ctx.evaluation.inputs]
         attempts: list[dict[str, Any]] = []
         best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
         mixed = ctx.mixed_range_outputs() if self.precision == "int8" else {}
@@ -147,7 +148,7 @@ class _ExecutorchBase(Converter):
             "status": "ok" if scored["ok"] else "failed",
             **file_record(out, artifact),
             "precision": self.precision,
-            "inputs": [{"name": t.name, "shape": [1, *[int(d) for d in x.shape[1:]]], "dtype": "float32"}
+            "inputs": [{"name": t.name, "shape": [1, *[int(d) for d in x.shape[1:]]], "dtype": x.dtype.name}
                        for t, x in zip(ctx.source.signature.inputs, inputs)],
             "outputs": [{"name": t.name, "shape": [1, *o.shape[1:]]} for t, o in zip(ctx.source.signature.outputs,
                                                                                      outputs)],

@@ -38,6 +38,14 @@ class TensorInfo:
         return np.dtype(self.dtype).kind == "f"
 
     @property
+    def takes_integers(self) -> bool:
+        """An input of integer values that are data, not quantized reals: token ids, bytes, a
+        mask (bool, and integers of 32 bits or more). An int8, uint8 or int16 input is a
+        quantized model's pixels or features, and is fed as it always was."""
+        dtype = np.dtype(self.dtype)
+        return dtype.kind == "b" or (dtype.kind in "iu" and dtype.itemsize >= 4)
+
+    @property
     def sample_shape(self) -> tuple[int | None, ...]:
         """The shape of one sample, without the batch dimension."""
         return self.shape[1:]
@@ -60,8 +68,8 @@ def random_samples(info: TensorInfo, rng: np.random.Generator, count: int | None
     """
     shape = tuple(int(d) for d in (info.shape if count is None else (count, *info.sample_shape)))  # type: ignore[arg-type]
     dtype = np.dtype(info.dtype)
-    if dtype.kind == "f":
-        return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
+    if not info.takes_integers:  # floats, and a quantized model's int8/uint8/int16 input (as before)
+        return rng.random(shape, dtype=np.float32)
     if dtype.kind == "b":
         return np.ones(shape, dtype)
     low, high = info.values or (0, 2)

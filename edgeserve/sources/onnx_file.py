@@ -35,6 +35,9 @@ ROUTE_ENV = "EDGESERVE_ONNX_ROUTE"
 # The most one sample of one input may hold: conversion keeps calibration and evaluation
 # batches of them in memory, so a larger input is refused before anything is allocated.
 MAX_INPUT_BYTES = 1 << 30
+# Input types every route takes: float32 values, and integers that are data (token ids, bytes,
+# a mask: onnx_input_ranges.py reads the values they take).
+INPUT_TYPES = ("float32", "int32", "int64", "bool")
 
 
 def _check_sizes(path: Path, graph: Any, inputs: tuple[TensorInfo, ...]) -> None:
@@ -323,6 +326,9 @@ def _fix_inputs(onnx: Any, proto: Any, path: Path, values: dict[str, str]) -> di
 def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:
     tensor = value.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    if dtype not in INPUT_TYPES:  # uint8 pixels, fp16: not read as any route would feed them
+        raise SourceModelError(f"input '{value.name}' is {dtype}; edgeserve converts ONNX models whose inputs are "
+                               f"{', '.join(INPUT_TYPES)}")
     declared = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim]
     if value.name in shapes:
         given = tuple(shapes[value.name])
