@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import sys
 from typing import Any
 
@@ -72,7 +74,7 @@ def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
     q = entry.get("quantization")
     if q:
         console.print(f"  scheme {q['scheme']}, io {q['io']}, integer-only {entry.get('integer_only')}"
-                      + (f", float layers: {', '.join(q['float_layers'])}" if q["float_layers"] else ""))
+                      + (f", float layers: {_float_layers(q['float_layers'])}" if q["float_layers"] else ""))
     if entry.get("no_int8_rule"):
         ops = list(entry["no_int8_rule"])
         console.print(f"  mixed model: {', '.join(ops)} computed in float (ai-edge-quantizer has no int8 rule for "
@@ -99,6 +101,18 @@ def _print_unverified(console: Console, entry: dict[str, Any]) -> None:
     reason = (entry.get("verification") or {}).get("degenerate")
     if reason:
         console.print(f"  [bold yellow]NOT VERIFIED[/]: {reason}")
+
+
+def _float_layers(layers: list[str]) -> str:
+    """The float layers by name, or for more than a few (a float front: every operator before
+    a LOG) how many of each operator, the names being in the manifest."""
+    if len(layers) <= 4:
+        return ", ".join(layers)
+    ops = [layer.split(" ", 1)[0] for layer in layers]
+    if not all(op.isupper() for op in ops):  # layer names, not "OPERATOR 'tensor'"
+        return f"{', '.join(layers[:4])} and {len(layers) - 4} more (named in the manifest)"
+    counts = collections.Counter(ops)
+    return f"{len(layers)} ({', '.join(f'{op}x{n}' for op, n in counts.items())}; named in the manifest)"
 
 
 def _print_quality(console: Console, entry: dict[str, Any]) -> None:

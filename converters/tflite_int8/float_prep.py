@@ -38,6 +38,7 @@ from edgeserve.converters.tflite_int8.quantizable_forms import (
     divide_by_sqrt_as_rsqrt,
     reduce_max_as_max_pool,
     relu_0_to_1_as_mul,
+    variance_as_mean_of_squares,
 )
 from edgeserve.errors import SourceModelError
 from edgeserve.tflite_edit import builtin_code
@@ -80,6 +81,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     steps = [s for s in (inlined, _restore_op_codes(model), _fold_densify(model, data), _widen_constant_weights(model),
                          _flat_transpose_conv_bias(model), fold_shape_arithmetic(model), relu_0_to_1_as_mul(model),
                          reduce_max_as_max_pool(model), divide_by_sqrt_as_rsqrt(model),
+                         _dropping_unused(model, variance_as_mean_of_squares(model)),
                          _name_io(model, io_names) if io_names else None, _unique_names(model),
                          _add_signature(schema, model)) if s]
     if not steps:
@@ -323,6 +325,14 @@ def _flat_transpose_conv_bias(model: Any) -> str | None:
                     bias.shapeSignature = [shape[-1]]
                 fixed += 1
     return f"reshaped {fixed} TRANSPOSE_CONV bias(es) to 1-D" if fixed else None
+
+
+def _dropping_unused(model: Any, step: str | None) -> str | None:
+    """``step``, after removing the tensors it left unread (LiteRT leaves a tensor no operator
+    touches unallocated, and the quantizer's calibration reads every tensor)."""
+    if step:
+        drop_unused(model)
+    return step
 
 
 def drop_unused(model: Any) -> None:

@@ -13,7 +13,7 @@ Which outputs need it is read from the float model's outputs before anything is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from edgeserve.converters.join_tail import Step, join_tail, reshaped_axis, transposed_axis
@@ -58,3 +58,22 @@ def concatenation_tail(model: bytes, outputs: Sequence[tuple[int, int]]) -> list
             return None
         tail += [step for step in names if step not in tail]
     return tail or None
+
+
+def float_front(model: bytes, float_ops: Collection[str]) -> list[tuple[str, str]] | None:
+    """(operator, output tensor name) of every operator that feeds, through any path back to the
+    model's inputs, an operator of a kind in ``float_ops`` (those the quantizer has no int8 rule
+    for); None when there is none. Kept float, they give that operator the float values it would
+    otherwise read back from int8: a LOG of a power spectrum (1e-10 to 1e6) reads zeros for
+    everything under 1/255 of the largest power (DNSMOS P.835's log-power front end)."""
+    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
+    front: dict[int, tuple[str, str]] = {}
+    pending = [t for op in graph.operators if op.op_name in float_ops for t in op.inputs if t >= 0]
+    while pending:
+        op = producer.get(pending.pop())
+        if op is None or op.index in front or op.op_name in float_ops:
+            continue
+        front[op.index] = (op.op_name, graph.tensors[op.outputs[0]].name)
+        pending += [t for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant]
+    return [front[i] for i in sorted(front)] or None
