@@ -215,7 +215,7 @@ def divide_by_sqrt_as_rsqrt(model: Any) -> str | None:
         for op in ops:
             for i in op.inputs:
                 uses[i] = uses.get(i, 0) + 1
-        outputs = set(graph.outputs or [])
+        outputs = {int(i) for i in (graph.outputs if graph.outputs is not None else [])}
         replaced: dict[int, Any] = {}  # id(op) -> its replacement
         for op in ops:
             if kind(op) != schema.BuiltinOperator.DIV or op.builtinOptions is None \
@@ -314,7 +314,7 @@ def variance_as_mean_of_squares(model: Any) -> str | None:
         if not replaced:
             continue
         ops = [new for op in ops for new in replaced.get(id(op), [op])]
-        graph.operators = _without_unread(ops, set(graph.outputs or []))
+        graph.operators = _without_unread(ops, {int(i) for i in (graph.outputs if graph.outputs is not None else [])})
     return f"wrote {rewritten} variance(s) E[x^2] - E[x]^2 as E[(x - E[x])^2]" if rewritten else None
 
 

@@ -61,7 +61,8 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
         for detail, x in zip(f_inputs, sample):  # an integer input (token ids) is fed in its own type
             f_run.set_tensor(detail["index"], np.asarray(x, detail["dtype"]))
         for detail, x in zip(q_inputs, sample):
-            q_run.set_tensor(detail.index, detail.quantize(np.asarray(x, np.float32 if detail.quantized else detail.dtype)))
+            typed = np.asarray(x, np.float32 if detail.quantized else detail.dtype)
+            q_run.set_tensor(detail.index, detail.quantize(typed))
         f_run.invoke()
         q_run.invoke()
         for detail, twin, scale, zero in pairs:

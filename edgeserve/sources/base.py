@@ -66,7 +66,8 @@ def random_samples(info: TensorInfo, rng: np.random.Generator, count: int | None
     range then sets the int8 scales of every attention score (measured on khmersm's segmenter:
     6.3 dB, int16 no better), though no real sentence is masked so.
     """
-    shape = tuple(int(d) for d in (info.shape if count is None else (count, *info.sample_shape)))  # type: ignore[arg-type]
+    dims = info.shape if count is None else (count, *info.sample_shape)
+    shape = tuple(int(d) for d in dims)  # type: ignore[arg-type]
     dtype = np.dtype(info.dtype)
     if not info.takes_integers:  # floats, and a quantized model's int8/uint8/int16 input (as before)
         return rng.random(shape, dtype=np.float32)
