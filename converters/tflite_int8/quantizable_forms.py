@@ -39,6 +39,7 @@ these float, so no full-integer model exists.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -124,6 +125,17 @@ def _tensor_values(model: Any, indices: list[int]) -> dict[int, np.ndarray]:
         return {i: np.array(interpreter.get_tensor(i)) for i in indices}
 
 
+def _builtin(model: Any, op: Any) -> int:
+    """The builtin operator code of ``op`` (newer codes live in ``builtinCode`` only)."""
+    code = model.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
+
+
+def _graph_outputs(graph: Any) -> set[int]:
+    """The subgraph's output tensors as ints (the object API holds a numpy array, or None)."""
+    return {int(i) for i in (graph.outputs if graph.outputs is not None else [])}
+
+
 def _rewrite_each(model: Any, builtin: int, rewrite: Any) -> int:
     """Replace each ``builtin`` operator by the operators ``rewrite(graph, op)`` gives (None keeps
     it as it is); the number replaced."""
@@ -131,9 +143,7 @@ def _rewrite_each(model: Any, builtin: int, rewrite: Any) -> int:
     for graph in model.subgraphs or []:
         operators = []
         for op in graph.operators or []:
-            code = model.operatorCodes[op.opcodeIndex]
-            written = rewrite(graph, op) if max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0) == builtin \
-                else None
+            written = rewrite(graph, op) if _builtin(model, op) == builtin else None
             operators += written if written is not None else [op]
             rewritten += written is not None
         graph.operators = operators
@@ -205,17 +215,13 @@ def divide_by_sqrt_as_rsqrt(model: Any) -> str | None:
     rewritten = 0
     for graph in model.subgraphs or []:
         ops = list(graph.operators or [])
-
-        def kind(op: Any) -> int:
-            code = model.operatorCodes[op.opcodeIndex]
-            return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
-
+        kind = functools.partial(_builtin, model)
         producer = {out: op for op in ops for out in op.outputs}
         uses: dict[int, int] = {}
         for op in ops:
             for i in op.inputs:
                 uses[i] = uses.get(i, 0) + 1
-        outputs = {int(i) for i in (graph.outputs if graph.outputs is not None else [])}
+        outputs = _graph_outputs(graph)
         replaced: dict[int, Any] = {}  # id(op) -> its replacement
         for op in ops:
             if kind(op) != schema.BuiltinOperator.DIV or op.builtinOptions is None \
@@ -251,11 +257,7 @@ def variance_as_mean_of_squares(model: Any) -> str | None:
     rewritten = 0
     for graph in model.subgraphs or []:
         ops = list(graph.operators or [])
-
-        def kind(op: Any) -> int:
-            code = model.operatorCodes[op.opcodeIndex]
-            return max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
-
+        kind = functools.partial(_builtin, model)
         producer = {out: op for op in ops for out in op.outputs}
 
         def made_by(tensor: int, builtin: int) -> Any:
@@ -314,7 +316,7 @@ def variance_as_mean_of_squares(model: Any) -> str | None:
         if not replaced:
             continue
         ops = [new for op in ops for new in replaced.get(id(op), [op])]
-        graph.operators = _without_unread(ops, {int(i) for i in (graph.outputs if graph.outputs is not None else [])})
+        graph.operators = _without_unread(ops, _graph_outputs(graph))
     return f"wrote {rewritten} variance(s) E[x^2] - E[x]^2 as E[(x - E[x])^2]" if rewritten else None
 
 
