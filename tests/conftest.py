@@ -101,12 +101,13 @@ def tflm() -> Any:
 
 @pytest.fixture(scope="session")
 def tflm_cortex_m4() -> dict[str, Path]:
-    """TFLM's own Cortex-M4 builds (reference kernels and CMSIS-NN), from ../shared/tflm,
-    built once and cached like the host build. Missing sources fail in CI, skip elsewhere."""
-    from tflm_build import TflmUnavailable, build
+    """TFLM's own Cortex-M4 builds (reference kernels and CMSIS-NN), from ../shared/tflm, with
+    the kernels of the side-by-side test's model, built once and cached like the host build.
+    Missing sources fail in CI, skip elsewhere."""
+    from tflm_build import SIDE_BY_SIDE_OPS, TflmUnavailable, build
 
     try:
-        return {flavour: build(flavour).library.parents[1] for flavour in ("cortex-m4-ref", "cortex-m4")}
+        return {flavour: build(flavour, SIDE_BY_SIDE_OPS).library.parents[1] for flavour in ("cortex-m4-ref", "cortex-m4")}
     except TflmUnavailable as reason:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason}; CI runs every real-TFLM test")

@@ -17,7 +17,9 @@ import dataclasses
 import fcntl
 import hashlib
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -85,9 +87,60 @@ def host_build() -> TflmBuild:
     return build("host")
 
 
-def build(flavour: str) -> TflmBuild:
+# build.sh's make arguments per flavour (read to list a flavour's kernel sources).
+_MAKE_ARGS = {"host": [], "cortex-m4-ref": ["TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m4"],
+              "cortex-m4": ["TARGET=cortex_m_qemu", "TARGET_ARCH=cortex-m4", "OPTIMIZED_KERNEL_DIR=cmsis_nn"]}
+_MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
+_REGISTRATION = re.compile(r"TFLMRegistration\s*\*?\s*Register_(\w+)\s*\(\s*\)\s*\{")
+
+# The operators of the model tests/test_cortex_m4_side_by_side.py runs (MLPerf Tiny KWS). Its
+# two Cortex-M4 builds compile only their kernels: a static library gives the linker the same
+# objects either way, so the images are the same, and CI is spared most of two 7-minute builds.
+SIDE_BY_SIDE_OPS = ("AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX")
+
+
+def _kernel_sources(tree: Path, flavour: str, ops: tuple[str, ...]) -> list[str]:
+    """The kernel sources TFLM's makefile compiles for ``flavour`` (after its optimized-kernel
+    substitution), less those registering only operators not in ``ops``."""
+    printer = tree.parent / "print-kernels.mk"
+    printer.write_text("print-%:\n\t@echo $($*)\n")
+    listed = subprocess.run(["make", "-s", "-f", _MAKEFILE, *_MAKE_ARGS[flavour], "-f", str(printer),
+                             "print-MICROLITE_CC_KERNEL_SRCS"], cwd=tree, capture_output=True, text=True,
+                            check=True).stdout.splitlines()[-1].split()
+    kept = []
+    for source in listed:
+        registered = set(_REGISTRATION.findall((tree / source).read_text(errors="replace")))
+        if not registered or registered & set(ops):  # helpers every kernel may call stay
+            kept.append(source)
+    # The signal library's sources serve only the signal kernels.
+    if not any(_REGISTRATION.search((tree / k).read_text(errors="replace")) for k in kept if "signal/" in k):
+        kept = [k for k in kept if "signal/" not in k]
+    return kept
+
+
+def _prepare_tree(src: Path, out: Path, arm: bool) -> None:
+    """What build.sh does before calling make (copy the tree, link the Arm toolchain where TFLM's
+    makefile looks for its download), so the makefile can be read before build.sh runs."""
+    tree = out / "tree"
+    if not (tree / "LICENSE").is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(src), str(tree)], check=True)
+    if not arm:
+        return
+    gcc = shutil.which("arm-none-eabi-gcc")
+    if gcc is None:
+        raise RuntimeError("no arm-none-eabi-gcc on PATH (make toolchain installs it)")
+    links = tree / "tensorflow/lite/micro/tools/make/downloads/gcc_embedded/bin"
+    links.mkdir(parents=True, exist_ok=True)
+    for tool in Path(gcc).parent.glob("arm-none-eabi-*"):
+        if not (links / tool.name).exists():
+            (links / tool.name).symlink_to(tool)
+
+
+def build(flavour: str, ops: tuple[str, ...] | None = None) -> TflmBuild:
     """The cached ``build.sh FLAVOUR`` output (host, cortex-m4 with CMSIS-NN, cortex-m4-ref),
-    building it first if needed. Raises RuntimeError with the reason."""
+    building it first if needed; with ``ops``, only those operators' kernels (and the helpers
+    all kernels share) are compiled. Raises RuntimeError with the reason."""
     env_dir = os.environ.get("EDGESERVE_TFLM_DIR") if flavour == "host" else None
     if env_dir:
         build = from_env(Path(env_dir))
@@ -103,7 +156,8 @@ def build(flavour: str) -> TflmBuild:
     if missing:
         raise TflmUnavailable(f"{SKIP_PREFIX} {downloads} lacks {', '.join(missing)}; TFLM's makefile would "
                               "download them, and this machine reaches only package registries")
-    out = cache_root() / f"{flavour}-{_source_key(src, script)}"
+    subset = "" if ops is None else "-" + hashlib.sha256(" ".join(sorted(ops)).encode()).hexdigest()[:8]
+    out = cache_root() / f"{flavour}-{_source_key(src, script)}{subset}"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -114,6 +168,12 @@ def build(flavour: str) -> TflmBuild:
         # environment's interpreter has it.
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         start = time.monotonic()
+        if ops is not None:
+            _prepare_tree(src, out, arm=flavour != "host")
+            kernels = _kernel_sources(out / "tree", flavour, ops)
+            # A variable given in MAKEFLAGS counts as given on make's command line, so it
+            # replaces the makefile's own list (build.sh passes no way to add arguments).
+            env["MAKEFLAGS"] = "MICROLITE_CC_KERNEL_SRCS=" + "\\ ".join(kernels)
         done = subprocess.run(["bash", str(script), flavour, str(out)], env=env, capture_output=True,
                               text=True, timeout=3600, check=False)
         if done.returncode != 0 or not library.is_file():
@@ -123,8 +183,8 @@ def build(flavour: str) -> TflmBuild:
 
 if __name__ == "__main__":  # `make test` builds it ahead of pytest: python tests/tflm_build.py [FLAVOUR]
     flavour = sys.argv[1] if len(sys.argv) > 1 else "host"
-    try:
-        result = build(flavour)
+    try:  # the Cortex-M4 flavours as the side-by-side test asks for them; `--all-kernels` in full
+        result = build(flavour, None if flavour == "host" or "--all-kernels" in sys.argv else SIDE_BY_SIDE_OPS)
     except TflmUnavailable as reason:  # the tests then skip (and fail in CI) with the same reason
         print(f"warning: {reason}", file=sys.stderr)
         sys.exit(1 if os.environ.get("CI") == "true" else 0)

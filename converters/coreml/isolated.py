@@ -67,16 +67,18 @@ def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, l
     from edgeserve.converters.coreml.frontend import convert_prepared, deployment_target, prepared
 
     kind, path = carrier
-    ct = toolchain.coremltools()
     if kind == "keras":
         from edgeserve.sources import load_source
 
+        # TensorFlow first: coremltools' TensorFlow frontend is there only when TensorFlow was
+        # imported before coremltools (toolchain.coremltools hides what is not yet imported).
         source: Any = load_source(path)
     else:
         torch = require("torch", "Core ML conversion of a PyTorch model")
         program = torch.export.load(path) if kind == "pt2" else None
         module = program.module() if program is not None else torch.jit.load(path).eval()
         source = SimpleNamespace(framework="pytorch", program=program, module=module, path=Path(name), kind=kind)
+    ct = toolchain.coremltools()
     model, frontend = prepared(source, plans)
     with toolchain.captured() as said:
         mlmodel = convert_prepared(ct, model, frontend, plans, target=deployment_target(ct, target_name),

@@ -10,7 +10,7 @@ terminal between edgeserve's own progress lines, and some of it belongs in the m
   noise at debug, its other warnings as warnings);
 - tqdm bars and other ``sys.stderr`` writes → debug lines (the final state of each bar);
 - Python warnings → debug lines;
-- native stderr (TensorFlow's absl lines when coremltools imports it) → debug lines.
+- native stderr → debug lines.
 
 Every captured message is also kept in a :class:`Captured` so the converter can write
 them into its report.
@@ -24,6 +24,7 @@ import io
 import logging
 import platform
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from types import ModuleType
@@ -92,13 +93,37 @@ def coremltools() -> ModuleType:
     """
     global _module
     if _module is None:
-        from edgeserve._deps import _quiet_tensorflow, require
+        from edgeserve._deps import require
 
         _route_logger()
-        _quiet_tensorflow()  # coremltools imports TensorFlow (when installed) to check its version
-        with captured():
+        with captured(), _hidden(_FRAMEWORKS_COREML_NEED_NOT):
             _module = require("coremltools", "Core ML conversion")
     return _module
+
+
+# coremltools imports every framework it has a frontend or a helper for, only to record
+# whether it is there (coremltools/_deps): with this project's extras installed that is
+# 10 of the 13 s its import takes on 2 cores (TensorFlow 4.6 s, executorch 2.5 s, torchao 1.9
+# s, measured with `python -X importtime`), paid again in each isolated child. Those not yet
+# imported stay hidden while it is imported: every source but Keras reaches coremltools as a
+# torch program, and a Keras source has imported TensorFlow before (isolated.convert_step).
+_FRAMEWORKS_COREML_NEED_NOT = ("tensorflow", "executorch", "torchao", "sklearn", "xgboost", "libsvm",
+                               "transformers")
+
+
+@contextlib.contextmanager
+def _hidden(names: tuple[str, ...]) -> Iterator[None]:
+    """Make ``import NAME`` fail for each name not already imported (a None entry in
+    sys.modules is how Python says a module is known to be missing); put them back after."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
 
 
 def predict_available() -> tuple[bool, str]:
