@@ -99,14 +99,18 @@ _REGISTRATION = re.compile(r"TFLMRegistration\s*\*?\s*Register_(\w+)\s*\(\s*\)\s
 SIDE_BY_SIDE_OPS = ("AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX")
 
 
-def _kernel_sources(tree: Path, flavour: str, ops: tuple[str, ...]) -> list[str]:
+def _kernel_sources(tree: Path, flavour: str, ops: tuple[str, ...], env: dict[str, str]) -> list[str]:
     """The kernel sources TFLM's makefile compiles for ``flavour`` (after its optimized-kernel
     substitution), less those registering only operators not in ``ops``."""
     printer = tree.parent / "print-kernels.mk"
     printer.write_text("print-%:\n\t@echo $($*)\n")
-    listed = subprocess.run(["make", "-s", "-f", _MAKEFILE, *_MAKE_ARGS[flavour], "-f", str(printer),
-                             "print-MICROLITE_CC_KERNEL_SRCS"], cwd=tree, capture_output=True, text=True,
-                            check=True).stdout.splitlines()[-1].split()
+    done = subprocess.run(["make", "-s", "-f", _MAKEFILE, *_MAKE_ARGS[flavour], "-f", str(printer),
+                           "print-MICROLITE_CC_KERNEL_SRCS"], cwd=tree, env=env, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"TFLM {flavour}: listing its kernel sources failed ({done.returncode}): "
+                           f"{done.stderr[-2000:]}")
+    listed = done.stdout.splitlines()[-1].split()
     kept = []
     for source in listed:
         registered = set(_REGISTRATION.findall((tree / source).read_text(errors="replace")))
@@ -170,7 +174,7 @@ def build(flavour: str, ops: tuple[str, ...] | None = None) -> TflmBuild:
         start = time.monotonic()
         if ops is not None:
             _prepare_tree(src, out, arm=flavour != "host")
-            kernels = _kernel_sources(out / "tree", flavour, ops)
+            kernels = _kernel_sources(out / "tree", flavour, ops, env)
             # A variable given in MAKEFLAGS counts as given on make's command line, so it
             # replaces the makefile's own list (build.sh passes no way to add arguments).
             env["MAKEFLAGS"] = "MICROLITE_CC_KERNEL_SRCS=" + "\\ ".join(kernels)
