@@ -246,10 +246,13 @@ class _Semantics:
             self.fail(sp, f"sparse data needs {expected} bytes, the buffer holds {nbytes}")
 
     def _operator(self, sg: Any, op: Any, ot: _Table, ready: set[int]) -> None:
-        for i in op.inputs:
+        for position, i in enumerate(op.inputs):
             # Custom operators may take workspace tensors nothing writes (Vela's ethos-u op
-            # reads its scratch buffers this way); builtin kernels never do.
-            if i >= 0 and i not in ready and not op.is_custom:
+            # reads its scratch buffers this way); builtin kernels never do. Nor is there
+            # anything to read in RESHAPE's shape when it has no elements: litert-torch gives
+            # a reshape to a scalar such a tensor, which TFLM allocates no bytes for.
+            if i >= 0 and i not in ready and not op.is_custom and not (
+                    op.op_name == "RESHAPE" and position == 1 and 0 in sg.tensors[i].shape):
                 t = sg.tensors[i]
                 self.fail(ot, f"{op.op_name} reads tensor {i} '{t.name}' before anything wrote "
                           "it (it is not constant, a variable or a subgraph input)")

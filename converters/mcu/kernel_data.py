@@ -96,6 +96,8 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     # padding enum, two ints, activation enum, quantized bias type enum; probed with g++ and
     # arm-none-eabi-g++ -mcpu=cortex-m4 against ../shared/tflm (Nov 2026).
     "TfLiteTransposeConvParams": row((20, 4), (16, 4)),
+    # Read from builtin_op_data.h (Nov 2026), not probed: one activation enum, as TfLiteMulParams.
+    "TfLiteDivParams": row((4, 4), (1, 1)),
     # Read from builtin_op_data.h (Nov 2026), not probed: one int block_size each.
     "TfLiteDepthToSpaceParams": row((4, 4), (4, 4)),
     "TfLiteSpaceToDepthParams": row((4, 4), (4, 4)),
@@ -118,6 +120,12 @@ OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "OpDataConv": row((72, 8), (56, 4), (80, 8), (64, 4)),
     "OpDataFullyConnected": row((64, 8), (48, 4), (72, 8), (56, 4)),
     "OpDataLogistic": row((16, 4), (16, 4)),  # logistic.h
+    # Read from the sources (Nov 2026), not probed: div.cc's OpDataDiv, seven int32/int;
+    # comparisons.cc's OpData, a ComparisonParams (kernels/internal/types.h: seven int32/int
+    # and a bool); select.cc's OpData, one bool.
+    "OpDataDiv": row((28, 4), (28, 4)),
+    "OpDataComparison": row((32, 4), (32, 4)),
+    "OpDataSelect": row((1, 1), (1, 1)),
     "LeakyReluOpData": row((24, 4), (24, 4)),  # leaky_relu.h: six int32
     "PreluParams": row((28, 4), (28, 4)),  # kernels/internal/types.h: seven int32/int
     "OpDataLSTM": row((688, 8), (688, 8)),  # lstm_eval.h: no pointers, int64-aligned
@@ -338,6 +346,15 @@ KERNELS: dict[str, KernelData] = {
     # output's dims into the tail to write its shape (CreateWritableTensorDimsWithCopy). A reflect
     # pad of edgeserve's ONNX reader is one GATHER_ND with constant indices (silero-vad's STFT).
     "GATHER_ND": KernelData(None, None, _fixed("i0 i1 o0"), _output_dims, source="gather_nd.cc"),
+    # DIV's Prepare fetches both inputs and the output. The comparisons (comparisons.cc) have
+    # no builtin options (their Parse* allocate nothing) and fetch their two inputs only;
+    # SELECT_V2 has none either and fetches condition, x, y and output. tflite-int8 compares
+    # a dequantized int8 score with a constant in int8 (openwakeword's verifier gate), and
+    # the mcu target writes SELECT as SELECT_V2 (select_v2.py).
+    "DIV": KernelData("TfLiteDivParams", "OpDataDiv", _fixed("i0 i1 o0"), source="div.cc"),
+    **{op: KernelData(None, "OpDataComparison", _fixed("i0 i1"), source="comparisons.cc")
+       for op in ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")},
+    "SELECT_V2": KernelData(None, "OpDataSelect", _fixed("i0 i1 i2 o0"), source="select.cc"),
     # No Init; TransposeContext fetches input, permutation, output.
     "TRANSPOSE": KernelData(None, None, _fixed("i0 i1 o0"), source="transpose_common.cc"),
     # StridedSliceContext fetches input, begin, end, strides, output.

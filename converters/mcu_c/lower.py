@@ -65,18 +65,22 @@ class Lowering(DataMovement, Activations):
         self.folded = self._foldable_pads()
         for op in self.graph.operators:
             kinds = set()
-            for index in (*op.inputs, *op.outputs):
+            # RESHAPE's shape input is read for its shape only (and may be an empty tensor nothing writes).
+            read = op.inputs[:1] if op.op_name == "RESHAPE" else op.inputs
+            for index in (*read, *op.outputs):
                 if index < 0 or self.tensor(index).is_constant:
                     continue
                 kind = self.tensor(index).dtype_name
                 allowed = kind in ("int8", "int16") or (kind == "resource" and op.op_name in state.OPERATORS) or (
-                    kind == "uint8" and op.op_name == "QUANTIZE" and index in self.graph.outputs)
+                    kind == "uint8" and op.op_name == "QUANTIZE" and index in self.graph.outputs) or (
+                    kind == "bool" and _takes_bool(op, index))
                 if not allowed:
                     raise _refuse(op, f"on {kind} tensors (int8, and int16 activations with int8 weights)")
                 kinds.add(kind)
             if "int16" in kinds and op.op_name not in int16.KERNELS:
                 raise _refuse(op, "on int16 tensors (int16 activations have kernels here for "
                               f"{', '.join(sorted(int16.KERNELS))})")
+            kinds.discard("bool")  # a condition or a comparison's result: of neither width
             if kinds == {"int8", "int16"} and op.op_name != "QUANTIZE":
                 raise _refuse(op, "mixing int8 and int16 tensors")
             if op.op_name in ("PAD", "PADV2") and op.outputs[0] in self.folded:
@@ -384,7 +388,10 @@ class Lowering(DataMovement, Activations):
         a, b, y = (self.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
         if a.is_constant and b.is_constant:
             raise _refuse(op, "with two constant operands")
-        dtype = y.dtype_name  # int8, or int16 (the _s16 kernels)
+        dtype = (b if a.is_constant else a).dtype_name  # int8, or int16 (the _s16 kernels)
+        comparison = kernel in COMPARISON_KERNELS
+        if comparison and (dtype != "int8" or y.dtype_name != "bool"):
+            raise _refuse(op, f"on {dtype} operands (the comparisons here take int8 and give bool)")
         arrays = [ConstArray(f"k{op.index}_{i}", f"{dtype}_t", self.const(t, dtype))
                   for i, t in enumerate(op.inputs[:2]) if self.tensor(t).is_constant]
         call: tuple[int | Ref, ...] = tuple(Ref(f"k{op.index}_{i}") if self.tensor(t).is_constant else t
@@ -394,23 +401,28 @@ class Lowering(DataMovement, Activations):
         if len(dims) > 4:
             raise _refuse(op, "on more than 4 dimensions")
 
-        def strides(shape: tuple[int, ...]) -> list[int]:
-            padded = (1,) * (4 - len(shape)) + tuple(shape)
-            out, step = [0] * 4, 1
-            for axis in range(3, -1, -1):
-                out[axis] = 0 if padded[axis] == 1 and dims[axis] != 1 else step
-                step *= padded[axis]
-            return out
-
-        (sa, za), (sb, zb), (sy, zy) = _q(a), _q(b), _q(y)
+        (sa, za), (sb, zb) = _q(a), _q(b)
+        (sy, zy) = (1.0, 0) if comparison else _q(y)  # a bool output has no quantization
         act_min, act_max = int16.activation_range(op.options.get("fused_activation_function", 0), sy, zy, dtype)
         left_shift = int16.ADD_LEFT_SHIFT if dtype == "int16" else 20
         same = tuple(a.shape) == tuple(b.shape) == tuple(y.shape)
-        params: dict[str, Any] = {"dims": list(dims), "stride1": strides(a.shape), "stride2": strides(b.shape),
+        params: dict[str, Any] = {"dims": list(dims), "stride1": _broadcast_strides(a.shape, dims),
+                                  "stride2": _broadcast_strides(b.shape, dims),
                                   "same_shape": int(same), "in1_offset": -za, "in2_offset": -zb, "out_offset": zy,
                                   "act_min": act_min, "act_max": act_max}
         unused = {"left_shift": 0, "in1_multiplier": 0, "in1_shift": 0, "in2_multiplier": 0, "in2_shift": 0}
-        if kernel == "es_add":
+        if comparison:
+            # ComparisonsPrepare: each input's own scale as a multiplier smaller than one, after << 8.
+            if not (sa < 1.0 and sb < 1.0):
+                raise _refuse(op, "with an input scale of 1 or more (the comparison kernels take it as a fraction)")
+            (m1, s1), (m2, s2) = quant.quantize_multiplier(sa), quant.quantize_multiplier(sb)
+            params.update({"left_shift": 8, "in1_multiplier": m1, "in1_shift": s1, "in2_multiplier": m2,
+                           "in2_shift": s2, "out_multiplier": 0, "out_shift": 0})
+        elif kernel == "es_div":
+            # DivPrepare: the ratio of the scales in float32, then QuantizeMultiplier.
+            m, s = quant.quantize_multiplier(float(np.float32(sa) / (np.float32(sb) * np.float32(sy))))
+            params.update({"out_multiplier": m, "out_shift": s, **unused})
+        elif kernel == "es_add":
             params.update(quant.add_multipliers(sa, sb, sy, left_shift))
         elif kernel == "es_sub" and dtype == "int16":
             # Measured against the tflite-micro interpreter: its int16 SUB takes the ratios in
@@ -448,3 +460,77 @@ class Lowering(DataMovement, Activations):
 
     def _minimum(self, op: Operator) -> Step:
         return self._binary(op, "es_minimum")
+
+    def _div(self, op: Operator) -> Step:
+        return self._binary(op, "es_div")
+
+    def _greater(self, op: Operator) -> Step:
+        return self._binary(op, "es_greater")
+
+    def _greater_equal(self, op: Operator) -> Step:
+        return self._binary(op, "es_greater_equal")
+
+    def _less(self, op: Operator) -> Step:
+        return self._binary(op, "es_less")
+
+    def _less_equal(self, op: Operator) -> Step:
+        return self._binary(op, "es_less_equal")
+
+    def _equal(self, op: Operator) -> Step:
+        return self._binary(op, "es_equal")
+
+    def _not_equal(self, op: Operator) -> Step:
+        return self._binary(op, "es_not_equal")
+
+    def _select(self, op: Operator) -> Step:
+        condition, x, y = (self.tensor(i) for i in op.inputs[:3])
+        # SELECT's other form, a vector condition along x's first axis, is not a broadcast.
+        if tuple(x.shape) != tuple(y.shape) or tuple(condition.shape) not in ((), tuple(x.shape)):
+            raise _refuse(op, "with a condition along the first axis (a scalar or one of x's shape is taken)")
+        return self._select_v2(op)
+
+    def _select_v2(self, op: Operator) -> Step:
+        condition, x, y = (self.tensor(i) for i in op.inputs[:3])
+        out = self.tensor(op.outputs[0])
+        if condition.is_constant:
+            raise _refuse(op, "with a constant condition (fold it into the graph)")
+        if not x.dtype_name == y.dtype_name == out.dtype_name == "int8":
+            raise _refuse(op, f"on {x.dtype_name}, {y.dtype_name} -> {out.dtype_name} values (int8 throughout)")
+        dims = (1,) * (4 - len(out.shape)) + tuple(out.shape)
+        if len(dims) > 4:
+            raise _refuse(op, "on more than 4 dimensions")
+        dtype = out.dtype_name
+        arrays = [ConstArray(f"k{op.index}_{i}", f"{dtype}_t", self.const(t, dtype))
+                  for i, t in enumerate(op.inputs[1:3], 1) if self.tensor(t).is_constant]
+        call = tuple(Ref(f"k{op.index}_{i}") if self.tensor(t).is_constant else t for i, t in enumerate(op.inputs[:3]))
+        params = {"dims": list(dims), "stride_c": _broadcast_strides(condition.shape, dims),
+                  "stride_x": _broadcast_strides(x.shape, dims), "stride_y": _broadcast_strides(y.shape, dims),
+                  "element_bytes": out.element_size}
+        activations = tuple(t for t in op.inputs[:3] if not self.tensor(t).is_constant)
+        return Step(op.index, op.op_name, "es_select", "es_select_params", params, arrays, activations,
+                    op.outputs[0], None, KERNEL_SOURCES[op.op_name], call_inputs=call)
+
+
+def _broadcast_strides(shape: tuple[int, ...], dims: tuple[int, ...]) -> list[int]:
+    """Element strides of a tensor of ``shape`` read over the 4-D ``dims``: 0 along broadcast axes."""
+    padded = (1,) * (4 - len(shape)) + tuple(shape)
+    out, step = [0] * 4, 1
+    for axis in range(3, -1, -1):
+        out[axis] = 0 if padded[axis] == 1 and dims[axis] != 1 else step
+        step *= padded[axis]
+    return out
+
+
+# The comparisons' kernels: int8 operands rescaled to one fixed point, a bool output.
+COMPARISON_KERNELS = ("es_greater", "es_greater_equal", "es_less", "es_less_equal", "es_equal", "es_not_equal")
+_COMPARISONS = ("GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL")
+
+
+def _takes_bool(op: Operator, index: int) -> bool:
+    """Whether ``index`` may be a bool tensor of ``op``: a comparison's output, a select's
+    condition, or what a RESHAPE-like alias moves."""
+    if op.op_name in _COMPARISONS:
+        return index in op.outputs
+    if op.op_name in ("SELECT", "SELECT_V2"):
+        return index == op.inputs[0]
+    return op.op_name in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")

@@ -45,6 +45,11 @@ KERNEL_SOURCES = {
     "SPLIT": "es_copy.c",
     "GATHER_ND": "es_copy.c",  # constant indices: a reflect pad of edgeserve's ONNX reader
     "SQRT": "es_lut.c",  # int8: a table of LiteRT's own results (mcu/int8_lookup.py)
+    "DIV": "es_elementwise.c",
+    # int8 comparisons (tflite-int8 compares a dequantized score with a constant in int8) and the
+    # selects that read their bool
+    **{op: "es_elementwise.c" for op in ("GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL",
+                                         "SELECT", "SELECT_V2")},
     "RESHAPE": None,  # an alias of its input
     "SQUEEZE": None,
     "EXPAND_DIMS": None,

@@ -49,7 +49,10 @@ def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     """TFLM's outputs, the arena doubled each time TFLM says it is too small (no trial
     allocation first: most models fit the first one)."""
     from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.mcu.select_v2 import select_as_v2
 
+    # TFLM has SELECT_V2 only; the -t mcu build makes the same exact rewrite.
+    model_bytes, _ = select_as_v2(model_bytes)
     arena = TFLM_REFERENCE_ARENA
     while True:
         try:

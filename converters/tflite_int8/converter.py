@@ -327,12 +327,17 @@ class TfliteInt8Converter(Converter):
         float_io = opts.io == "float"
         parsed = TfliteModel.from_bytes(attempt.model)
         attempt.integer_problems = integer_problems(parsed, float_io)
-        runner = TfliteRunner(attempt.model)
-        attempt.io_dtype = runner.inputs[0].dtype.name
         evaluation = ctx.evaluation
-        outputs = predict_on_cores(attempt.model, list(evaluation.inputs),
-                                   lambda ticks, total: ctx.progress.track(ticks, total, "verifying with LiteRT"),
-                                   first=runner)
+        try:
+            runner = TfliteRunner(attempt.model)
+            outputs = predict_on_cores(attempt.model, list(evaluation.inputs),
+                                       lambda ticks, total: ctx.progress.track(ticks, total, "verifying with LiteRT"),
+                                       first=runner)
+        except (RuntimeError, ValueError) as exc:  # a kernel refused this attempt's model: the next may do
+            said = " ".join(str(exc).split()) or type(exc).__name__
+            attempt.status, attempt.reason = "error", f"LiteRT could not run this model: {said[:300]}"
+            return
+        attempt.io_dtype = runner.inputs[0].dtype.name
         attempt.outputs = outputs
         # The artifact's outputs in the source's order (the converter may list them otherwise).
         order = _output_order(attempt.model, ctx)

@@ -22,6 +22,7 @@ from edgeserve.console import NativeOutput, capture_native_stderr, quiet_librari
 from edgeserve.converters.tflite_int8.float_prep import Prepared, prepare_float_tflite
 from edgeserve.converters.tflite_int8.int16_rewrites import rewrite_for_int16
 from edgeserve.converters.tflite_int8.integer_activations import integerize_activations
+from edgeserve.converters.tflite_int8.integer_comparisons import integerize_comparisons
 from edgeserve.converters.tflite_int8.io_types import uint8_io
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
@@ -132,8 +133,10 @@ class QuantizerRoute:
                              list(keep_float or []), data, tool=f"{NAME} (LiteRT calibration)", what=what)
         if scheme == "int8":
             model, made_integer = integerize_activations(model)
+            model, compared = integerize_comparisons(model)
             self.made_integer.clear()
             self.made_integer.update(made_integer)
+            self.made_integer.update(compared)
         if self.io == "uint8" and scheme == "int8":  # 16x8 models keep int16 I/O, as on the TensorFlow route
             model = uint8_io(model)
         if scheme == "int8" and not keep_float:

@@ -58,6 +58,35 @@ static inline int32_t es_sat_mul_pot(int32_t x, int exponent) {
   return (int32_t)((uint32_t)x << exponent);
 }
 
+static inline int es_clz(uint32_t x) {
+  int n = 0;
+  if (x == 0) return 32;
+  while (!(x & 0x80000000u)) { x <<= 1; ++n; }
+  return n;
+}
+
+/* CountLeadingSignBits: redundant sign bits of x (31 for 0). */
+static inline int es_clrsb(int32_t x) {
+  if (x >= 0) return es_clz((uint32_t)x) - 1;
+  return x != INT32_MIN ? es_clz(2u * (uint32_t)(-x) - 1u) : 0;
+}
+
+/* 1/(1+x) for x in [0, 1), Q0.31 in and out: three Newton-Raphson steps in Q2.29
+ * (gemmlowp's one_over_one_plus_x_for_x_in_0_1; SOFTMAX's sum and DIV's divisor). */
+static inline int32_t es_one_over_one_plus(int32_t x) {
+  const int64_t sum = (int64_t)x + INT32_MAX;
+  const int32_t half_denominator = (int32_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
+  const int32_t c48_17 = 1515870810, cm32_17 = -1010580540;
+  int32_t estimate = c48_17 + es_srdhm(half_denominator, cm32_17);
+  int i;
+  for (i = 0; i < 3; ++i) {
+    const int32_t product = es_srdhm(half_denominator, estimate);     /* Q2.29 */
+    const int32_t error = (1 << 29) - product;
+    estimate = estimate + es_sat_mul_pot(es_srdhm(estimate, error), 2);  /* Q4.27 -> Q2.29 */
+  }
+  return es_sat_mul_pot(estimate, 1);  /* x/2 in Q1.30 read back as Q0.31 */
+}
+
 static inline int32_t es_clamp(int32_t x, int32_t lo, int32_t hi) {
   return x < lo ? lo : (x > hi ? hi : x);
 }

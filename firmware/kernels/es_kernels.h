@@ -84,14 +84,14 @@ void es_max_pool(const es_pool_params *p, const int8_t *in, int8_t *out);
 void es_average_pool_s16(const es_pool_params *p, const int16_t *in, int16_t *out);
 void es_max_pool_s16(const es_pool_params *p, const int16_t *in, int16_t *out);
 
-/* ADD and MUL, with broadcasting over up to 4 dimensions. */
+/* The two-operand elementwise kernels, with broadcasting over up to 4 dimensions. */
 typedef struct {
   int32_t dims[4];               /* output shape, padded on the left with 1 */
   int32_t stride1[4], stride2[4];/* element strides of the inputs, 0 along broadcast axes */
   int32_t same_shape;            /* 1: a flat loop over dims[0]*..*dims[3] elements */
   int32_t in1_offset, in2_offset, out_offset;
-  int32_t left_shift;            /* ADD only */
-  int32_t in1_multiplier, in1_shift, in2_multiplier, in2_shift;  /* ADD only */
+  int32_t left_shift;            /* ADD, SUB and the comparisons */
+  int32_t in1_multiplier, in1_shift, in2_multiplier, in2_shift;  /* likewise */
   int32_t out_multiplier, out_shift;
   int32_t act_min, act_max;
 } es_binary_params;
@@ -102,6 +102,23 @@ void es_mul(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int
 void es_sub(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void es_maximum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
 void es_minimum(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+/* DIV, and the comparisons (output: bool bytes, 0 or 1; left_shift and the input multipliers). */
+void es_div(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_greater(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_greater_equal(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_less(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_less_equal(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_equal(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+void es_not_equal(const es_binary_params *p, const int8_t *in1, const int8_t *in2, int8_t *out);
+
+/* SELECT / SELECT_V2 over up to 4 dimensions; strides are 0 along broadcast axes. */
+typedef struct {
+  int32_t dims[4];
+  int32_t stride_c[4], stride_x[4], stride_y[4];
+  int32_t element_bytes;  /* 1 (int8) or 2 (int16) */
+} es_select_params;
+
+void es_select(const es_select_params *p, const int8_t *condition, const void *x, const void *y, void *out);
 /* int16: the same arithmetic (ADD and SUB with left_shift 15, as TFLM's general int16 path). */
 void es_add_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);
 void es_mul_s16(const es_binary_params *p, const int16_t *in1, const int16_t *in2, int16_t *out);

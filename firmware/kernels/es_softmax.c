@@ -34,28 +34,6 @@ static int32_t exp_negative(int32_t a) {
   return a == 0 ? INT32_MAX : result;
 }
 
-/* 1/(1+x) for x in [0, 1), Q0.31 in and out: three Newton-Raphson steps in Q2.29. */
-static int32_t one_over_one_plus(int32_t x) {
-  const int64_t sum = (int64_t)x + INT32_MAX;
-  const int32_t half_denominator = (int32_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
-  const int32_t c48_17 = 1515870810, cm32_17 = -1010580540;
-  int32_t estimate = c48_17 + es_srdhm(half_denominator, cm32_17);
-  int i;
-  for (i = 0; i < 3; ++i) {
-    const int32_t product = es_srdhm(half_denominator, estimate);     /* Q2.29 */
-    const int32_t error = (1 << 29) - product;
-    estimate = estimate + es_sat_mul_pot(es_srdhm(estimate, error), 2);  /* Q4.27 -> Q2.29 */
-  }
-  return es_sat_mul_pot(estimate, 1);  /* x/2 in Q1.30 read back as Q0.31 */
-}
-
-static int count_leading_zeros(uint32_t x) {
-  int n = 0;
-  if (x == 0) return 32;
-  while (!(x & 0x80000000u)) { x <<= 1; ++n; }
-  return n;
-}
-
 void es_softmax(const es_softmax_params *p, const int8_t *in, int8_t *out) {
   int32_t r, c;
   for (r = 0; r < p->rows; ++r) {
@@ -70,9 +48,9 @@ void es_softmax(const es_softmax_params *p, const int8_t *in, int8_t *out) {
         sum += es_rdivpot(exp_negative(scaled), 12);  /* Q0.31 -> Q12.19 */
       }
     }
-    headroom = count_leading_zeros((uint32_t)sum);
+    headroom = es_clz((uint32_t)sum);
     bits_over_unit = 12 - headroom;
-    scale = one_over_one_plus((int32_t)(((uint32_t)sum << headroom) - (1u << 31)));
+    scale = es_one_over_one_plus((int32_t)(((uint32_t)sum << headroom) - (1u << 31)));
     exponent = bits_over_unit + 31 - 8;
     for (c = 0; c < p->depth; ++c) {
       const int32_t diff = row[c] - max;
