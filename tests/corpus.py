@@ -378,6 +378,8 @@ def measured(entry: dict) -> dict:
             "detection_match": matched, "score_error": detections.get("mean_score_error"),
             "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
             "bit_exact": verification.get("bit_exact"), "max_abs_diff": verification.get("max_abs_diff"),
+            # mcu-c: what it is bit-exact with (LiteRT's reference kernels where TFLM cannot run the model)
+            "reference": verification.get("reference"),
             "xnnpack_share": (entry.get("delegation") or {}).get("delegated_share"),
             "activations": (entry.get("quantization") or {}).get("activations"),
             # mcu: int16 operators TFLM runs in int8, int8 ones it looks up in a table
@@ -389,6 +391,8 @@ def figure(cell: dict) -> str:
     parts = []
     if cell.get("bit_exact") is True or cell.get("exact"):
         parts.append("bit-exact" if cell.get("bit_exact") else "exact")
+        if cell.get("bit_exact") and str(cell.get("reference") or "").startswith("litert"):
+            parts[-1] += " (LiteRT reference)"
     elif cell.get("max_abs_diff") is not None and cell.get("target") in ("mcu", "mcu-c"):
         parts.append(f"max diff {cell['max_abs_diff']:g}")
     if cell.get("sqnr_db") is not None and (not cell.get("bit_exact") or cell.get("int8_islands")
