@@ -208,7 +208,9 @@ void es_select(const es_select_params *p, const int8_t *condition, const void *x
           const int32_t k = condition[c]
               ? i0 * p->stride_x[0] + i1 * p->stride_x[1] + i2 * p->stride_x[2] + i3 * p->stride_x[3]
               : i0 * p->stride_y[0] + i1 * p->stride_y[1] + i2 * p->stride_y[2] + i3 * p->stride_y[3];
-          memcpy(to, (const int8_t *)(condition[c] ? x : y) + k * size, (size_t)size);
+          const int8_t *from = (const int8_t *)(condition[c] ? x : y) + k * size;
+          if (size == 1) *to = *from;
+          else memcpy(to, from, (size_t)size);
           to += size;
         }
 }
