@@ -24,12 +24,13 @@ with ``y`` on ``x``'s scale, and each QUANTIZE that read the float output requan
 to the scale the quantizer calibrated for it (int8 to int8, which both runtimes run).
 
 The rewrite is checked where every tflite-int8 artifact is: LiteRT runs it against the
-float source on the evaluation set; tests/test_integer_activations.py compares each int8
+float source on the evaluation set; tests/test_sources_tflite.py compares each int8
 PRELU with the float operator on its own dequantized input.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,12 +48,19 @@ MOVES = {_DEPTH_TO_SPACE: "DEPTH_TO_SPACE", _SPACE_TO_DEPTH: "SPACE_TO_DEPTH"}
 def integerize_activations(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with its float PRELU/LEAKY_RELU in the pattern above made int8, and how many
     of each were; the bytes come back unchanged when there were none."""
+    return rewrite_graphs(model_bytes, lambda model, graph: _rewrite_graph(model, graph) + _rewrite_moves(model, graph))
+
+
+def rewrite_graphs(model_bytes: bytes, rewrite: Callable[[Any, Any], list[str]]) -> tuple[bytes, dict[str, int]]:
+    """The model with ``rewrite(model, graph)`` applied to each graph (it edits the graph in place
+    and returns the kinds it rewrote), and how many of each kind; the bytes come back unchanged
+    when nothing was rewritten. Shared with integer_comparisons.py."""
     import flatbuffers
 
     model = unpack_model(model_bytes)
     done: dict[str, int] = {}
     for graph in model.subgraphs or []:
-        for name in _rewrite_graph(model, graph) + _rewrite_moves(model, graph):
+        for name in rewrite(model, graph):
             done[name] = done.get(name, 0) + 1
     if not done:
         return model_bytes, {}

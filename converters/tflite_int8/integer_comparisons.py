@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.tflite_int8.integer_activations import _code, _per_tensor, _remove, _wiring
+from edgeserve.converters.tflite_int8.integer_activations import _code, _per_tensor, _remove, _wiring, rewrite_graphs
 from edgeserve.tflite_edit import add_tensor, builtin_code, tensor_name, zero_point
 
 # BuiltinOperator and TensorType values of the TFLite schema.
@@ -41,23 +41,11 @@ _VALUES = np.arange(-128, 128)
 def integerize_comparisons(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with each float comparison of a dequantized int8 tensor against a constant made
     an int8 comparison, and how many of each; the bytes come back unchanged when there were none."""
-    import flatbuffers
-
-    from edgeserve.tflite_metadata import unpack_model
     from edgeserve.tflite_model import TfliteModel
 
     if not set(COMPARISONS.values()) & set(TfliteModel.from_bytes(model_bytes).op_counts_all()):
-        return model_bytes, {}
-    model = unpack_model(model_bytes)
-    done: dict[str, int] = {}
-    for graph in model.subgraphs or []:
-        for name in _rewrite_graph(model, graph):
-            done[name] = done.get(name, 0) + 1
-    if not done:
-        return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+        return model_bytes, {}  # most models: not even unpacked
+    return rewrite_graphs(model_bytes, _rewrite_graph)
 
 
 def _rewrite_graph(model: Any, graph: Any) -> list[str]:
