@@ -220,3 +220,19 @@ def test_hey_jarvis_with_its_verifier_reaches_both_microcontroller_targets(tmp_p
     passed = first_score > 0.5
     assert passed.sum() == len(passed) // 2 and (np.abs(want - first_score)[passed] > 0.1).sum() >= 8
     assert np.abs(got - want).max() < 0.05, np.abs(got - want).max()
+
+
+def test_inspect_takes_a_select_for_tflm_as_convert_does(tmp_path: Path) -> None:
+    """`inspect` checks a full-INT8 .tflite's operators for -t mcu the way convert will build it:
+    with SELECT written as SELECT_V2 (which TFLM has), so it does not refuse what convert takes."""
+    from edgeserve.inspect import inspect_path
+
+    model = tmp_path / "select.tflite"
+    model.write_bytes(tflite([("x", [1, 4], INT8, None, (0.02, 3)), ("y", [1, 4], INT8, None, (0.02, 3)),
+                              ("c", [1, 4], BOOL, None, None), ("z", [1, 4], INT8, None, (0.02, 3))],
+                             [("GREATER", [0, 1], [2], None), ("SELECT", [2, 0, 1], [3], None)], [0, 1], [3]))
+    routes = {r["target"]: r for r in inspect_path(model)["routes"]}
+    assert routes["mcu"]["exists"] and routes["mcu"]["reason"] is None, routes["mcu"]
+    assert routes["mcu-c"]["exists"] and routes["mcu-c"]["reason"] is None, routes["mcu-c"]
+    result = CliRunner().invoke(cli, ["convert", str(model), "-t", "mcu", "-o", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 0, result.output
