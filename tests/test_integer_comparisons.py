@@ -172,6 +172,7 @@ def _jarvis_features(count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.stack(frames), np.array(first), np.array(outputs)
 
 
+@pytest.mark.slow
 def test_hey_jarvis_with_its_verifier_reaches_both_microcontroller_targets(tmp_path: Path) -> None:
     """The real model from its wheel: tflite-int8 is integer-only with its gate compared in int8,
     -t mcu runs in TFLM bit-exact with LiteRT, and -t mcu-c's C gives TFLM's outputs on frames
