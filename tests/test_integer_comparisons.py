@@ -237,3 +237,18 @@ def test_inspect_takes_a_select_for_tflm_as_convert_does(tmp_path: Path) -> None
     assert routes["mcu-c"]["exists"] and routes["mcu-c"]["reason"] is None, routes["mcu-c"]
     result = CliRunner().invoke(cli, ["convert", str(model), "-t", "mcu", "-o", str(tmp_path / "out"), "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_a_select_on_a_first_axis_condition_is_refused_by_mcu_c_naming_the_shapes() -> None:
+    """SELECT's vector condition picks whole rows along x's first axis, which is not a broadcast:
+    the C has no kernel for it, and says so with the shapes instead of computing something else."""
+    from edgeserve.converters.mcu_c.lower import Lowering
+    from edgeserve.errors import EdgeServeError
+    from edgeserve.tflite_model import TfliteModel
+
+    model = tflite([("x", [2, 4], INT8, None, (0.02, 3)), ("y", [2, 4], INT8, None, (0.02, 3)),
+                    ("a", [2], INT8, None, (0.02, 3)), ("b", [2], INT8, None, (0.02, 3)),
+                    ("c", [2], BOOL, None, None), ("z", [2, 4], INT8, None, (0.02, 3))],
+                   [("GREATER", [2, 3], [4], None), ("SELECT", [4, 0, 1], [5], None)], [0, 1, 2, 3], [5])
+    with pytest.raises(EdgeServeError, match=r"SELECT \(operator 1\) with condition \[2\], x \[2, 4\]"):
+        Lowering(TfliteModel.from_bytes(model)).steps()

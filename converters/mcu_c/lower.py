@@ -486,7 +486,8 @@ class Lowering(DataMovement, Activations):
         condition, x, y = (self.tensor(i) for i in op.inputs[:3])
         # SELECT's other form, a vector condition along x's first axis, is not a broadcast.
         if tuple(x.shape) != tuple(y.shape) or tuple(condition.shape) not in ((), tuple(x.shape)):
-            raise _refuse(op, "with a condition along the first axis (a scalar or one of x's shape is taken)")
+            raise _refuse(op, f"with condition {list(condition.shape)}, x {list(x.shape)}, y {list(y.shape)} "
+                          "(taken: x and y of one shape, the condition a scalar or of that shape)")
         return self._select_v2(op)
 
     def _select_v2(self, op: Operator) -> Step:
