@@ -44,6 +44,12 @@ _CHILD = "edgeserve.converters.executorch.lower"
 MODES = {"fp32": ("fp32",), "int8": ("int8", "int8-float-tail", "int8-dynamic")}
 ACTIVATIONS = {"int8": "int8 static", "int8-float-tail": "int8 static", "int8-dynamic": "int8 dynamic"}
 FLOAT_TAIL = ", the concatenations that make {} in float"
+# A quantized form whose PT2E model (run in torch before lowering) puts an output this far under
+# the gate's SQNR bound is not lowered: XNNPACK's kernels do the same integer arithmetic, so it
+# cannot pass (measured on the corpus: lowered and simulated figures within {gap} dB of each other,
+# docs/sources.md). Judged on the first PRECHECK_SAMPLES evaluation samples.
+HOPELESS_MARGIN_DB = 6.0
+PRECHECK_SAMPLES = 8
 DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and linear layer's input quantized "
                 "to int8 at run time from its own range (XNNPACK's qd8 kernels), every other operator in float, "
                 "and a convolution behind an explicit pad in float too (ExecuTorch 1.5.1's XNNPACK fails to run "
@@ -81,50 +87,9 @@ class _ExecutorchBase(Converter):
         calibration = list(ctx.calibration.inputs) if self.precision == "int8" and ctx.calibration else None
         # floats as float32; integer inputs (token ids, bytes) in their own type, as the program takes them
         inputs = [np.asarray(x, np.float32) if x.dtype.kind == "f" else x for x in ctx.evaluation.inputs]
-        attempts: list[dict[str, Any]] = []
-        best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
         mixed = ctx.mixed_range_outputs() if self.precision == "int8" else {}
-        for mode in MODES[self.precision]:
-            # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
-            # scale cannot hold, and only when static int8 failed on one of them.
-            joins = tuple((o["index"], mixed[o["index"]]["axis"]) for o in (attempts[-1].get("quality") or {})
-                          .get("outputs", []) if not o["ok"] and o["index"] in mixed) if attempts else ()
-            if mode == "int8-float-tail" and not joins:
-                continue
-            pte = ctx.workdir / self.name / mode / self.artifact
-            pte.parent.mkdir(parents=True, exist_ok=True)
-            what = f" ({ACTIVATIONS[mode]} activations)" if mode in ACTIVATIONS else ""
-            with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime{what} (child process)"):
-                try:
-                    built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins,
-                                      what=f"lowering and running the {self.name} .pte{what}")
-                except EdgeServeError as exc:
-                    if best is None:
-                        raise  # not even the first attempt: the target's one error line
-                    # A remedy ExecuTorch cannot build: said in the report, the best .pte so far kept.
-                    attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
-                                     "reason": str(exc)})
-                    break
-            outputs = built.pop("outputs")
-            built["float_joins"] = [index for index, _ in joins] if mode == "int8-float-tail" else []
-            if mode == "int8-dynamic" and not built["int8_layers"]:
-                # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
-                # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
-                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
-                                 "reason": "dynamic quantization made no layer int8 (it takes convolutions and "
-                                           "linear layers, none behind an explicit pad)"})
-                continue
-            scored = score(ctx, outputs, opts)
-            if mode in ACTIVATIONS:
-                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode],
-                                 "status": "ok" if scored["ok"] else "failed",
-                                 "reason": scored["reason"], "output_sqnr_db": scored["output_sqnr_db"],
-                                 "quality": scored["quality"], "portable_ops": built["portable_ops"]})
-            if best is None or scored["ok"] or scored["shortfall"] < best[3]["shortfall"]:
-                best = (mode, built, outputs, scored, pte)
-            if scored["ok"]:
-                break
-        assert best is not None  # the first attempt either raised or was scored
+        attempts: list[dict[str, Any]] = []
+        best = self._lower_until_it_passes(ctx, saved, calibration, inputs, opts, mixed, attempts)
         mode, built, outputs, scored, pte = best
         behind_pads, int8_layers = built.pop("float_behind_pads", 0), built.pop("int8_layers", 0)
         float_joins = built.pop("float_joins", [])
@@ -179,6 +144,107 @@ class _ExecutorchBase(Converter):
             "provenance": {"edgeserve_version": edgeserve_version(), "source_sha256": ctx.source.sha256,
                            **({"calibration_sha256": ctx.calibration.sha256} if calibration is not None else {})},
         }
+
+    def _lower_until_it_passes(self, ctx: ConversionContext, saved: Path, calibration: list[np.ndarray] | None,
+                               inputs: list[np.ndarray], opts: GateOptions, mixed: dict[int, dict[str, Any]],
+                               attempts: list[dict[str, Any]]) -> tuple[str, dict[str, Any], list[np.ndarray],
+                                                                        dict[str, Any], Path]:
+        """Each form of MODES in turn, lowered and scored, until one passes; the best one (the
+        passing one, or the least short of the gate). Every quantized form is recorded in
+        ``attempts``, a form the pre-check found hopeless too, with what it measured."""
+        best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
+        precheck = self._precheck(ctx, opts) if self.precision == "int8" else None
+        not_lowered: dict[str, float] = {}  # form -> its worst simulated SQNR
+        failed_before: list[int] = []  # the outputs the previous attempt failed on
+        modes, forced = list(MODES[self.precision]), False
+        while modes or (best is None and not_lowered):
+            if not modes:
+                # Every form was hopeless or broke: the least hopeless one is lowered after all,
+                # so that the failed target still leaves the .pte its figures describe.
+                modes, forced = [max(not_lowered, key=not_lowered.get)], True
+                not_lowered.clear()
+            mode = modes.pop(0)
+            # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
+            # scale cannot hold, and only when static int8 failed on one of them.
+            joins = tuple((index, mixed[index]["axis"]) for index in failed_before if index in mixed)
+            if mode == "int8-float-tail" and not joins:
+                continue
+            pte = ctx.workdir / self.name / mode / self.artifact
+            pte.parent.mkdir(parents=True, exist_ok=True)
+            what = f" ({ACTIVATIONS[mode]} activations)" if mode in ACTIVATIONS else ""
+            # The last form is lowered whatever its pre-check says when no .pte exists yet.
+            check = None if forced or (best is None and not modes) else precheck
+            with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime{what} (child process)"):
+                try:
+                    built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins, check,
+                                      what=f"lowering and running the {self.name} .pte{what}")
+                except EdgeServeError as exc:
+                    if best is None and not attempts:
+                        raise  # not even the first attempt: the target's one error line
+                    # A remedy ExecuTorch cannot build: said in the report, the best .pte so far kept.
+                    attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
+                                     "reason": str(exc)})
+                    if best is not None:
+                        break
+                    continue
+            simulated = built.pop("simulated_sqnr_db", None)
+            if mode == "int8-dynamic" and not built["int8_layers"]:
+                # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
+                # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
+                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
+                                 "reason": "dynamic quantization made no layer int8 (it takes convolutions and "
+                                           "linear layers, none behind an explicit pad)"})
+                continue
+            if not built.get("lowered", True):
+                failed_before = [i for i, db in simulated.items() if db < opts.min_sqnr_db]
+                if mode != "int8-float-tail":
+                    not_lowered[mode] = min(simulated.values())
+                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "failed",
+                                 "lowered": False, "simulated_sqnr_db": simulated,
+                                 "reason": self._hopeless(ctx, simulated, opts)})
+                continue
+            outputs = built.pop("outputs")
+            built["float_joins"] = [index for index, _ in joins] if mode == "int8-float-tail" else []
+            scored = score(ctx, outputs, opts)
+            failed_before = [o["index"] for o in scored["quality"]["outputs"] if not o["ok"]]
+            if mode in ACTIVATIONS:
+                attempt = {"remedy": mode, "activations": ACTIVATIONS[mode], "status": "ok" if scored["ok"] else "failed",
+                           "reason": scored["reason"], "output_sqnr_db": scored["output_sqnr_db"],
+                           **({"simulated_sqnr_db": simulated} if simulated else {}),
+                           "quality": scored["quality"], "portable_ops": built["portable_ops"]}
+                # A form lowered after all takes the place of its "not lowered" record.
+                earlier = [i for i, a in enumerate(attempts) if a["remedy"] == mode and a.get("lowered") is False]
+                if earlier:
+                    attempt["note"] = ("lowered after all, no other form having built a .pte; its pre-check: "
+                                       + attempts[earlier[0]]["reason"].removeprefix("not lowered: "))
+                    attempts[earlier[0]] = attempt | {"simulated_sqnr_db": attempts[earlier[0]]["simulated_sqnr_db"]}
+                else:
+                    attempts.append(attempt)
+            if best is None or scored["ok"] or scored["shortfall"] < best[3]["shortfall"]:
+                best = (mode, built, outputs, scored, pte)
+            if scored["ok"]:
+                break
+        if best is None:  # every form broke in ExecuTorch: the first one's reason is the target's
+            raise SourceModelError(next(a["reason"] for a in attempts if a["status"] == "error"))
+        return best
+
+    @staticmethod
+    def _hopeless(ctx: ConversionContext, simulated: dict[int, float], opts: GateOptions) -> str:
+        names = [t.name for t in ctx.source.signature.outputs]
+        worst = min(simulated, key=simulated.get)
+        name = names[worst] if worst < len(names) else f"output_{worst}"
+        return (f"not lowered: PT2E's quantized model run in torch gives {name} {simulated[worst]:.1f} dB on its "
+                f"first {PRECHECK_SAMPLES} samples, more than {HOPELESS_MARGIN_DB:g} dB under the gate's "
+                f"{opts.min_sqnr_db:g} dB")
+
+    def _precheck(self, ctx: ConversionContext, opts: GateOptions) -> dict[str, Any] | None:
+        """What build() needs to see a quantized form cannot pass: the float outputs the gate
+        judges by SQNR (not by a decoder's detections, a classifier's top-1 or a task metric;
+        which ones, the gate says when judging the source against itself), first samples only."""
+        judged = score(ctx, ctx.reference_outputs(), opts)["quality"]["outputs"]
+        reference = {o["index"]: np.asarray(ctx.reference_outputs()[o["index"]][:PRECHECK_SAMPLES])
+                     for o in judged if o["judged_by"] == "sqnr"}
+        return {"reference": reference, "floor_db": opts.min_sqnr_db - HOPELESS_MARGIN_DB} if reference else None
 
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         """Hashes, then executorch.runtime (in a child) gives the recorded outputs again."""

@@ -15,11 +15,18 @@ import numpy as np
 
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
-          check_inputs: list[np.ndarray], float_joins: tuple[tuple[int, int], ...] = ()) -> dict[str, Any]:
+          check_inputs: list[np.ndarray], float_joins: tuple[tuple[int, int], ...] = (),
+          precheck: dict[str, Any] | None = None) -> dict[str, Any]:
     """Lower the saved ExportedProgram to a .pte (quantized first for "int8", "int8-float-tail"
     and "int8-dynamic"), write it, and run it on ``check_inputs`` (N-first arrays, one per model
     input) with executorch.runtime. ``float_joins``: the outputs (index, mixed channel axis) whose
-    joins "int8-float-tail" leaves unquantized."""
+    joins "int8-float-tail" leaves unquantized.
+
+    ``precheck`` (quantized forms): {"reference": {output index: the float outputs of the first
+    samples}, "floor_db": x}. The quantized program runs in torch first (PT2E's own q/dq model,
+    the arithmetic XNNPACK's kernels carry out); when an output's SQNR there is under the floor,
+    the form cannot pass and is not lowered ({"lowered": False}): lowering is most of the time
+    (a 320x320 detector: about 4 of its 5 minutes a form, measured in converter.py's note)."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -47,6 +54,12 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
         # Layers whose weights are int8 now: each has one per-channel dequantize of its weight.
         int8_layers = sum(1 for node in program.graph.nodes
                           if node.op == "call_function" and "dequantize_per_channel" in str(node.target))
+        if precision == "int8-dynamic" and not int8_layers:
+            return {"lowered": False, "int8_layers": 0, "float_behind_pads": behind_pads}  # nothing int8 to run
+        simulated = _simulated_sqnr(program, check_inputs, precheck["reference"]) if precheck else {}
+        if simulated and min(simulated.values()) < precheck["floor_db"]:
+            return {"lowered": False, "simulated_sqnr_db": simulated, "float_behind_pads": behind_pads,
+                    "int8_layers": int8_layers}
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -74,7 +87,30 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
             "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "int8_layers": int8_layers,
-            "outputs": outputs}
+            "outputs": outputs, **({"simulated_sqnr_db": simulated} if precision != "fp32" and precheck else {})}
+
+
+def _simulated_sqnr(program: Any, inputs: list[np.ndarray], reference: dict[int, np.ndarray]) -> dict[int, float]:
+    """Each referenced output's SQNR (dB) when the quantized program runs in torch on the first
+    samples of ``inputs`` (as many as the reference holds); an output with no signal is left out."""
+    import torch
+
+    from edgeserve.metrics import sqnr_db
+
+    module = program.module()
+    count = min(len(r) for r in reference.values())
+    rows = []
+    with torch.no_grad():
+        for i in range(count):
+            got = module(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in inputs))
+            got = got if isinstance(got, (tuple, list)) else (got,)
+            rows.append([np.asarray(o.detach().numpy(), np.float32) for o in got])
+    found = {}
+    for index, ref in reference.items():
+        db = sqnr_db(np.asarray(ref)[:count], np.concatenate([row[index] for row in rows]))
+        if db is not None:
+            found[int(index)] = round(float(db), 2)
+    return found
 
 
 def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarray] | None, str | None]:
