@@ -16,7 +16,7 @@ import numpy as np
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
           check_inputs: list[np.ndarray], float_joins: tuple[tuple[int, int], ...] = (),
-          precheck: dict[str, Any] | None = None) -> dict[str, Any]:
+          precheck: dict[str, Any] | None = None, kept: str | None = None) -> dict[str, Any]:
     """Lower the saved ExportedProgram to a .pte (quantized first for "int8", "int8-float-tail"
     and "int8-dynamic"), write it, and run it on ``check_inputs`` (N-first arrays, one per model
     input) with executorch.runtime. ``float_joins``: the outputs (index, mixed channel axis) whose
@@ -25,8 +25,10 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     ``precheck`` (quantized forms): {"reference": {output index: the float outputs of the first
     samples}, "floor_db": x}. The quantized program runs in torch first (PT2E's own q/dq model,
     the arithmetic XNNPACK's kernels carry out); when an output's SQNR there is under the floor,
-    the form cannot pass and is not lowered ({"lowered": False}): lowering is most of the time
-    (a 320x320 detector: about 4 of its 5 minutes a form, measured in converter.py's note)."""
+    the form cannot pass and is not lowered ({"lowered": False}): lowering is most of a form's time
+    (PaddleOCR's 320x320 text detector: 243 s of 380, profiled; docs/executorch.md). A form not
+    lowered keeps its quantized program in ``kept``, and a later call of that form (lowered
+    after all, every other form having failed) takes it from there instead of quantizing again."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -44,13 +46,20 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
 
     program = constant_prop_pass(program)
     behind_pads = int8_layers = 0
+    reused = False
     if precision in ("int8", "int8-float-tail", "int8-dynamic"):
         quantized_kernels()
         if precision == "int8-dynamic":
             behind_pads = sum(1 for node in program.graph.nodes if node.op == "call_function"
                               and "conv" in str(node.target) and not _not_behind_a_pad(node))
-        program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic",
-                             float_joins=float_joins if precision == "int8-float-tail" else ())
+        reused = bool(kept and Path(kept).exists())
+        if reused:
+            import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401 - registers the q/dq operators it names
+
+            program = torch.export.load(kept)
+        else:
+            program = _quantized(program, example, calibration or [], dynamic=precision == "int8-dynamic",
+                                 float_joins=float_joins if precision == "int8-float-tail" else ())
         # Layers whose weights are int8 now: each has one per-channel dequantize of its weight.
         int8_layers = sum(1 for node in program.graph.nodes
                           if node.op == "call_function" and "dequantize_per_channel" in str(node.target))
@@ -58,6 +67,8 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
             return {"lowered": False, "int8_layers": 0, "float_behind_pads": behind_pads}  # nothing int8 to run
         simulated = _simulated_sqnr(program, check_inputs, precheck["reference"]) if precheck else {}
         if simulated and min(simulated.values()) < precheck["floor_db"]:
+            if kept:
+                torch.export.save(program, kept)
             return {"lowered": False, "simulated_sqnr_db": simulated, "float_behind_pads": behind_pads,
                     "int8_layers": int8_layers}
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -87,7 +98,8 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
             "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "int8_layers": int8_layers,
-            "outputs": outputs, **({"simulated_sqnr_db": simulated} if precision != "fp32" and precheck else {})}
+            "outputs": outputs, "reused_quantized": reused,
+            **({"simulated_sqnr_db": simulated} if precision != "fp32" and precheck else {})}
 
 
 def _simulated_sqnr(program: Any, inputs: list[np.ndarray], reference: dict[int, np.ndarray]) -> dict[int, float]:
