@@ -94,11 +94,11 @@ test: setup registry-models tflm-host tflm-cortex-m4
 test-fast: setup registry-models tflm-host tflm-cortex-m4
 	$(PY) -m pytest -m "not slow"
 
-# The whole corpus matrix (thirteen real models through every target, the README's table; 34
-# minutes on 2 cores); `make test` runs eight of them (tests/test_corpus.py says which and why).
+# The corpus matrix alone (thirteen real models through every target, the README's table; 34
+# minutes on 2 cores; `make test` runs it too, beside the other tests: tests/test_corpus.py).
 # EDGESERVE_CORPUS=name,name takes those models only.
 test-corpus: setup registry-models
-	EDGESERVE_CORPUS=$${EDGESERVE_CORPUS:-all} $(PY) -m pytest tests/test_corpus.py
+	$(PY) -m pytest tests/test_corpus.py
 
 bench: setup
 	$(PY) benchmarks/convert.py

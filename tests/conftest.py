@@ -85,6 +85,33 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             "(../shared/tflm with its third-party downloads, or EDGESERVE_TFLM_DIR); see tests/tflm_build.py")
 
 
+# The corpus matrix's test (tests/test_corpus.py): its converts start with the session and run
+# beside every other test; its cases are moved to the end of the run, where they collect them.
+CORPUS_MATRIX = "test_every_cell_converts_and_agrees_or_is_refused_by_name"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = sorted(items, key=lambda item: getattr(item, "originalname", "") == CORPUS_MATRIX)  # stable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def corpus_beside_the_tests(request: pytest.FixtureRequest,
+                            tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """{model name: Future of its row} for the corpus models this session will check, their
+    converts started in the background when the session's first test starts (tests/corpus.py,
+    start_in_background); None when the session checks none. Stopped at the session's end."""
+    models = [item.callspec.params["model"] for item in request.session.items
+              if getattr(item, "originalname", "") == CORPUS_MATRIX]
+    if not models:
+        yield None
+        return
+    from corpus import TARGETS, start_in_background, stop_running
+
+    futures = start_in_background(models, TARGETS, tmp_path_factory.mktemp("corpus"))
+    yield futures
+    stop_running(futures)
+
+
 @pytest.fixture(scope="session")
 def tflm() -> Any:
     """Real TFLM (reference kernels) built for this host from ../shared/tflm, once and cached

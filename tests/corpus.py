@@ -447,6 +447,11 @@ def reason_in(error: str, target: str) -> str:
     return "" if re.match(rf"(?:{names}): ", error) else error
 
 
+# A hang, not a speed bound: at nice 19 beside the other tests the layout detector's convert
+# (18 minutes alone) can take several times as long.
+CONVERT_TIMEOUT_S = 3 * 3600
+
+
 def run_model(model: CorpusModel, targets: tuple[str, ...], work: Path) -> dict:
     folder = work / model.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -455,7 +460,7 @@ def run_model(model: CorpusModel, targets: tuple[str, ...], work: Path) -> dict:
     out = folder / "out"
     started = time.perf_counter()
     done = subprocess.run(convert_command(model, source, calib, out, targets), capture_output=True, text=True,
-                          timeout=3600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          timeout=CONVERT_TIMEOUT_S, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     seconds = time.perf_counter() - started
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
@@ -471,3 +476,68 @@ def run_model(model: CorpusModel, targets: tuple[str, ...], work: Path) -> dict:
             "stderr_tail": done.stderr.splitlines()[-5:]}
 
 
+def start_in_background(models: list[CorpusModel], targets: tuple[str, ...], work: Path) -> dict[str, Any]:
+    """Each model's run_model in a process of its own at the lowest CPU priority (nice 19), two at
+    a time, started now: {name: Future of its row}. The other tests leave about a third of the two
+    cores idle (load average near 1.35 over a `make test` run); at nice 19 the converts take that
+    idle time and give the cores back to the tests whenever both want them. A process, not a
+    thread: preparing a model runs torch.export and others in Python, and the environment is
+    taken now, before any test sets a variable of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    environment = dict(os.environ)
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="corpus")
+    futures = {m.name: pool.submit(_row_in_a_child, m.name, targets, work, environment) for m in models}
+    pool.shutdown(wait=False)
+    return futures
+
+
+# The background children still running, so a session that ends early can stop them.
+RUNNING: set[subprocess.Popen] = set()
+STOPPED: list[bool] = []
+
+
+def _row_in_a_child(name: str, targets: tuple[str, ...], work: Path, environment: dict[str, str]) -> dict:
+    row = work / f"{name}.row.json"
+    if STOPPED:
+        return {"model": name, "outcome": "error", "message": "stopped: the session ended first"}
+    # Its own process group, so stopping it stops the convert and the convert's children too; not
+    # its own session: Linux's autogroup scheduling shares the CPU between sessions first, and a
+    # session of its own (measured) took two thirds of the cores from the tests whatever its nice.
+    with subprocess.Popen(["nice", "-n", "19", sys.executable, __file__, name, str(work), str(row), *targets],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
+                          process_group=0) as proc:
+        RUNNING.add(proc)
+        try:
+            said, _ = proc.communicate()
+        finally:
+            RUNNING.discard(proc)
+    if not row.is_file():
+        return {"model": name, "outcome": "error", "message": f"exit {proc.returncode}: {said[-3000:]}"}
+    return json.loads(row.read_text())
+
+
+def stop_running(futures: dict[str, Any]) -> None:
+    """Stop the background converts of ``futures``: those not started are cancelled, and those
+    under way killed (a session that ended before the corpus tests collected them)."""
+    import signal
+
+    STOPPED.append(True)
+    for future in futures.values():
+        future.cancel()
+    for proc in list(RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+if __name__ == "__main__":  # one background row: corpus.py NAME WORK ROW_JSON TARGET...
+    _name, _work, _row, *_targets = sys.argv[1:]
+    try:
+        _found = run_model(next(m for m in CORPUS if m.name == _name), tuple(_targets), Path(_work))
+    except BaseException as _exc:  # noqa: BLE001 - pytest's skip and fail too, said to the parent
+        _kind = type(_exc).__name__
+        _found = {"model": _name, "outcome": "skip" if _kind == "Skipped" else "error",
+                  "message": f"{_kind}: {_exc}"}
+    Path(_row).write_text(json.dumps(_found), encoding="utf-8")

@@ -3,8 +3,7 @@ activations miss the bound): models converted by TensorFlow's own 16x8 converter
 for bit against the tflite-micro interpreter (TFLM's reference kernels), or LiteRT's reference
 kernels where TFLM cannot run the model, on inputs over the whole int16 range, on the host and
 on the emulated Cortex-M4. MediaPipe's palm and pose detectors, the real models this is for,
-run in tests/test_corpus.py (the palm detector in `make test` too, the pose detector in
-`make test-corpus` only)."""
+run in tests/test_corpus.py."""
 
 from __future__ import annotations
 
