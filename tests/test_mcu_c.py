@@ -413,3 +413,14 @@ def test_no_double_precision_arithmetic_reaches_the_cortex_m4(testdata, tmp_path
         undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True).stdout
         found[source.name] = [line.split()[-1] for line in undefined.splitlines() if "__aeabi_d" in line]
     assert "es_fully_connected.c" in found and not any(found.values()), found
+
+
+def test_the_sanitizer_run_takes_as_many_inputs_as_fit_its_budget_and_at_least_one() -> None:
+    """Three inputs for a small model; fewer as the multiply-accumulates grow (the layout
+    detector's 3.3 G, the text detector's 627 M: one each); never none."""
+    from edgeserve.converters.mcu_c.converter import check_samples
+
+    assert check_samples(10_000_000) == (50, 3, 2)  # KWS-sized: host, sanitizer, Cortex-M4
+    assert check_samples(400_000_000)[1] == 2
+    assert check_samples(627_177_344)[1] == 1
+    assert check_samples(3_304_536_640) == (3, 1, 1)
