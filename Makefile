@@ -69,7 +69,7 @@ demo: setup
 	    --calib $(EXAMPLE)/calib.npz --eval $(EXAMPLE)/eval.npz -o $(DEMO_OUT)
 	$(ES) verify $(DEMO_OUT)
 	$(PY) examples/digits/run_artifact.py $(DEMO_OUT) $(EXAMPLE)/frames.npz
-	$(ES) bench $(DEMO_OUT) --synthetic 640x480 --frames 300
+	$(ES) bench $(DEMO_OUT) --frames 300
 
 # Real models from PyPI wheels (MediaPipe, rapidocr), fetched once into ~/.cache/edgeserve.
 registry-models: setup

@@ -109,6 +109,12 @@ class Converter(abc.ABC):
         """
         return True
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        """The frameworks this target's isolated steps import, for a source of ``source_kind``.
+        The fork server (edgeserve.warm_children) imports them while the model loads; a hint
+        for speed only: a step whose framework is not named imports it in its own child."""
+        return ()
+
     def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
         """Refuse options this target cannot honour (InputError), before any model is loaded
         or file written: a bad flag costs the user a second, not a conversion."""

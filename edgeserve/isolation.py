@@ -2,15 +2,17 @@
 
 TensorFlow's converter and quantization debugger, like TFLM, are C++ in this process; a
 Keras LSTM makes TensorFlow 2.21's calibrator segfault, which used to end `edgeserve
-convert` with exit 139 and not a word. :func:`run_isolated` runs such a step in a fresh
-Python: the arguments go in pickled on stdin, the result comes back pickled on the child's
-own stdout (whatever the native code prints goes to its stderr). A signal, an exit without
-a result or a hang becomes a :class:`NativeCrashError` naming the tool and the step, so the
-caller can say so in one line and go on with the other targets.
+convert` with exit 139 and not a word. :func:`run_isolated` runs such a step in a child
+process: the arguments go in pickled, the result comes back pickled (whatever the native code
+prints is kept apart from it). A signal, an exit without a result or a hang becomes a
+:class:`NativeCrashError` naming the tool and the step, so the caller can say so in one line
+and go on with the other targets.
 
-A forked child would be cheaper (no second import of TensorFlow), but forking a process
-whose TensorFlow threads are running deadlocked in the test suite: only a fresh process
-is safe.
+The child is forked from a server that has the frameworks imported already
+(:mod:`edgeserve.warm_children`), so a step does not pay TensorFlow's or coremltools' import
+again; where that is off (EDGESERVE_ISOLATION=cold) or the server is gone, the step runs in a
+fresh Python, as isolated and only slower. Forking the converting process itself is never
+done: forking a process whose TensorFlow threads are running deadlocked in the test suite.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 from typing import Any
 
 from edgeserve.errors import EdgeServeError
@@ -51,23 +55,23 @@ _INFO_OR_WARNING = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^Failed to load \S+\.s
 def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     """``module:function(*args)`` in a child process: its result, or the exception it raised
     (an EdgeServeError as itself, anything else as an EdgeServeError with its text)."""
-    try:
-        done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((function, args)),
-                              capture_output=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise NativeCrashError(tool, what, f"no result within {timeout_s:.0f} s") from exc
-    native = done.stderr.decode("utf-8", "replace")
+    payload = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+    returncode, result, native = _run_warm(function, payload, timeout_s)
+    if returncode is _COLD:
+        returncode, result, native = _run_cold(function, payload, timeout_s)
+    if returncode is None:
+        raise NativeCrashError(tool, what, f"no result within {timeout_s:.0f} s")
     # The last line that can say why: not an info or warning line in the glog form torch and
     # absl print ("W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] ... is deprecated"),
     # nor a library's note about an optional part it did not load.
     last = [line.strip() for line in native.splitlines()
             if line.strip() and not _INFO_OR_WARNING.match(line.strip())][-1:]
-    if done.returncode < 0:
-        raise NativeCrashError(tool, what, signal.Signals(-done.returncode).name, native)
+    if returncode < 0:
+        raise NativeCrashError(tool, what, signal.Signals(-returncode).name, native)
     try:
-        kind, value = pickle.loads(done.stdout)
+        kind, value = pickle.loads(result)
     except Exception as exc:  # an exit before the result was written
-        how = f"exit {done.returncode} without a result" + (f": {last[0][:300]}" if last else "")
+        how = f"exit {returncode} without a result" + (f": {last[0][:300]}" if last else "")
         raise NativeCrashError(tool, what, how, native) from exc
     if kind == "ok":
         return value
@@ -79,21 +83,52 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
     raise EdgeServeError(f"{tool} failed while {what}: {value}{said}")
 
 
-def serve() -> None:
-    """The child's side: read (function, args), write ("ok", result), ("error", exception)
-    or ("text", its text)."""
-    function, args = pickle.loads(sys.stdin.buffer.read())
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # whatever the native code prints goes to stderr, not into the result
+_COLD = -(10**9)  # _run_warm's answer when the step must start a fresh Python instead
+
+
+def _run_warm(function: str, payload: bytes, timeout_s: float) -> tuple[int | None, bytes, str]:
+    from edgeserve import warm_children
+
+    server = warm_children.server()
+    if server is None or not server.lock.acquire(blocking=False):  # busy with another thread's step
+        return _COLD, b"", ""
+    try:
+        with tempfile.TemporaryDirectory(prefix="edgeserve-step-") as folder:
+            return server.run(function, payload, Path(folder), timeout_s)
+    except warm_children.ServerGone:
+        return _COLD, b"", ""
+    finally:
+        server.lock.release()
+
+
+def _run_cold(function: str, payload: bytes, timeout_s: float) -> tuple[int | None, bytes, str]:
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((function, payload)),
+                              capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return None, b"", ""
+    return done.returncode, done.stdout, done.stderr.decode("utf-8", "replace")
+
+
+def run_step(function: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+    """In the child: ("ok", result), ("error", an EdgeServeError) or ("text", what else was raised)."""
     crash, _, only = os.environ.get(CRASH_FOR_TESTS, "").partition(":")
     if crash and only in function:
         os.kill(os.getpid(), int(crash))
     module, _, name = function.partition(":")
     try:
-        result: tuple[str, Any] = ("ok", getattr(importlib.import_module(module), name)(*args))
+        return "ok", getattr(importlib.import_module(module), name)(*args)
     except EdgeServeError as exc:
-        result = ("error", exc)
+        return "error", exc
     except Exception as exc:  # noqa: BLE001 - the parent gets its text
-        result = ("text", "".join(traceback.format_exception_only(type(exc), exc)).strip())
+        return "text", "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def serve() -> None:
+    """A cold child's side: read (function, pickled args), write run_step's answer."""
+    function, payload = pickle.loads(sys.stdin.buffer.read())
+    result_fd = os.dup(1)
+    os.dup2(2, 1)  # whatever the native code prints goes to stderr, not into the result
+    result = run_step(function, pickle.loads(payload))
     with os.fdopen(result_fd, "wb") as out:
         out.write(pickle.dumps(result))

@@ -139,6 +139,9 @@ class CoreMLConverter(Converter):
     name = "coreml"
     summary = "Core ML package (fp16 / int8 weights / w8a8), verified numerically on Linux too"
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        framework = "tensorflow" if source_kind in ("keras", "keras-h5", "saved_model") else "torch"
+        return ("coremltools", framework)
 
     def uses_calibration(self, options: Mapping[str, Any]) -> bool:
         # fp16 and int8-weights need no activation ranges; only w8a8 calibrates.

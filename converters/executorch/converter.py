@@ -62,6 +62,9 @@ class _ExecutorchBase(Converter):
     precision = "fp32"
     artifact = "model.pte"
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        return ("torch", "executorch.exir")
+
     def uses_calibration(self, options: Mapping[str, Any]) -> bool:
         return self.precision == "int8"
 

@@ -147,6 +147,9 @@ class McuConverter(Converter):
     name = "mcu"
     summary = "TFLM build: C array, exact op resolver, computed tensor arena, fit check"
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        return ("tflite_micro",)
+
     def requires(self, source_kind: str) -> tuple[str, ...]:
         return () if source_kind == "tflite" else ("tflite-int8",)
 

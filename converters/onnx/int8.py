@@ -65,6 +65,9 @@ class OnnxInt8Converter(Converter):
     name = "onnx-int8"
     summary = "static INT8 ONNX (QDQ, per-channel weights) for ONNX Runtime, with the run's calibration"
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        return ("onnx", "onnxruntime")
+
     def requires(self, source_kind: str) -> tuple[str, ...]:
         return ("onnx",)
 

@@ -60,6 +60,12 @@ class TfliteInt8Converter(Converter):
     name = "tflite-int8"
     summary = "full-integer INT8 .tflite for LiteRT / TFLM, verified against the source"
 
+    def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
+        if source_kind in ("keras", "keras-h5", "saved_model"):
+            return ("tensorflow",)  # the TF converter and its quantization debugger
+        lowering = {"onnx": ("onnx2tf",), "torch-export": ("litert_torch",), "torchscript": ("litert_torch",)}
+        return (*lowering.get(source_kind, ()), "ai_edge_quantizer")
+
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         if ctx.calibration is None or ctx.evaluation is None:
             raise SourceModelError(
