@@ -14,6 +14,11 @@ to every target (tflite-int8, mcu, coreml), and MobileNet-sized models: vww_96
 (MobileNetV1, Keras .h5 and its float .tflite) and PaddleOCR's MobileNetV3 text-direction
 classifier (ONNX, from the rapidocr-onnxruntime wheel; tests/registry_models.py).
 
+demo: the digits example as `make demo` converts it (the CLI, cold, to tflite-int8, mcu, mcu-c
+and coreml), with isolated steps forked from the warm server (edgeserve/warm_children.py) and,
+side by side in the same run, each in a fresh Python (EDGESERVE_ISOLATION=cold); runs
+alternate, median of three each. Per mode: wall time and the CLI's own step timings.
+
 detector: a 320x320 detector as issue 24 asks, PaddleOCR's v4 text detector (DBNet, ONNX, from
 the same wheel), `edgeserve convert` run as a user runs it (the CLI, one process per target)
 for onnx-int8 and for tflite-int8, 100 calibration views of scikit-image's photos (the number
@@ -209,20 +214,66 @@ def run_detector(work: Path, samples: int = 100) -> list[dict]:
     return rows
 
 
+DEMO_TARGETS = ("tflite-int8", "mcu", "mcu-c", "coreml")
+
+
+def run_demo(work: Path, repeats: int = 3) -> list[dict]:
+    import os
+    import re
+    import statistics
+    import subprocess
+
+    digits = _script(ROOT / "examples" / "digits" / "build_model.py")
+    example = work / "digits_example"
+    if not (example / "digits_cnn.keras").exists():
+        digits.build(example)
+    times: dict[str, list[float]] = {"warm": [], "cold": []}
+    steps: dict[str, list[list[tuple[str, float]]]] = {"warm": [], "cold": []}
+    for _ in range(repeats):
+        for mode in ("warm", "cold"):
+            out = work / f"digits_{mode}"
+            command = [sys.executable, "-m", "edgeserve", "convert", str(example / "digits_cnn.keras"),
+                       *[a for t in DEMO_TARGETS for a in ("-t", t)], "-p", "arduino-nano-33-ble", "--name", "digits",
+                       "--calib", str(example / "calib.npz"), "--eval", str(example / "eval.npz"), "-o", str(out)]
+            start = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  env={**os.environ, "EDGESERVE_ISOLATION": mode})
+            times[mode].append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"the digits conversion failed ({mode}):\n{done.stderr}")
+            steps[mode].append([(m.group(2), float(m.group(1)))
+                                for m in re.finditer(r"^\[\s*([\d.]+) s\] (.+)$", done.stderr, re.M)])
+    rows = []
+    for mode in ("warm", "cold"):
+        middle = times[mode].index(statistics.median(times[mode]))
+        rows.append({"mode": mode, "seconds": round(times[mode][middle], 1),
+                     "all_seconds": [round(t, 1) for t in times[mode]],
+                     "steps": sorted(steps[mode][middle], key=lambda s: -s[1])})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=["models", "routes", "detector"])
+    parser.add_argument("--only", choices=["demo", "models", "routes", "detector"])
     args = parser.parse_args()
+    demo = run_demo(args.out / "demo") if args.only in (None, "demo") else []
+    if args.only == "demo":
+        if args.json:
+            print(json.dumps({"demo": demo}, indent=2))
+            return
+        _print_demo(demo)
+        return
     if not MLPERF.is_dir():
         sys.exit(f"needs ../shared/testdata beside the project: {MLPERF} not found")
     routes = run_routes(args.out / "routes") if args.only in (None, "routes") else []
     rows = run(args.out) if args.only in (None, "models") else []
     detector = run_detector(args.out / "detector") if args.only in (None, "detector") else []
     if args.json:
-        print(json.dumps({"models": rows, "routes": routes, "detector": detector}, indent=2))
+        print(json.dumps({"demo": demo, "models": rows, "routes": routes, "detector": detector}, indent=2))
         return
+    _print_demo(demo)
     if detector:
         print("| model | target | calibration | wall s | status | SQNR dB | activations | attempts | longest steps (s) |")
         print("|---|---|---:|---:|---|---:|---|---:|---|")
@@ -244,6 +295,17 @@ def main() -> None:
     for r in rows:
         print(f"| {r['model']} | {r['source_bytes']:,} | {r['int8_bytes']:,} | {r['size_ratio']}x | "
               f"{r['convert_seconds']} | {r['metric']} | {r['float']} | {r['int8']} | {r['drop']} |")
+
+
+def _print_demo(demo: list[dict]) -> None:
+    if not demo:
+        return
+    print(f"| digits CNN to {', '.join(DEMO_TARGETS)} (cold CLI) | wall s (median) | runs | longest steps (s) |")
+    print("|---|---:|---|---|")
+    for r in demo:
+        how = "steps forked from the warm server" if r["mode"] == "warm" else "a fresh Python per step"
+        top = "; ".join(f"{name} {sec:.1f}" for name, sec in r["steps"][:4])
+        print(f"| {how} | {r['seconds']} | {', '.join(map(str, r['all_seconds']))} | {top} |")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def _open_session(artifact: Path, profile: Any, threads: int | None) -> Any:
 @click.option("--thermal-budget", type=float, help="°C for the sustainable rate (default: the profile's throttle_c).")
 @click.option("--power-budget", type=click.FloatRange(min=0, min_open=True), help="Watts for the sustainable rate.")
 @click.option("--at-rate", type=click.FloatRange(min=0), help="Predict the steady-state temperature at this rate (Hz).")
-@click.option("--threads", type=click.IntRange(min=1), help="Inference threads (default: the profile's).")
+@click.option("--threads", type=click.IntRange(min=1, max=256), help="Inference threads (default: the profile's).")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path),
               help="Write plots: OUT.html (self-contained) or OUT.md (+ OUT.png).")
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")

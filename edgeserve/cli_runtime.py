@@ -15,6 +15,10 @@ from edgeserve.cli_profile import governor_for, thermal_budget_options
 from edgeserve.errors import InputError
 
 _KINDS = ("npu", "gpu", "cpu")
+# bench keeps one latency per frame (--frames 10**12 asked for 7.28 TiB), and a thread count far
+# past any board's cores only starts threads the runtime then cannot use.
+MAX_FRAMES = 1_000_000
+MAX_THREADS = 256
 
 
 def session_options(f: Any) -> Any:
@@ -25,7 +29,8 @@ def session_options(f: Any) -> Any:
                      help="auto (the profile's chain) or one backend, e.g. litert:xnnpack, onnxruntime:cuda."),
         click.option("--require", type=click.Choice(_KINDS),
                      help="Fail unless a backend of this kind runs the model (no fallback to others)."),
-        click.option("--threads", type=click.IntRange(min=1), help="CPU threads (default: the profile's)."),
+        click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS),
+                     help="CPU threads (default: the profile's)."),
         click.option("--target", help="Serve this manifest target only (e.g. tflite-int8)."),
         click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), help="Class names, one per line."),
         click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
@@ -242,10 +247,12 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Benchmark on this image (or .npy tensor).")
 @click.option("--synthetic", metavar="WxH", help="Benchmark on a synthetic WIDTHxHEIGHT camera frame, e.g. 640x480.")
-@click.option("--frames", type=click.IntRange(min=1), default=500, show_default=True, help="Timed frames.")
+@click.option("--frames", type=click.IntRange(min=1, max=MAX_FRAMES), default=500, show_default=True,
+              help="Timed frames.")
 @click.option("--pipeline", is_flag=True, help="Also time pipelined video (Session.stream: the next frame is "
                                                 "preprocessed while this one runs) against bare invoke() in the same run.")
-@click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed frames first.")
+@click.option("--warmup", type=click.IntRange(min=0, max=MAX_FRAMES), default=20, show_default=True,
+              help="Untimed frames first.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="A conversion folder: also draw latency against size on disk into this PNG.")
 @session_options

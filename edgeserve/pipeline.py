@@ -88,7 +88,6 @@ def convert(
     out = Path(out_dir)
     check_output_path(out)  # before the model is loaded: a bad -o costs nothing
     _check_data_early(source, calib, eval_data, calib_random, fixed_shapes=bool(input_shapes))
-    _warm_isolated_imports(targets, source)
     progress = progress or Progress(enabled=False)
 
     with contextlib.ExitStack() as stack:
@@ -134,21 +133,13 @@ def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: boo
                     check_shape_early(data, *inputs[0])
 
 
-def _warm_isolated_imports(targets: Sequence[str], source: Any) -> None:
-    """The frameworks the targets' isolated steps import start importing in the fork server
-    now, beside the model's load, instead of in the first step that needs each."""
+def _warm_isolated_imports(converters: Sequence[Any], kind: str) -> None:
+    """The frameworks the targets' isolated steps import start importing in the fork server now,
+    beside the shared steps, instead of in the first step that needs each. Not before the model
+    and the data have loaded: a run that ends on bad input costs no import it never needed."""
     from edgeserve import warm_children
-    from edgeserve.converters import get_converter
-    from edgeserve.sources import source_kind
 
-    if not isinstance(source, (str, Path)):
-        kind = "torch-export"  # an nn.Module is exported first
-    elif Path(source).exists():
-        kind = source_kind(Path(source))
-    else:
-        return
-    planned = plan_targets(targets, kind)
-    warm_children.warm(list(dict.fromkeys(m for t in planned for m in get_converter(t).isolated_imports(kind))))
+    warm_children.warm(list(dict.fromkeys(m for c in converters for m in c.isolated_imports(kind))))
 
 
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
@@ -180,6 +171,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
         from edgeserve.signing import _load_key
 
         _load_key(sign_key, private=True)
+    _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
                                            profile, options, progress)

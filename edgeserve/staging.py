@@ -12,9 +12,12 @@ Files get the user's umask (temporary files start private; the build is not).
 from __future__ import annotations
 
 import contextlib
+import glob
+import json
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,11 +29,92 @@ _REPLACED = "replaced"
 
 
 def check_output_path(out: Path) -> None:
-    """Refuse, before any work, an OUT that cannot be a folder."""
+    """Refuse, before any work, an OUT that edgeserve must not replace or cannot write.
+
+    OUT is replaced whole when a conversion ends (copied, swapped): so it must be missing,
+    empty, or an earlier edgeserve output (its manifest.json says so). Anything else (a home
+    folder, a source tree, a mount point) is refused naming what is in it, and so is a folder
+    holding the current directory, a symbolic link, a file that is not a regular file, folder
+    or link (reading a FIFO or a device would hang or fill the disk), and a place this user
+    cannot write (found now, not after the conversion has run).
+    """
+    try:
+        _check_output_path(out)
+    except PermissionError as exc:  # a folder on the way this user may not look into
+        raise InputError(f"cannot reach the output folder {out}: permission denied on "
+                         f"{exc.filename or out}; choose a folder you can write with -o") from exc
+
+
+def _check_output_path(out: Path) -> None:
     for path in (out, *out.parents):
+        if path.is_symlink() and path == out:
+            raise InputError(f"output folder {out} is a symbolic link (to {os.readlink(out)}); edgeserve replaces "
+                             "its output folder whole, so give the folder itself or a new one")
         if path.exists() and not path.is_dir():
             where = "is a file" if path == out else f"cannot hold folders: {path} is a file"
             raise InputError(f"output folder {out} {where}; expected a folder (new or existing)")
+    absolute = Path(os.path.abspath(out))
+    here = Path(os.getcwd())
+    if absolute == here or absolute in here.parents:
+        raise InputError(f"output folder {out} holds the current folder ({here}); edgeserve replaces its "
+                         "output folder whole: give a new folder, e.g. -o out")
+    if out.exists():
+        _check_replaceable(out)
+    _check_writable(absolute)
+
+
+def _check_replaceable(out: Path) -> None:
+    entries = sorted(os.listdir(out))
+    if not entries:
+        return
+    if not _is_edgeserve_output(out):
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise InputError(f"output folder {out} is not empty and is not an edgeserve output (no edgeserve "
+                         f"manifest.json in it; it holds {shown}); edgeserve replaces its output folder whole, "
+                         "so give a new or empty folder, or an earlier edgeserve output, with -o")
+    for root, folders, files in os.walk(out):
+        for name in folders + files:
+            path = Path(root, name)
+            mode = path.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise InputError(f"output folder {out} holds {path}, which is {_kind(mode)}, not a file or folder "
+                                 "edgeserve wrote; move it out of the folder (edgeserve never opens one)")
+
+
+def _is_edgeserve_output(out: Path) -> bool:
+    from edgeserve.manifest import MANIFEST_NAME, SCHEMA
+
+    manifest = out / MANIFEST_NAME
+    try:
+        info = manifest.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MANIFEST_BYTES:
+            return False
+        with open(manifest, "rb") as f:
+            return json.loads(f.read(_MANIFEST_BYTES)).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+_MANIFEST_BYTES = 64 << 20  # far above any manifest written (a few kB to a few MB)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def _check_writable(out: Path) -> None:
+    """The staging folder is made beside OUT and renamed over it: both need OUT's parent
+    writable (and OUT itself, whose old files the staging copy replaces)."""
+    parent = next((p for p in out.parents if p.exists()), None)
+    place = out.parent if out.parent.exists() else parent
+    for where in (place, out if out.exists() else None):
+        if where is not None and not os.access(where, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write in {where}: the output folder {out} is staged beside it and then "
+                             "moved into place; choose a folder you can write with -o")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -53,7 +137,8 @@ def clean_leftovers(out: Path) -> list[Path]:
     done: list[Path] = []
     if not out.parent.is_dir():
         return done
-    for path in sorted(out.parent.glob(f".{out.name}.*-*-*")):
+    # The name is escaped: -o '?' must not match another output's leftovers.
+    for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.*-*-*")):
         kind, _, rest = path.name[len(out.name) + 2 :].partition("-")
         pid = rest.split("-")[0]
         if kind not in (_STAGING, _REPLACED) or not pid.isdigit() or _pid_alive(int(pid)):

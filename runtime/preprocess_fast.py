@@ -73,7 +73,11 @@ def quantize(x: np.ndarray, dtype: npt.DTypeLike, scale: float, zero_point: int)
     if dtype.kind == "f":
         return x.astype(dtype)
     info = np.iinfo(dtype)
-    q = round_half_away(x / np.float32(scale)) + np.float32(zero_point)
+    # Clipped before rounding: a finite value past float32's range over the scale (1e37 / 0.1)
+    # is inf there, and inf - inf in the rounding is NaN, which became 0 instead of saturating.
+    with np.errstate(over="ignore"):
+        v = np.clip(x / np.float32(scale), np.float32(info.min - zero_point - 1), np.float32(info.max - zero_point + 1))
+    q = round_half_away(v) + np.float32(zero_point)
     return np.clip(q, info.min, info.max).astype(dtype)
 
 

@@ -63,11 +63,14 @@ def t(x: np.ndarray) -> torch.Tensor:
 
 # ----- convolution and pooling ---------------------------------------------------------------------
 def test_convolutions_match_torch(tmp_path: Path) -> None:
+    """One of each path of the evaluator's conv: im2col (groups 1, a kernel over 1x1), and the sum
+    over kernel offsets (grouped, depthwise with custom padding, 1x1 with a stride)."""
     from coremltools.converters.mil import Builder as mb
 
     w_group = RNG.standard_normal((6, 2, 3, 3)).astype(np.float32)
     w_dil = RNG.standard_normal((5, 4, 3, 2)).astype(np.float32)
     w_dw = RNG.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    w_point = RNG.standard_normal((7, 4, 1, 1)).astype(np.float32)
     bias = RNG.standard_normal(5).astype(np.float32)
 
     @mb.program(input_specs=[mb.TensorSpec(shape=X.shape)], opset_version=ct.target.iOS17)
@@ -75,10 +78,11 @@ def test_convolutions_match_torch(tmp_path: Path) -> None:
         same = mb.conv(x=x, weight=w_group, strides=[2, 2], pad_type="same", groups=2, name="same")
         dilated = mb.conv(x=x, weight=w_dil, bias=bias, pad_type="valid", dilations=[2, 1], name="dilated")
         depthwise = mb.conv(x=x, weight=w_dw, pad_type="custom", pad=[1, 0, 2, 1], groups=4, name="depthwise")
-        return same, dilated, depthwise
+        pointwise = mb.conv(x=x, weight=w_point, strides=[2, 1], pad_type="valid", name="pointwise")
+        return same, dilated, depthwise, pointwise
 
     program, out = run(build(tmp_path, prog, "conv"), x=X)
-    assert program.op_counts() == {"conv": 3}
+    assert program.op_counts() == {"conv": 4}
     top, bottom = same_pads(9, 3, 2)
     expect_same = F.conv2d(F.pad(t(X), (top, bottom, top, bottom)), t(w_group), stride=2, groups=2)
     expect_dilated = F.conv2d(t(X), t(w_dil), t(bias), dilation=(2, 1))
@@ -86,6 +90,7 @@ def test_convolutions_match_torch(tmp_path: Path) -> None:
     np.testing.assert_allclose(out["same"], expect_same.numpy(), atol=1e-5)
     np.testing.assert_allclose(out["dilated"], expect_dilated.numpy(), atol=1e-5)
     np.testing.assert_allclose(out["depthwise"], expect_dw.numpy(), atol=1e-5)
+    np.testing.assert_allclose(out["pointwise"], F.conv2d(t(X), t(w_point), stride=(2, 1)).numpy(), atol=1e-5)
 
 
 def test_transposed_convolutions_match_torch(tmp_path: Path) -> None:

@@ -548,3 +548,27 @@ def test_random_data_warns_only_where_it_sets_int8_ranges(caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         load_calibration(None, [GRAY8], random_ok=True, quantizes=False)
     assert "calibrating on random data" not in caplog.text
+
+
+def test_calibration_that_holds_a_single_value_is_refused(tmp_path: Path) -> None:
+    """One black image (or one constant sample) set an int8 input scale of 0.0, and the run was
+    said ok at 8.3 % accuracy against 98.2 %: refused, naming the value. A constant input beside
+    one that varies (a recurrent state at zero) is taken, and so is data nothing quantizes with."""
+    black = tmp_path / "black.npz"
+    np.savez(black, x=np.zeros((1, 8, 8, 1), np.float32))
+    with pytest.raises(CalibrationDataError, match=r"holds a single value \('image' = 0\): int8 needs the range"):
+        load_calibration(black, [GRAY8])
+    grey = tmp_path / "grey.npz"
+    np.savez(grey, x=np.full((300, 8, 8, 1), 0.5, np.float32))  # many samples, still one value
+    with pytest.raises(CalibrationDataError, match="'image' = 0.5"):
+        load_calibration(grey, [GRAY8])
+    assert len(load_calibration(black, [GRAY8], quantizes=False)) == 1
+    mixed = tmp_path / "mixed.npz"
+    rng = np.random.default_rng(0)
+    np.savez(mixed, image=rng.random((4, 8, 8, 1), np.float32), meta=np.zeros((4, 3), np.float32))
+    assert len(load_calibration(mixed, [GRAY8, META])) == 4
+    folder = tmp_path / "black_images"
+    folder.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(folder / "black.png")
+    with pytest.raises(CalibrationDataError, match="holds a single value"):
+        load_calibration(folder, [GRAY8], PreprocessSpec(color="gray").bind_to_input((1, 8, 8, 1)))

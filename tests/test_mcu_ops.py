@@ -275,6 +275,11 @@ def test_c_identifier_accepts_plain_lowercase_identifiers(good):
     ("_private", "a leading underscore", "private_model"),
     ("a_", "a trailing underscore (the generated names add suffixes: a__model has '__')", "a"),
     ("a" * 300, "300 characters (at most 39", "a" * 39),
+    # names the generated project uses itself: es_conv built, was said ok, and did not link
+    ("main", "a name the generated project already uses", "main_model"),
+    ("stdint", "a name the generated project already uses", "stdint_model"),
+    ("es_conv", "a name the generated project already uses", "m_es_conv"),
+    ("arm_convolve_s8", "a name the generated project already uses", "m_arm_convolve_s8"),
 ])
 def test_c_identifier_says_what_was_expected_and_what_was_given(bad, got, suggestion):
     with pytest.raises(InputError) as caught:
@@ -282,6 +287,15 @@ def test_c_identifier_says_what_was_expected_and_what_was_given(bad, got, sugges
     message = str(caught.value)
     assert "expected lowercase letters (a-z), digits and underscores" in message
     assert f"got {got}" in message and f"Try '{suggestion}'" in message
+
+
+def test_a_file_named_like_a_name_the_project_uses_gets_a_name_that_is_not():
+    from edgeserve.converters.mcu.converter import default_name
+
+    assert [default_name(stem) for stem in ("main", "es_kernels", "stdint", "Float", "kws-ref")] == \
+        ["main_model", "m_es_kernels", "stdint_model", "float_model", "kws_ref"]
+    for stem in ("main", "es_kernels", "stdint", "Float"):
+        assert c_identifier(default_name(stem)) == default_name(stem)
 
 
 # --- the table against the installed TFLM wheel ----------------------------------------------

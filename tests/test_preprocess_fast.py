@@ -407,3 +407,18 @@ def test_import_edgeserve_runtime_preprocess_fast_does_not_import_cv2() -> None:
             "print('cv2' in sys.modules, 'ai_edge_litert' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_finite_values_past_the_range_saturate_like_tflite_quantize() -> None:
+    """1e37 / 0.1 is inf in float32, and inf - inf inside the rounding was NaN, cast to 0: a huge
+    input became the zero point. TFLite's Quantize clamps to the type's range (reference_ops'
+    AffineQuantize: min(max(round(x / scale) + zp, qmin), qmax)); so does this, for every width."""
+    from edgeserve.runtime.preprocess_fast import quantize
+
+    big = np.array([1e37, -1e37, 3e38, -3e38, np.inf, -np.inf], np.float32)
+    for dtype, zp in ((np.int8, 0), (np.int8, -5), (np.uint8, 128), (np.int16, 0)):
+        info = np.iinfo(dtype)
+        assert quantize(big, dtype, 0.1, zp).tolist() == [info.max, info.min] * 3
+    inside = np.linspace(-12.8, 12.7, 1001, dtype=np.float32)
+    expect = np.clip(round_half_away(inside / np.float32(0.1)), -128, 127).astype(np.int8)
+    assert np.array_equal(quantize(inside, np.int8, 0.1, 0), expect)

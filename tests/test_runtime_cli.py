@@ -232,3 +232,18 @@ def test_a_tiny_image_is_classified_with_a_note(digits_conversion: Path, tmp_pat
                                               "--input", str(fair), "--json"]).stdout)
     notes = [r.get("note") for r in out["results"]]
     assert notes[0] and "enlarged 8x" in notes[0] and notes[1] is None
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["bench", "--frames", "1000000000000"], "'--frames': 1000000000000 is not in the range 1<=x<=1000000"),
+    (["bench", "--warmup", "10000000"], "'--warmup': 10000000 is not in the range 0<=x<=1000000"),
+    (["bench", "--threads", "2000"], "'--threads': 2000 is not in the range 1<=x<=256"),
+    (["run", "--threads", "2000"], "'--threads': 2000 is not in the range 1<=x<=256"),
+    (["profile", "--threads", "2000"], "'--threads': 2000 is not in the range 1<=x<=256"),
+])
+def test_counts_past_what_a_run_can_use_are_refused_before_any_work(tmp_path: Path, args: list[str],
+                                                                    said: str) -> None:
+    """--frames 10**12 allocated 7.28 TiB and ended in a traceback; --threads 2000 started 904
+    threads before blaming a missing package. Refused by the option itself: exit 2, one line."""
+    result = invoke(*args[:1], tmp_path, *args[1:])
+    assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output

@@ -165,3 +165,113 @@ def test_leftovers_of_dead_runs_are_removed_or_restored(tmp_path: Path) -> None:
     assert sorted(p.name for p in done) == sorted([stale.name, replaced.name])
     assert not stale.exists() and live.exists()
     assert (out / "manifest.json").read_text() == "{}"  # killed between the two renames: put back
+
+
+# ----- what OUT may be (issue 47: `-o ~` copied the home folder and swapped the copy in) ----------
+def _listing(root: Path) -> list[tuple[str, int, int]]:
+    """Every entry under root with its inode and mtime: a copy-and-swap changes both."""
+    entries = [root, *sorted(root.rglob("*"))]
+    return [(p.relative_to(root).as_posix(), p.lstat().st_ino, p.lstat().st_mtime_ns) for p in entries]
+
+
+def _refused(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "edgeserve", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_a_folder_that_is_not_an_edgeserve_output_is_refused_untouched(testdata: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("secret")
+    (home / "notes.txt").write_text("mine")
+    (home / "link").symlink_to(home / "notes.txt")
+    (home / "manifest.json").write_text('{"schema": "someone else\'s"}')  # a manifest, not ours
+    before = _listing(home)
+    done = _refused(convert_args(testdata, home))
+    assert "is not an edgeserve output" in done.stderr and ".ssh" in done.stderr and "notes.txt" in done.stderr
+    assert _listing(home) == before and siblings(home) == []
+
+
+@pytest.mark.parametrize("out", [".", "..", "sub/.."])
+def test_a_folder_holding_the_current_folder_is_refused(testdata: Path, tmp_path: Path, out: str) -> None:
+    here = tmp_path / "work" / "here"
+    (here / "sub").mkdir(parents=True)
+    before = _listing(tmp_path)
+    done = _refused(convert_args(testdata, Path(out)), cwd=here)
+    assert "holds the current folder" in done.stderr
+    assert _listing(tmp_path) == before
+
+
+def test_a_symlinked_out_is_refused_and_what_it_points_to_is_untouched(testdata: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    assert CliRunner().invoke(cli, convert_args(testdata, real)).exit_code == 0  # an edgeserve output
+    (tmp_path / "link").symlink_to(real)
+    before = _listing(real)
+    done = _refused(convert_args(testdata, tmp_path / "link"))
+    assert "is a symbolic link" in done.stderr
+    assert _listing(real) == before and (tmp_path / "link").is_symlink()
+
+
+def test_a_special_file_in_an_output_is_named_and_never_opened(testdata: Path, tmp_path: Path) -> None:
+    """A FIFO in OUT used to hang the copy into the staging folder (a device node filled the disk)."""
+    out = tmp_path / "out"
+    assert CliRunner().invoke(cli, convert_args(testdata, out)).exit_code == 0
+    os.mkfifo(out / "mcu" / "pipe")
+    before = _listing(out)
+    done = _refused(convert_args(testdata, out))  # a hang here would be the 120 s timeout
+    assert "pipe, which is a FIFO" in done.stderr
+    assert _listing(out) == before
+
+
+def test_an_empty_folder_and_an_earlier_output_are_taken(testdata: Path, tmp_path: Path) -> None:
+    from edgeserve.staging import check_output_path
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_output_path(empty)
+    assert CliRunner().invoke(cli, convert_args(testdata, empty)).exit_code == 0
+    check_output_path(empty)  # now an edgeserve output: converting into it again is how targets are added
+    assert CliRunner().invoke(cli, convert_args(testdata, empty)).exit_code == 0
+
+
+def test_a_glob_character_in_out_matches_no_other_outputs_leftovers(tmp_path: Path) -> None:
+    """`-o '?'` took another output's `.a.replaced-*` folder for its own and put it back as '?'."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    other = tmp_path / f".a.replaced-{dead}-0000abcd"
+    other.mkdir()
+    assert clean_leftovers(tmp_path / "?") == []
+    assert other.is_dir() and not (tmp_path / "?").exists()
+
+
+def test_a_place_this_user_cannot_write_or_reach_is_refused_before_any_work() -> None:
+    """Found before the model loads (it used to be a PermissionError after the whole conversion).
+    Run as nobody: root may write anywhere."""
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the check as another user")
+    root = Path(tempfile.mkdtemp(prefix="edgeserve-locked-"))
+    try:
+        root.chmod(0o755)
+        (root / "locked").mkdir(mode=0o755)  # root's: nobody may look in, not write
+        (root / "closed").mkdir(mode=0o700)  # nobody may not even look in
+        said = {}
+        for name in ("locked", "closed"):
+            probe = ("from pathlib import Path\nfrom edgeserve.errors import InputError\n"
+                     "from edgeserve.staging import check_output_path\n"
+                     f"try:\n    check_output_path(Path({str(root / name / 'out')!r}))\n"
+                     "except InputError as e:\n    print(e)\n")
+            done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                                   "-c", probe], capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "HOME": "/tmp"}, cwd="/")
+            assert done.returncode == 0, done.stderr
+            said[name] = done.stdout
+        assert f"cannot write in {root / 'locked'}" in said["locked"]
+        assert f"cannot reach the output folder {root / 'closed' / 'out'}: permission denied" in said["closed"]
+    finally:
+        shutil.rmtree(root)

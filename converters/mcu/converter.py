@@ -138,8 +138,11 @@ def default_name(stem: str) -> str:
     """A C identifier from a file name: ``vww_96-int8`` → ``vww_96_int8``, ``1x`` → ``m_1x``."""
     from edgeserve.converters.mcu.names import MAX_NAME
 
+    from edgeserve.converters.mcu.names import untaken
+
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]+", "_", stem.lower())).strip("_")[:MAX_NAME].rstrip("_") or "model"
-    return name if not name[0].isdigit() else f"m_{name}"[:MAX_NAME].rstrip("_")
+    name = name if not name[0].isdigit() else f"m_{name}"[:MAX_NAME].rstrip("_")
+    return untaken(name)  # main.tflite -> main_model
 
 
 @register

@@ -27,6 +27,16 @@ wchar_t while xor xor_eq
 """.split())
 
 
+# Names the generated projects already use for files or symbols of their own: the program's
+# main (main.c, main.cc), the C library headers they include (a model named stdint writes
+# stdint.h beside main.c, which then includes it instead of the C library's), and the
+# prefixes of edgeserve's kernels (es_conv.c, es_kernels.h) and of CMSIS-NN (arm_*): a model
+# named like one built, said ok, and did not link.
+_TAKEN_NAMES = frozenset("main assert ctype errno float limits math stdarg stdbool stddef stdint stdio stdlib "
+                         "string".split())
+_TAKEN_PREFIXES = ("es_", "arm_")
+
+
 # The longest generated identifier is the name plus "_MODEL_TENSOR_ARENA_SIZE" (24 characters);
 # C99 guarantees 63 significant characters for identifiers.
 MAX_NAME = 63 - len("_MODEL_TENSOR_ARENA_SIZE")
@@ -70,13 +80,26 @@ def c_identifier(name: str) -> str:
                   "the 63 significant characters C99 promises and file names stay short)"
     elif name in _KEYWORDS:
         problem = "a C/C++ keyword"
+    elif name in _TAKEN_NAMES or name.startswith(_TAKEN_PREFIXES):
+        problem = ("a name the generated project already uses (main, the C library's headers, and the es_ and "
+                   "arm_ prefixes of the kernels)")
     if problem is None:
         return name
     raise InputError(f"model name {name!r} cannot be used in generated C/C++ code: expected "
                      "lowercase letters (a-z), digits and underscores, not starting with a digit,"
-                     f" without '__' or a leading or trailing '_', at most {MAX_NAME} characters and not a "
-                     f"C/C++ keyword; got {problem}. "
+                     f" without '__' or a leading or trailing '_', at most {MAX_NAME} characters, not a "
+                     f"C/C++ keyword and not a name the project uses itself; got {problem}. "
                      f"Try {_suggest(name)!r}.")
+
+
+def untaken(name: str) -> str:
+    """``name``, or a spelling close to it when it is a keyword or a name the generated project
+    uses itself: ``main`` -> ``main_model``, ``es_conv`` -> ``m_es_conv``."""
+    if name.startswith(_TAKEN_PREFIXES):
+        return f"m_{name}"[:MAX_NAME].rstrip("_")
+    if name in _KEYWORDS or name in _TAKEN_NAMES:
+        return f"{name}_model"
+    return name
 
 
 def _suggest(name: str) -> str:
@@ -84,4 +107,4 @@ def _suggest(name: str) -> str:
     fixed = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")[:MAX_NAME].rstrip("_")
     if not fixed or fixed[0].isdigit():
         fixed = f"model_{fixed}".rstrip("_")
-    return f"{fixed}_model" if fixed in _KEYWORDS else fixed
+    return untaken(fixed)

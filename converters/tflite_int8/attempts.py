@@ -19,7 +19,7 @@ IO_TYPES = ("int8", "uint8", "float")
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples)."""
+    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples, --per-layer)."""
 
     io: str = "int8"
     max_drop: float = 1.0
@@ -27,6 +27,7 @@ class Options:
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     metric: str | None = None
     debug_samples: int = 32
+    per_layer: bool = False  # measure the per-layer error table even when no remedy needs it
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> "Options":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +110,8 @@ class TfliteInt8Converter(Converter):
         return self._write(ctx, opts, attempts, layers)
 
     def _other_onnx_route(self, ctx: ConversionContext, opts: Options, route: QuantizerRoute, metric: str,
-                          attempts: list[Attempt], layers: list[LayerError],
-                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], list[LayerError]]:
+                          attempts: list[Attempt], layers: "LayerTable",
+                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], "LayerTable"]:
         """An ONNX source whose float model (the reader's, or onnx2tf's) gave no INT8 model that
         passes: the other route's float model through the same remedies, kept if it does better
         (a passing model, or a model at all). Otherwise the first route's outcome stands."""
@@ -143,7 +143,7 @@ class TfliteInt8Converter(Converter):
         self._route_record = self._route_record | {"other_route_tried": f"{other.route}: {_summary(theirs)}"}
         return attempts, layers
 
-    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: list[LayerError],
+    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: "LayerTable",
                   metric: str, opts: Options) -> list[Attempt]:
         """The remedies in order on ``route``, each verified, until one passes the gate."""
         attempts: list[Attempt] = []
@@ -217,13 +217,24 @@ class TfliteInt8Converter(Converter):
         return record
 
     # ----- calibrate --------------------------------------------------------------------
-    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> list[LayerError]:
-        """The per-layer error table; empty, with the reason kept for the report, when the
-        tool measuring it crashed (the conversion itself may still work)."""
+    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> "LayerTable":
+        """The per-layer error table, measured when a remedy first needs it (the int8 model
+        missed its gate) or now when the user asked for it (--per-layer): on a model whose int8
+        attempt passes it was a quarter of a small conversion's time and nothing used it."""
+        self._layers_note: str | None = None
+        table = LayerTable(lambda: self._measure_layers(ctx, route, opts))
+        if opts.per_layer:
+            table.get()
+        return table
+
+    def _measure_layers(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute,
+                        opts: Options) -> list[LayerError]:
+        """Empty, with the reason kept for the report, when the tool measuring it crashed (the
+        conversion itself may still work)."""
         from edgeserve.isolation import NativeCrashError
 
+        assert ctx.evaluation is not None
         debug = ctx.evaluation.head(opts.debug_samples)
-        self._layers_note: str | None = None
         with ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
             try:
                 return route.layer_errors(debug)
@@ -232,7 +243,7 @@ class TfliteInt8Converter(Converter):
                 log.warning("%s; converting without it", exc)
                 return []
 
-    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: list[LayerError],
+    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, table: "LayerTable",
                   opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
@@ -255,6 +266,7 @@ class TfliteInt8Converter(Converter):
             return
         # The worst layers among those that feed the outputs that failed: a bad layer in
         # another head cannot repair them (all of them when the failing outputs are unknown).
+        layers = table.get()
         focus = self._focus
         ranked = [l for l in layers if focus is None or l.tensor in focus] or layers
         # Never every layer in float: that is the float model, not a remedy.
@@ -368,8 +380,12 @@ class TfliteInt8Converter(Converter):
 
     # ----- write ------------------------------------------------------------------------
     def _write(self, ctx: ConversionContext, opts: Options, attempts: list[Attempt],
-               layers: list[LayerError]) -> dict[str, Any]:
+               table: "LayerTable") -> dict[str, Any]:
         from edgeserve.runtime.litert import TfliteRunner
+
+        layers = table.measured_or_empty()
+        if not table.measured:
+            self._layers_note = "not measured: no remedy needed it (--per-layer measures it on every run)"
 
         built = [a for a in attempts if a.model is not None and a.metrics is not None]
         if not built:
@@ -514,6 +530,26 @@ def _io_names(ctx: ConversionContext) -> tuple[list[str], list[str]]:
 def _summary(attempts: list[Attempt]) -> str:
     return "; ".join(f"{a.remedy.name} {a.status}" + (f" ({a.reason[:120]})" if a.reason and a.status != "ok" else "")
                      for a in attempts)
+
+
+class LayerTable:
+    """The per-layer error table, measured once, when first asked for."""
+
+    def __init__(self, measure: Callable[[], list[LayerError]]) -> None:
+        self._measure = measure
+        self._table: list[LayerError] | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self._table is not None
+
+    def get(self) -> list[LayerError]:
+        if self._table is None:
+            self._table = self._measure()
+        return self._table
+
+    def measured_or_empty(self) -> list[LayerError]:
+        return self._table if self._table is not None else []
 
 
 def _write_npz(path: Path, **groups: Any) -> None:
