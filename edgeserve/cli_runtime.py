@@ -430,6 +430,7 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
         write_bytes(plot, render_png(rows, f"{manifest.parent.name}: latency against size ({frames} runs each)"))
     if json_out:
         emit_json({"manifest": str(manifest), "frames": frames, "artifacts": rows})
+        _none_ran(manifest, rows)
         return
     w = max([12] + [len(r["target"]) for r in rows])
     click.echo(f"{'artifact':{w}} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9} "
@@ -454,6 +455,18 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
                        + "; ".join(measured))
         for reason in unmeasured:
             click.echo(f"energy not measured: {reason}")
+    _none_ran(manifest, rows)
+
+
+def _none_ran(manifest: Path, rows: list[dict[str, Any]]) -> None:
+    """A bench that timed nothing has failed, whatever the table shows (it used to exit 0 when
+    its only artifact was refused)."""
+    if any("p50_ms" in r for r in rows):
+        return
+    if not rows:
+        raise InputError(f"{manifest.parent} has no built artifact to time (its manifest lists none with status ok)")
+    raise InputError(f"no artifact of {manifest.parent} ran on this machine ({', '.join(r['target'] for r in rows)}: "
+                     "see the table for why); nothing was timed")
 
 
 def _print_bench(r: dict[str, Any]) -> None:

@@ -59,9 +59,21 @@ def model_file_guard(action: str) -> Iterator[None]:
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """The first non-blank line of an exception's message (its type name when it has none),
-    for one-line errors built from a third-party library's multi-line messages."""
+    for one-line errors built from a third-party library's multi-line messages. edgeserve's own
+    messages are kept whole (their advice comes last, and cutting them cut the advice:
+    "Replace LOG in th"); another library's long line is cut between words, marked."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:limit] if lines else type(exc).__name__
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if isinstance(exc, EdgeServeError) else clip_words(lines[0], limit)
+
+
+def clip_words(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else cut at the last space before it, with " …"."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return head.rstrip(" ,;:") + " …"
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -179,6 +191,11 @@ class BackendError(EdgeServeError):
         lines = [message] + [f"  - {a}" for a in attempts]  # type: ignore[attr-defined]
         super().__init__("\n".join(lines))
         self.attempts = list(attempts)  # type: ignore[call-overload]
+
+
+class ConcurrentUseError(EdgeServeError):
+    """A StreamStep was called while another thread was inside it or its Session: a stream's
+    state belongs to one caller (open one Session per stream or model for each thread)."""
 
 
 class InferenceError(EdgeServeError):

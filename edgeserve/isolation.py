@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from edgeserve.errors import EdgeServeError
+from edgeserve.errors import EdgeServeError, clip_words
 
 DEFAULT_TIMEOUT_S = 3600.0
 # Tests set this to a signal number: the child kills itself with it before the step, so
@@ -71,7 +71,7 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
     try:
         kind, value = pickle.loads(result)
     except Exception as exc:  # an exit before the result was written
-        how = f"exit {returncode} without a result" + (f": {last[0][:300]}" if last else "")
+        how = f"exit {returncode} without a result" + (f": {clip_words(last[0], 300)}" if last else "")
         raise NativeCrashError(tool, what, how, native) from exc
     if kind == "ok":
         return value
@@ -79,7 +79,7 @@ def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: flo
         raise value
     # What the library printed last says why (TFLM reports a kernel's refusal there, and the
     # Python binding raises only "Interpreter invocation failed").
-    said = f" ({last[0][:300]})" if last and last[0] not in value else ""
+    said = f" ({clip_words(last[0], 300)})" if last and last[0] not in value else ""
     raise EdgeServeError(f"{tool} failed while {what}: {value}{said}")
 
 

@@ -323,4 +323,8 @@ def check_file(root: Path, record: dict[str, Any]) -> str | None:
     digest = sha256_file(path)
     if digest != record["sha256"]:
         return f"{record['path']} sha256 {digest[:12]}… does not match the manifest's {record['sha256'][:12]}…"
+    size = path.stat().st_size if path.is_file() else None
+    if size is not None and record.get("bytes") is not None and record["bytes"] != size:
+        # The hash matches, so the file is the one built: the manifest's figure is what lies.
+        return f"{record['path']} is {size:,} bytes; the manifest says {record['bytes']:,}"
     return None

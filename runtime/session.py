@@ -132,6 +132,9 @@ class Session:
         public_key: str | Path | None = None,
     ) -> None:
         t0 = time.perf_counter()
+        if not isinstance(artifact, (str, Path)):
+            raise InputError(f"Session takes the path of an artifact, a manifest or an output folder; got "
+                             f"{type(artifact).__name__} {artifact!r}"[:300])
         if require is not None and require not in KINDS:
             raise InputError(f"require must be one of {', '.join(KINDS)}; got {require!r}")
         self.profile = _load_profile(profile)
@@ -314,7 +317,8 @@ class Session:
     def stream_step(self) -> Any:
         """A :class:`~edgeserve.runtime.stream_step.StreamStep` for per-stride inference on a
         streaming model: ``step.value(frames)`` or ``step(frames)``, state carried as by
-        :meth:`run`, with far less Python around each invoke. For one thread (no lock)."""
+        :meth:`run`, with far less Python around each invoke. One caller at a time: a stride while
+        another thread is inside the step or this Session raises ConcurrentUseError."""
         from edgeserve.runtime.stream_step import StreamStep
 
         step = StreamStep(self)
@@ -327,7 +331,9 @@ class Session:
 
     def classify(self, frame: np.ndarray, k: int = 5) -> list[Prediction]:
         """The k best classes of the first output, with labels when known."""
-        return top_k(self.run(frame)[0], k, self.labels)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InputError(f"k is how many classes to return: a whole number of at least 1; got {k!r}")
+        return top_k(self.run(frame)[0], int(k), self.labels)
 
     def example_input(self, height: int = 480, width: int = 640) -> np.ndarray:
         """A valid input for :meth:`run`: a synthetic camera frame, or a model-shaped tensor."""
@@ -381,6 +387,7 @@ class Session:
         """Start a new stream: a streaming model (microWakeWord's, with resource variables) keeps
         its state from one ``run()`` to the next; this returns it to the initial state."""
         with self._lock:
+            self._current()  # a closed Session says so, rather than resetting nothing
             for b in (self._active, self._reference):
                 if b is not None:
                     b.reset_state()

@@ -138,3 +138,17 @@ def test_the_energy_column_says_when_the_machine_has_no_sensor(four_formats, mon
         # 4 W over 20 runs of about p50 each: the same order as 4 W x p50 (Python's loop adds a little).
         assert 0.5 * 4.0 * r["p50_ms"] <= r["mj_per_inference"] <= 20 * 4.0 * r["p95_ms"], r
         assert r["energy"].startswith("fake: a constant 4 W rail")
+
+
+def test_a_folder_where_nothing_ran_is_a_failure(testdata: Path, tmp_path: Path) -> None:
+    """bench exited 0 when its only artifact could not run here: it timed nothing. The table
+    still says why for each artifact; then one error line, exit 1 (and with --json as well)."""
+    out = tmp_path / "out"
+    built = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_int8.tflite"), "-t", "mcu",
+                                     "--no-fit-check", "-o", str(out)])
+    assert built.exit_code == 0, built.output
+    for extra in ([], ["--json"]):
+        result = CliRunner().invoke(cli, ["bench", str(out), "--frames", "5", *extra])
+        assert result.exit_code == 1, result.output
+        assert "a microcontroller build: it runs on the board" in result.stdout
+        assert "error: no artifact of" in result.stderr and "nothing was timed" in result.stderr

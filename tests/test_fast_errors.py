@@ -121,3 +121,18 @@ def test_the_saved_config_is_read_for_every_keras_layout(tmp_path: Path) -> None
     assert keras_input_shapes(keras(unplain)) is None
     (tmp_path / "cut.keras").write_bytes(b"PK\x03\x04 cut short")
     assert keras_input_shapes(tmp_path / "cut.keras") is None
+
+
+def test_one_line_errors_keep_our_advice_whole_and_cut_other_libraries_between_words() -> None:
+    """Refusals were cut at 300 characters mid-word ("Replace LOG in th", "What to do: re-expo"),
+    and the part cut was the advice: edgeserve's own messages are whole now, another library's
+    long line ends at a word with a mark."""
+    from edgeserve.errors import UnsupportedOpError, clip_words, first_line
+
+    advice = "x " * 200 + "What to do: re-export the model with opset 17"
+    ours = UnsupportedOpError("LOG", "mcu", ["ADD"], detail=advice)
+    assert "What to do: re-export the model with opset 17" in first_line(ours)  # was cut at 300
+    theirs = RuntimeError("word " * 100 + "\nsecond line")
+    line = first_line(theirs, 60)
+    assert line.endswith(" …") and len(line) <= 62 and line[:-2].split(" ")[-1] == "word"
+    assert clip_words("short", 10) == "short" and clip_words("abcdefghijkl", 5) == "abcde …"

@@ -167,3 +167,30 @@ def test_a_fifo_where_a_file_belongs_is_refused_without_blocking(conversion: Pat
         done = subprocess.run([sys.executable, "-m", "edgeserve", *command], capture_output=True, text=True,
                               timeout=120)  # a hang fails here instead of blocking the suite
         assert done.returncode == 1 and expected in done.stdout + done.stderr, (command, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ("bytes", "bytes; the manifest says"),
+    ("scale", "output 0 scale: the manifest says"),
+    ("zero_point", "output 0 zero_point: the manifest says"),
+])
+def test_a_restamped_size_or_quantization_that_lies_fails_verify(digits_conversion: Path, tmp_path: Path,
+                                                                field: str, said: str) -> None:
+    """verify compared hashes but not the manifest's `bytes` and output scale with the file: a
+    re-stamped manifest could say anything there (and the runtime dequantizes with what it says)."""
+    import shutil
+
+    out = tmp_path / "OUT"
+    shutil.copytree(digits_conversion, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = _entry(manifest, "tflite-int8")
+    if field == "bytes":
+        entry["bytes"] += 1
+    elif field == "scale":
+        entry["outputs"][0]["scale"] *= 2
+    else:
+        entry["outputs"][0]["zero_point"] += 1
+    (out / "manifest.json").write_text(json.dumps(stamp(manifest)))
+    result = CliRunner().invoke(cli, ["verify", str(out)])
+    assert result.exit_code == 1 and said in result.output, result.output
+    assert "Traceback" not in result.output

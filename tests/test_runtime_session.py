@@ -362,3 +362,21 @@ def test_verification_on_every_core_equals_one_interpreter_in_order() -> None:
     # The caller's own interpreter as the first worker: the same outputs.
     again = predict_on_cores(model, [x], workers=3, first=runner)
     assert all(np.array_equal(g, w) for g, w in zip(again, want))
+
+
+def test_wrong_arguments_and_a_closed_session_are_edgeserve_errors(digits_conversion: Path) -> None:
+    """classify(k=None) and Session(None) let TypeError out of the API; reset() after close() did
+    nothing without a word. Each is now an error of edgeserve's, saying what was expected."""
+    from edgeserve.errors import BackendError, InputError
+
+    with pytest.raises(InputError, match="Session takes the path of an artifact.*got NoneType None"):
+        Session(None)  # type: ignore[arg-type]
+    session = Session(digits_conversion / "manifest.json", backend="litert:xnnpack")
+    frame = session.example_input()
+    assert len(session.classify(frame, k=3)) == 3
+    for k in (None, 0, -1, 2.5, True, "3"):
+        with pytest.raises(InputError, match="k is how many classes to return"):
+            session.classify(frame, k=k)  # type: ignore[arg-type]
+    session.close()
+    with pytest.raises(BackendError, match="the Session is closed"):
+        session.reset()

@@ -40,6 +40,7 @@ from edgeserve.errors import (
     SourceModelError,
     UnsupportedOpError,
     VerificationError,
+    clip_words,
     first_line,
 )
 from edgeserve.manifest import edgeserve_version, file_record
@@ -528,7 +529,7 @@ def _io_names(ctx: ConversionContext) -> tuple[list[str], list[str]]:
 
 
 def _summary(attempts: list[Attempt]) -> str:
-    return "; ".join(f"{a.remedy.name} {a.status}" + (f" ({a.reason[:120]})" if a.reason and a.status != "ok" else "")
+    return "; ".join(f"{a.remedy.name} {a.status}" + (f" ({clip_words(a.reason, 120)})" if a.reason and a.status != "ok" else "")
                      for a in attempts)
 
 

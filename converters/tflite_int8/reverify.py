@@ -42,6 +42,7 @@ def reverify_artifact(entry: Mapping[str, Any], root: Path) -> VerifyResult:
         return VerifyResult(TARGET, entry["path"], (*checks, Check("LiteRT loads and runs it", False, problem)))
     parsed = TfliteModel.from_bytes(model)
     checks.append(_provenance_check(parsed, root))
+    checks.append(_tensors_check(parsed, entry))
     float_io = entry["quantization"]["io"] == "float32"
     problems = integer_problems(parsed, float_io)
     expect_integer = entry.get("integer_only", True)
@@ -67,6 +68,33 @@ def reverify_artifact(entry: Mapping[str, Any], root: Path) -> VerifyResult:
         checks.append(Check("top-1 agreement with the float source", ok,
                             f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
     return VerifyResult(TARGET, entry["path"], tuple(checks))
+
+
+def _tensors_check(parsed: TfliteModel, entry: Mapping[str, Any]) -> Check:
+    """The inputs and outputs as the manifest records them (the runtime reads their scale and zero
+    point from it): shape, type, scale and zero point against the file's own tensors."""
+    graph = parsed.subgraphs[0]
+    for kind, indices in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+        recorded = list(entry.get(kind) or [])
+        if len(recorded) != len(indices):
+            return Check("inputs and outputs as recorded", False,
+                         f"the manifest lists {len(recorded)} {kind}; the model has {len(indices)}")
+        for i, (record, index) in enumerate(zip(recorded, indices)):
+            tensor = graph.tensors[index]
+            q = tensor.quantization
+            scale = float(q.scale[0]) if q is not None and len(q.scale) else None
+            zero = int(q.zero_point[0]) if q is not None and len(q.zero_point) else None
+            file = {"shape": list(tensor.shape), "dtype": tensor.dtype_name}
+            if record.get("scale") is not None or scale is not None:
+                file |= {"scale": scale, "zero_point": zero}
+            for key, value in file.items():
+                said = record.get(key)
+                same = (said is not None and value is not None and abs(float(said) - value) <= 1e-6 * abs(value)
+                        if key == "scale" else said == value)
+                if not same:
+                    return Check("inputs and outputs as recorded", False,
+                                 f"{kind[:-1]} {i} {key}: the manifest says {said!r}, the model has {value!r}")
+    return Check("inputs and outputs as recorded", True, "shapes, types, scales and zero points")
 
 
 def _unsound(model: bytes) -> str | None:
