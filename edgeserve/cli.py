@@ -134,6 +134,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               help="Type of the model's input and output tensors.")
 @click.option("--debug-samples", type=click.IntRange(min=1), default=32, show_default=True,
               help="Samples the per-layer quantization debugger runs.")
+@click.option("--no-reuse", is_flag=True,
+              help="Build every target again, even one the previous run into OUT built from the same source, "
+                   "data, options and tools (kept by default, marked `reused` in the manifest).")
 @click.option("--per-layer", is_flag=True,
               help="tflite-int8: measure the per-layer error table on every run (by default only when the "
                    "int8 model misses its gate and a remedy needs it).")
@@ -175,7 +178,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
             min_detection_match: float, max_score_error: float, min_sqnr_db: float,
-            metric: str | None, io: str, debug_samples: int, per_layer: bool, profile: str | None, name: str | None, no_fit_check: bool,
+            metric: str | None, io: str, debug_samples: int, no_reuse: bool, per_layer: bool, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
@@ -211,6 +214,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
                 input_values=parse_input_values(input_values), batch_axes=parse_batch_axes(batch_axes),
+                reuse=not no_reuse,
             )
     except AccuracyError as exc:
         if exc.result is not None and not json_out:  # with --json, the error object carries the manifest

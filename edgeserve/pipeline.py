@@ -57,6 +57,7 @@ def convert(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, str] | None = None,
     batch_axes: Mapping[str, int] | None = None,
+    reuse: bool = True,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -70,6 +71,8 @@ def convert(
     ``input_shapes`` fixes an ONNX input's dynamic dimensions by name; ``input_values`` fixes
     an ONNX input to a value (a sample rate), so it is a constant in every artifact;
     ``batch_axes`` moves an ONNX input's or output's batch axis first (a recurrent state).
+    ``reuse`` keeps a target that the previous run into ``out_dir`` built from exactly the same
+    inputs, options and tools (:mod:`edgeserve.reuse`); False builds every target again.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -102,8 +105,9 @@ def convert(
             exported = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgeserve-module-")))
             with progress.step(f"torch.export {type(source).__name__}"):
                 model = from_module(source, example_inputs, exported)
+        loading = {"input_shapes": input_shapes, "input_values": input_values, "batch_axes": batch_axes}
         return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
-                               options, max_calib_samples, progress, sign_key)
+                               options, max_calib_samples, progress, sign_key, loading if reuse else None)
 
 
 def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool, *, fixed_shapes: bool) -> None:
@@ -145,7 +149,7 @@ def _warm_isolated_imports(converters: Sequence[Any], kind: str) -> None:
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
                     calib_random: bool, preprocess: PreprocessSpec | None, prof: Any, profile: str | None,
                     options: Mapping[str, Any] | None, max_calib_samples: int | None, progress: Progress,
-                    sign_key: Any) -> ConvertResult:
+                    sign_key: Any, loading: Mapping[str, Any] | None) -> ConvertResult:
     from edgeserve.converters import get_converter
 
     source = model.path
@@ -174,7 +178,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
     _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
-                                           profile, options, progress)
+                                           profile, options, progress, loading)
         from edgeserve.signing import sign_manifest, signature_path
 
         if sign_key is not None:
@@ -189,10 +193,16 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
 
 def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibration: Any, evaluation: Any,
                   spec: PreprocessSpec | None, prof: Any, profile: str | None, options: Mapping[str, Any] | None,
-                  progress: Progress) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  progress: Progress, loading: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``loading`` None: every target is built again (--no-reuse); else the source's loading
+    options, part of each target's reuse key."""
+    from edgeserve import reuse
     from edgeserve.converters._base import ConversionContext
 
     manifest_path = out / MANIFEST_NAME
+    previous = reuse.previous_entries(manifest_path, model.sha256) if loading is not None else {}
+    run = reuse.run_key(model.describe(), model.signature, calibration, evaluation, spec, prof, options or {},
+                        loading or {})
     calibration_record = None
     if calibration is not None:
         calibration_record = calibration.describe() | {"random": calibration.origin == "random"}
@@ -238,8 +248,16 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "not_built": not_built[-1]["reason"]})
                 continue
+            key = reuse.target_key(run, converter.name, {n: ctx.artifacts[n].get("sha256") for n in needed})
+            why_not = reuse.reusable(previous.get(converter.name), key, out) if loading is not None else "--no-reuse"
             try:
-                entry = converter.convert(ctx)
+                if why_not is None:
+                    with progress.step(f"{converter.name}: kept from the previous run into this folder (same "
+                                       "source, data, options and tools; --no-reuse builds it again)"):
+                        entry = dict(previous[converter.name]) | {"reused": True}
+                else:
+                    log.debug("%s: built again: %s", converter.name, why_not)
+                    entry = converter.convert(ctx) | {"reuse_key": key}
             except EdgeServeError as exc:
                 # One target's refusal (its tool missing, TFLM refusing the model, an operator it
                 # lacks) does not throw away the others' work: it is recorded and the run goes on

@@ -40,6 +40,13 @@ def print_conversion(manifest: dict[str, Any]) -> None:
 
 
 def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
+    _print_one(console, entry)
+    if entry.get("reused"):
+        console.print("  kept from the previous run into this folder: same source, data, options and tools "
+                      "(--no-reuse builds it again)", soft_wrap=True)
+
+
+def _print_one(console: Console, entry: dict[str, Any]) -> None:
     if entry["target"] == "mcu":
         _print_mcu(console, entry)
         return
