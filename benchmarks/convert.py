@@ -17,7 +17,9 @@ classifier (ONNX, from the rapidocr-onnxruntime wheel; tests/registry_models.py)
 demo: the digits example as `make demo` converts it (the CLI, cold, to tflite-int8, mcu, mcu-c
 and coreml), with isolated steps forked from the warm server (edgeserve/warm_children.py) and,
 side by side in the same run, each in a fresh Python (EDGESERVE_ISOLATION=cold); runs
-alternate, median of three each. Per mode: wall time and the CLI's own step timings.
+alternate, median of three each. Per mode: wall time and the CLI's own step timings. Then the
+same conversion into a fresh folder without coreml, and again into it with coreml added (the
+targets of the first kept, edgeserve/reuse.py).
 
 detector: a 320x320 detector as issue 24 asks, PaddleOCR's v4 text detector (DBNet, ONNX, from
 the same wheel), `edgeserve convert` run as a user runs it (the CLI, one process per target)
@@ -249,6 +251,22 @@ def run_demo(work: Path, repeats: int = 3) -> list[dict]:
         rows.append({"mode": mode, "seconds": round(times[mode][middle], 1),
                      "all_seconds": [round(t, 1) for t in times[mode]],
                      "steps": sorted(steps[mode][middle], key=lambda s: -s[1])})
+    import shutil
+
+    again = work / "digits_again"
+    shutil.rmtree(again, ignore_errors=True)
+    for mode, targets in (("without coreml", DEMO_TARGETS[:3]), ("again, coreml added", DEMO_TARGETS)):
+        command = [sys.executable, "-m", "edgeserve", "convert", str(example / "digits_cnn.keras"),
+                   *[a for t in targets for a in ("-t", t)], "-p", "arduino-nano-33-ble", "--name", "digits",
+                   "--calib", str(example / "calib.npz"), "--eval", str(example / "eval.npz"), "-o", str(again)]
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"the digits conversion failed ({mode}):\n{done.stderr}")
+        found = [(m.group(2), float(m.group(1))) for m in re.finditer(r"^\[\s*([\d.]+) s\] (.+)$", done.stderr, re.M)]
+        rows.append({"mode": mode, "seconds": round(seconds, 1), "all_seconds": [round(seconds, 1)],
+                     "steps": sorted(found, key=lambda s: -s[1])})
     return rows
 
 
@@ -303,7 +321,8 @@ def _print_demo(demo: list[dict]) -> None:
     print(f"| digits CNN to {', '.join(DEMO_TARGETS)} (cold CLI) | wall s (median) | runs | longest steps (s) |")
     print("|---|---:|---|---|")
     for r in demo:
-        how = "steps forked from the warm server" if r["mode"] == "warm" else "a fresh Python per step"
+        how = {"warm": "steps forked from the warm server", "cold": "a fresh Python per step"}.get(
+            r["mode"], f"{r['mode']} (into one folder)")
         top = "; ".join(f"{name} {sec:.1f}" for name, sec in r["steps"][:4])
         print(f"| {how} | {r['seconds']} | {', '.join(map(str, r['all_seconds']))} | {top} |")
 

@@ -280,6 +280,9 @@ def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: Preproces
             # so calibration inputs would differ from served ones.
             with Image.open(f) as im:
                 rgb = np.asarray(im.convert("RGB"))
+        except Image.DecompressionBombError as exc:  # a header claiming 10^10 pixels
+            raise CalibrationDataError(f"image {f} says it has more pixels than Pillow decodes ({exc}); calibration "
+                                       "images are the model's input size or a camera frame") from exc
         except (UnidentifiedImageError, OSError) as exc:
             raise CalibrationDataError(f"cannot read image {f}: {exc}") from exc
         digest.update(f.relative_to(path).as_posix().encode())

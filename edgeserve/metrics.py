@@ -48,6 +48,36 @@ def choose_metric(requested: str | None, labels: np.ndarray | None, float_out: n
     return "mae"
 
 
+def check_labels(labels: np.ndarray, output_shape: tuple[int | None, ...], where: str) -> None:
+    """Labels that cannot score the model's first output, said before any conversion work: text,
+    fractions for a classifier (they ended in "cannot reshape" after the whole float pass),
+    and class indices outside the output's classes (they scored top1 0.0 and passed)."""
+    if labels.dtype.kind not in "iufb":
+        raise InputError(f"{where}: y holds {labels.dtype.name} values ({_first(labels)}); expected class indices "
+                         "(integers), one-hot rows, or numbers to compare the output with")
+    classes = output_shape[-1] if len(output_shape) == 2 else None
+    if classes is None or classes < 2:
+        return  # a regression output: any numbers are targets
+    if labels.ndim == 2 and labels.shape[1] == classes:
+        return  # one-hot rows, or regression targets shaped like the output
+    flat = labels.reshape(len(labels), -1)
+    if flat.shape[1] != 1:
+        raise InputError(f"{where}: y has shape {list(labels.shape)}; the model's first output has {classes} classes: "
+                         f"expected one class index per sample, or one-hot rows of {classes}")
+    values = flat[:, 0]
+    if labels.dtype.kind == "f" and not np.all(values == np.round(values)):
+        raise InputError(f"{where}: y holds fractions ({_first(values[values != np.round(values)])}) for a model whose "
+                         f"first output has {classes} classes: expected class indices 0..{classes - 1}")
+    outside = values[(values < 0) | (values >= classes)]
+    if outside.size:
+        raise InputError(f"{where}: y holds {outside.size} class index(es) outside 0..{classes - 1} (e.g. "
+                         f"{_first(outside)}), the classes of the model's first output")
+
+
+def _first(values: np.ndarray) -> str:
+    return ", ".join(str(v) for v in values.reshape(-1)[:3].tolist())
+
+
 def evaluate(metric: str, float_out: np.ndarray, quant_out: np.ndarray, labels: np.ndarray | None) -> MetricResult:
     """Score float and quantized outputs of the first model output against labels (or float)."""
     n = float_out.shape[0]

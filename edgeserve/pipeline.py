@@ -170,6 +170,10 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
             quantizes=any(c.uses_calibration(options or {}) for c in converters),
         )
         evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
+        if evaluation is not None and evaluation.labels is not None and model.signature.outputs:
+            from edgeserve.metrics import check_labels
+
+            check_labels(evaluation.labels, tuple(model.signature.outputs[0].shape), str(eval_data or calib))
 
     if sign_key is not None:  # a bad key is an error before the conversion, not after it
         from edgeserve.signing import _load_key

@@ -138,7 +138,11 @@ def read_image(path: Path) -> np.ndarray:
         cv2 = None
     if cv2 is not None:
         data = np.fromfile(path, np.uint8)  # imdecode: no locale/unicode path issues
-        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+        try:
+            img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+        except cv2.error as exc:  # its size check: a header claiming 10^10 pixels
+            said = " ".join(str(exc).split())
+            raise InputError(f"{path} is not an image OpenCV decodes: {said[said.rfind('error:'):][:200]}") from exc
         if img is None:
             raise InputError(f"{path} is not an image OpenCV can decode")
         if img.dtype != np.uint8:  # 16-bit PNG/TIFF: keep the high byte
@@ -153,6 +157,8 @@ def read_image(path: Path) -> np.ndarray:
         with Image.open(path) as im:
             im = im.convert("RGB") if im.mode not in ("RGB", "L") else im
             arr = np.asarray(im)
+    except Image.DecompressionBombError as exc:  # a header claiming 10^10 pixels
+        raise InputError(f"{path} says it has more pixels than Pillow decodes ({exc})") from exc
     except (OSError, UnidentifiedImageError) as exc:
         raise InputError(f"{path} is not an image Pillow can decode: {exc}") from exc
     return arr[:, :, None] if arr.ndim == 2 else arr

@@ -572,3 +572,49 @@ def test_calibration_that_holds_a_single_value_is_refused(tmp_path: Path) -> Non
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(folder / "black.png")
     with pytest.raises(CalibrationDataError, match="holds a single value"):
         load_calibration(folder, [GRAY8], PreprocessSpec(color="gray").bind_to_input((1, 8, 8, 1)))
+
+
+def test_labels_that_cannot_score_the_output_are_refused_before_any_work() -> None:
+    """--eval labels that were fractions or text ended after 27 s in "cannot reshape"; class
+    indices past the output's classes scored top1 0.0 and passed without a word."""
+    from edgeserve.errors import InputError
+    from edgeserve.metrics import check_labels
+
+    ten = (None, 10)
+    check_labels(np.arange(10), ten, "eval.npz")
+    check_labels(np.arange(10).astype(np.float32), ten, "eval.npz")  # whole numbers stored as floats
+    check_labels(np.eye(10, dtype=np.float32), ten, "eval.npz")  # one-hot rows
+    check_labels(np.linspace(0, 1, 5, dtype=np.float32), (None, 1), "eval.npz")  # a regression target
+    for labels, said in ((np.array([0.5, 1.0, 2.0]), "y holds fractions (0.5) for a model whose first output has 10"),
+                         (np.array(["cat", "dog"]), "y holds str"),
+                         (np.array([3, 10, -1]), "2 class index(es) outside 0..9 (e.g. 10, -1)"),
+                         (np.zeros((3, 4)), "expected one class index per sample")):
+        with pytest.raises(InputError, match=re.escape(said)):
+            check_labels(labels, ten, "eval.npz")
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height pixels, with almost no data behind it."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b""))
+
+
+def test_an_image_claiming_ten_billion_pixels_is_one_error(tmp_path: Path) -> None:
+    """Pillow's DecompressionBombError and OpenCV's size assertion were tracebacks, in calibration
+    folders and in `run --input`; each is now an error naming the file."""
+    from edgeserve.errors import InputError
+    from edgeserve.runtime.inputs import read_image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "bomb.png").write_bytes(_png_claiming(100_000, 100_000))
+    with pytest.raises(CalibrationDataError, match=r"bomb.png says it has more pixels than Pillow decodes"):
+        load_calibration(folder, [GRAY8], PreprocessSpec(color="gray").bind_to_input((1, 8, 8, 1)))
+    with pytest.raises(InputError, match=r"bomb.png is not an image OpenCV decodes: .*CV_IO_MAX_IMAGE_PIXELS"):
+        read_image(folder / "bomb.png")
