@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from edgeserve.atomic import NOT_REGULAR, sha256_file, special_file
 from edgeserve.errors import CalibrationDataError
-from edgeserve.fixtures import named_arrays
+from edgeserve.fixtures import ArraysOnDemand
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import TensorInfo
 from edgeserve.sources.base import random_samples
@@ -171,11 +171,11 @@ def check_shape_early(path: str | Path, name: str, shape: tuple[int | None, ...]
 
 def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) -> SampleSet:
     try:
-        arrays = named_arrays(path)
+        arrays = ArraysOnDemand(path)  # only the arrays the model takes are decompressed
+        labels = arrays.pop("y", None)
+        chosen = _pick_input_arrays(path, arrays, inputs)
     except ValueError as exc:  # zipfile/pickle/format errors all mean "not a usable .npz"
         raise CalibrationDataError(f"cannot read {path} as .npz: {exc}") from exc
-    labels = arrays.pop("y", None)
-    chosen = _pick_input_arrays(path, arrays, inputs)
     checked = tuple(_check_array(path, key, arr, info) for (key, arr), info in zip(chosen, inputs))
     n = checked[0].shape[0]
     if any(a.shape[0] != n for a in checked):
@@ -193,7 +193,7 @@ def _load_npz(path: Path, inputs: Sequence[TensorInfo], *, want_labels: bool) ->
 
 
 def _pick_input_arrays(
-    path: Path, arrays: dict[str, np.ndarray], inputs: Sequence[TensorInfo]
+    path: Path, arrays: Mapping[str, np.ndarray], inputs: Sequence[TensorInfo]
 ) -> list[tuple[str, np.ndarray]]:
     if len(inputs) == 1:
         for key in ("x", inputs[0].name):

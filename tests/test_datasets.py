@@ -618,3 +618,22 @@ def test_an_image_claiming_ten_billion_pixels_is_one_error(tmp_path: Path) -> No
         load_calibration(folder, [GRAY8], PreprocessSpec(color="gray").bind_to_input((1, 8, 8, 1)))
     with pytest.raises(InputError, match=r"bomb.png is not an image OpenCV decodes: .*CV_IO_MAX_IMAGE_PIXELS"):
         read_image(folder / "bomb.png")
+
+
+def test_an_unused_array_in_the_npz_is_never_decompressed(tmp_path: Path) -> None:
+    """An .npz holding an unused 1.5 GB array in 6.5 MB was decompressed whole (2.2 GB at its
+    peak). Only the arrays the model takes are read now: here 300 MB of zeros beside the 2.5 kB
+    of samples, and the loading process stays far under the size of the unused array."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "calib.npz"
+    rng = np.random.default_rng(0)
+    np.savez_compressed(path, x=rng.random((10, 8, 8, 1), np.float32), unused=np.zeros((300, 1024, 256), np.float32))
+    assert path.stat().st_size < 2_000_000
+    probe = ("import resource\nfrom edgeserve.datasets import load_calibration\nfrom edgeserve.sources import TensorInfo\n"
+             f"s = load_calibration({str(path)!r}, [TensorInfo('image', (None, 8, 8, 1), 'float32')])\n"
+             "print(len(s), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    samples, peak_kb = map(int, done.stdout.split())
+    assert samples == 10 and peak_kb < 200_000, peak_kb  # measured 41 MB; the unused array is 300 MB
