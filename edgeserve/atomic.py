@@ -115,6 +115,24 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
         return fh.read()
 
 
+SETTINGS_LIMIT = 16 << 20  # a profile, key, labels or spec file: kilobytes; far below this
+
+
+class TooLargeError(OSError):
+    """A settings file larger than any settings file is: read whole, it could exhaust memory."""
+
+
+def read_settings(path: str | os.PathLike[str], limit: int = SETTINGS_LIMIT) -> bytes:
+    """A small file read whole (profile, key, labels, spec, decoder options): a FIFO or a device is
+    refused without a blocking read (a FIFO hung `-p`, /dev/zero ended in MemoryError), and so is
+    a file past ``limit`` bytes. Both are OSErrors, so each caller's own message names the file."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLargeError(f"{path} is over {limit >> 20} MB, more than a settings file holds")
+    return data
+
+
 def _update_from_file(digest: "hashlib._Hash", path: Path) -> None:
     with open_regular(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -343,10 +343,14 @@ def _parse_wxh(value: str) -> tuple[int, int]:
 def _read_toml(path: Path) -> dict[str, Any]:
     import tomllib
 
+    from edgeserve.atomic import read_settings
+
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(read_settings(path).decode("utf-8", "replace"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path}: expected a TOML file of decoder options: {exc}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{path} nests tables or arrays too deeply to read") from exc
 
 
 def _spec_flags_of(spec: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from edgeserve.atomic import read_settings
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
 from edgeserve.staging import check_output_path, staged_output
@@ -285,7 +286,7 @@ def read_labels(labels: str | Path | Sequence[str]) -> list[str]:
     """Class labels from a list or a text file (one per line, blank lines ignored)."""
     if isinstance(labels, (str, Path)):
         try:
-            text = Path(labels).read_text(encoding="utf-8")
+            text = read_settings(labels).decode("utf-8", "replace")
         except OSError as exc:
             raise InputError(f"cannot read labels file {labels}: {exc}") from exc
         return [line.strip() for line in text.splitlines() if line.strip()]

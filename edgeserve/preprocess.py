@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeserve.atomic import read_settings
 from edgeserve.errors import PreprocessSpecError, did_you_mean
 
 if sys.version_info >= (3, 11):
@@ -240,13 +241,15 @@ class PreprocessSpec:
     def from_toml(cls, path: str | Path) -> "PreprocessSpec":
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_settings(path).decode("utf-8"))
         except FileNotFoundError as exc:
             raise PreprocessSpecError(f"preprocess spec file not found: {path}") from exc
         except OSError as exc:  # a directory, no permission, ...
             raise PreprocessSpecError(f"cannot read preprocess spec file {path}: {exc}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise PreprocessSpecError(f"{path} is not valid TOML: {exc}") from exc
+        except RecursionError as exc:
+            raise PreprocessSpecError(f"{path} nests tables or arrays too deeply to read") from exc
         table = data.get("preprocess", data)
         if not isinstance(table, Mapping):
             raise PreprocessSpecError(f"{path}: 'preprocess' must be a table ([preprocess]), got {table!r}")

@@ -34,6 +34,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 uses the backport declared in pyproject.toml
     import tomli as tomllib
 
+from edgeserve.atomic import read_settings
 from edgeserve.errors import ProfileError, did_you_mean
 
 if TYPE_CHECKING:
@@ -385,7 +386,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:
     if isinstance(name_or_path, os.PathLike) or _looks_like_path(name_or_path):
         path = Path(name_or_path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_settings(path).decode("utf-8")
         except FileNotFoundError:
             hint = ""
             if path.parent == Path(".") and path.stem in list_profiles():
@@ -416,6 +417,8 @@ def _parse_text(text: str, origin: str, expected_name: str | None) -> Profile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{origin} is not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ProfileError(f"{origin} nests tables or arrays too deeply to read") from exc
     profile = _parse_profile(data, origin)
     if expected_name is not None and profile.name != expected_name:
         raise ProfileError(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve._deps import require
-from edgeserve.atomic import write_text
+from edgeserve.atomic import read_settings, write_text
 from edgeserve.errors import InputError, ManifestError
 
 SIGNATURE_SUFFIX = ".sig"
@@ -39,7 +39,7 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
 
     kind = "private" if private else "public"
     try:
-        data = Path(path).read_bytes()
+        data = read_settings(path)
     except OSError as exc:
         raise InputError(f"cannot read the {kind} key {path}: {exc.strerror or exc}") from exc
     try:

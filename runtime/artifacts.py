@@ -18,7 +18,7 @@ from typing import Any
 
 from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
-from edgeserve.atomic import NOT_REGULAR, read_regular, special_file
+from edgeserve.atomic import NOT_REGULAR, read_regular, read_settings, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError
 from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
@@ -208,7 +208,8 @@ def _as_spec(value: Any) -> PreprocessSpec:
 def _as_labels(value: Sequence[str] | str | Path) -> list[str]:
     if isinstance(value, (str, Path)):
         try:
-            return [line.strip() for line in Path(value).read_text(encoding="utf-8").splitlines() if line.strip()]
+            text = read_settings(value).decode("utf-8", "replace")
+            return [line.strip() for line in text.splitlines() if line.strip()]
         except OSError as exc:
             raise InputError(f"cannot read labels file {value}: {exc}") from exc
     return [str(v) for v in value]

@@ -136,3 +136,54 @@ def test_one_line_errors_keep_our_advice_whole_and_cut_other_libraries_between_w
     line = first_line(theirs, 60)
     assert line.endswith(" …") and len(line) <= 62 and line[:-2].split(" ")[-1] == "word"
     assert clip_words("short", 10) == "short" and clip_words("abcdefghijkl", 5) == "abcde …"
+
+
+@pytest.mark.parametrize("where", ["fifo", "/dev/zero", "deep"])
+def test_settings_files_that_are_pipes_devices_or_too_deep_are_one_error(testdata: Path, tmp_path: Path,
+                                                                        where: str) -> None:
+    """-p, --sign-key, --public-key and labels= pointing at a FIFO hung; at /dev/zero they ended in
+    MemoryError; a profile TOML nested 100,000 deep in RecursionError. Each is one error line
+    now (the commands run in a child with a time limit, so a hang is a failure, not a stuck suite)."""
+    import os
+    import subprocess
+    import sys
+
+    if where == "fifo":
+        path = tmp_path / "settings.toml"
+        os.mkfifo(path)
+    elif where == "/dev/zero":
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / "deep.toml"
+        path.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    model = str(testdata / "tflm" / "hello_world_int8.tflite")
+    out = tmp_path / "out"
+    built = subprocess.run([sys.executable, "-m", "edgeserve", "convert", model, "-t", "mcu", "--no-fit-check", "-o",
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    commands = [["convert", model, "-t", "mcu", "-p", str(path), "-o", str(tmp_path / "o1")],
+                ["convert", model, "-t", "mcu", "--sign-key", str(path), "-o", str(tmp_path / "o2")],
+                ["verify", str(out), "--public-key", str(path)],
+                ["run", model, "--labels", str(path), "--input", "synthetic:1x1"]]
+    for command in commands if where != "deep" else commands[:1]:
+        done = subprocess.run([sys.executable, "-m", "edgeserve", *command], capture_output=True, text=True, timeout=60)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode in (1, 2) and len(errors) == 1, (command, done.stderr[-800:])
+        assert str(path) in errors[0] and ("nests" in errors[0] if where == "deep" else "not a regular file" in
+                                           errors[0]), errors[0]
+        assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, command
+    probe = ("from edgeserve.pipeline import read_labels\nfrom edgeserve.errors import InputError\n"
+             f"try:\n    read_labels({str(path)!r})\nexcept InputError as e:\n    print('refused:', e)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("refused:") or where == "deep", done.stdout + done.stderr
+
+
+def test_a_settings_file_past_its_limit_is_refused_unread(tmp_path: Path) -> None:
+    from edgeserve.atomic import SETTINGS_LIMIT, TooLargeError, read_settings
+
+    huge = tmp_path / "profile.toml"
+    with open(huge, "wb") as f:
+        f.truncate(SETTINGS_LIMIT + 1)  # sparse: no disk, and no memory unless read whole
+    with pytest.raises(TooLargeError, match="more than a settings file holds"):
+        read_settings(huge)
+    assert read_settings(huge, limit=SETTINGS_LIMIT + 1) == b"\0" * (SETTINGS_LIMIT + 1)
