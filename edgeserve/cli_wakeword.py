@@ -15,6 +15,7 @@ from edgeserve.errors import InputError
 
 AUDIO_SUFFIXES = (".wav",)
 STDIN = "-"
+SHOWN_AT_THE_END = 5  # detections repeated in a live source's summary (all were printed as they came)
 
 
 def is_audio(inputs: Sequence[str]) -> bool:
@@ -50,8 +51,9 @@ def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, windo
     results = []
     for name in inputs:
         with Session(artifact, backend=chosen, threads=threads or 1) as session:
-            stream = WakeWordStream(session, cutoff, window)
-            if name == STDIN or _mic_device(name):
+            live = name == STDIN or _mic_device(name) is not None
+            stream = WakeWordStream(session, cutoff, window, history=not live)
+            if live:
                 label = "stdin" if name == STDIN else name
                 seconds = _listen(stream, name, label, duration, echo=not json_out)
                 notes: tuple[str, ...] = ()
@@ -63,15 +65,18 @@ def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, windo
             backend_used = session.backend
         entry: dict[str, Any] = {
             "input": label, "seconds": round(seconds, 3),
-            "notes": list(notes), "strides": len(stream.probabilities),
+            "notes": list(notes), "strides": stream.strides,
             "detections": [d.to_dict() for d in stream.detections],
-            "max_average": round(max(stream.averages, default=0.0), 4),
+            "max_average": round(stream.max_average, 4),
         }
         results.append(entry)
         if not json_out:
             for note in notes:
                 click.echo(f"note: {label}: {note}", err=True)
-            found = ", ".join(f"{d['time_s']:.2f} s (p={d['probability']:.3f})" for d in entry["detections"])
+            shown = entry["detections"] if not live else entry["detections"][-SHOWN_AT_THE_END:]
+            found = ", ".join(f"{d['time_s']:.2f} s (p={d['probability']:.3f})" for d in shown)
+            if live and len(entry["detections"]) > len(shown):  # each was printed when it happened
+                found = f"... (each printed as it happened), the last {len(shown)} " + found
             click.echo(f"{label}: {len(entry['detections'])} detection(s)" + (f" at {found}" if found else "")
                        + f"; highest average {entry['max_average']:.3f} over {entry['strides']} strides")
     summary = {"backend": backend_used, "cutoff": cutoff, "window": window, "settings_from": settings,
@@ -82,6 +87,27 @@ def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, windo
         emit_json(summary)
     elif not quiet:
         click.echo(f"backend: {backend_used}; cutoff {cutoff}, window {window} ({settings})", err=True)
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Any:
+    """SIGTERM ends a live source as Ctrl-C does: what was heard is summed up, and the exit is 0
+    (it ended with status 1 and not a word)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bool) -> float:
@@ -103,6 +129,7 @@ def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bo
                 click.echo(f"listening on ALSA device '{device}'" + ("" if duration else "; Ctrl-C to stop"), err=True)
         else:
             chunks = pcm_chunks(sys.stdin.buffer)
+        stack.enter_context(_sigterm_stops())
         try:
             for data in chunks:
                 if limit is not None:
@@ -115,8 +142,14 @@ def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bo
                 seen = len(stream.detections)
                 if limit is not None and total >= limit:
                     break
-        except KeyboardInterrupt:
-            click.echo("stopped", err=True)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (a service manager stopping it)
+            click.echo(f"stopped ({stop.args[0] if stop.args else 'Ctrl-C'})", err=True)
+        except BrokenPipeError as exc:  # whoever read the detections went away
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            raise InputError("standard output was closed (the program reading the detections ended); stopped "
+                             f"listening after {total / 2 / SAMPLE_RATE:.1f} s") from exc
     if total % 2:
         raise InputError(f"raw PCM on {label} must be 16-bit samples; got {total} bytes, an odd count")
     return total / 2 / SAMPLE_RATE

@@ -72,9 +72,12 @@ def detector_settings(model_path: Path, cutoff: float | None, window: int | None
 
 
 class WakeWordStream:
-    """Feed PCM in any chunk sizes; collects per-stride probabilities and detections."""
+    """Feed PCM in any chunk sizes; collects per-stride probabilities and detections.
 
-    def __init__(self, session: Any, cutoff: float, window: int) -> None:
+    ``history=False`` (a live source: a microphone or a pipe, listened to for hours) keeps
+    counts and the highest average instead of two floats per stride, which grew 4 MB an hour."""
+
+    def __init__(self, session: Any, cutoff: float, window: int, history: bool = True) -> None:
         from pymicro_features import MicroFrontend
 
         detail = session.inputs[0]
@@ -96,8 +99,11 @@ class WakeWordStream:
         self._range = (float(info.min), float(info.max))
         self._recent: collections.deque[float] = collections.deque(maxlen=window)
         self._samples = 0
-        self.probabilities: list[float] = []  # per stride, the model's own output
+        self.history = history
+        self.probabilities: list[float] = []  # per stride, the model's own output (with history)
         self.averages: list[float] = []  # per stride, the sliding-window mean (0 until the window is full)
+        self.strides = 0
+        self.max_average = 0.0
         self.detections: list[Detection] = []
         self._above = False
 
@@ -129,12 +135,15 @@ class WakeWordStream:
         np.clip(f, *self._range, out=f)
         self._step.input[...] = f  # exact: whole numbers within the dtype's range
         probability = self._step.value()
-        self.probabilities.append(probability)
         recent = self._recent
         recent.append(probability)
         # Summed left to right, as numpy's mean sums fewer than eight values.
         average = sum(recent) / len(recent) if len(recent) == self.window else 0.0
-        self.averages.append(average)
+        self.strides += 1
+        self.max_average = max(self.max_average, average)
+        if self.history:
+            self.probabilities.append(probability)
+            self.averages.append(average)
         above = average > self.cutoff
         if above and not self._above:
             self.detections.append(Detection(self._samples / SAMPLE_RATE, average))

@@ -291,3 +291,71 @@ def test_stdin_is_processed_as_it_arrives(speech):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _listening(speech: Path) -> tuple[subprocess.Popen, bytes]:
+    """`run alexa.tflite --input -` after its first detection, stdin still open."""
+    import select
+    import sys
+
+    pcm = read_wav(speech).samples.tobytes()
+    proc = subprocess.Popen([sys.executable, "-m", "edgeserve", "run", str(MODELS_DIR / "alexa.tflite"),
+                             "--input", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(pcm[: 2 * 16_000 * 3 // 2])
+    proc.stdin.flush()
+    assert select.select([proc.stdout], [], [], 60)[0], "no detection printed"
+    return proc, pcm
+
+
+def test_sigterm_ends_a_live_source_with_its_summary(speech):
+    """SIGTERM (how a service manager stops a listener) ended with status 1 and not a word: it
+    stops the source as Ctrl-C does, sums up what was heard, and exits 0."""
+    import signal
+
+    proc, _ = _listening(speech)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+        assert "stopped (SIGTERM)" in err.decode()
+        assert "stdin: 1 detection(s) at 0." in out.decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_closed_stdout_stops_listening_with_one_error_line(speech):
+    """The program reading the detections went away: one error line, exit 1 (was: exit 1, silent)."""
+    proc, pcm = _listening(speech)
+    try:
+        proc.stdout.close()
+        try:
+            for _ in range(3):  # more "Alexa"s: a detection line meets the closed pipe
+                proc.stdin.write(pcm)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it stopped reading: what this test expects
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 1
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "standard output was closed" in errors[0], err
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_live_source_keeps_counts_not_a_float_per_stride(speech):
+    """Two floats per stride for ever grew a listener by 4 MB an hour: a live stream keeps the
+    count and the highest average; the detections are the same as with the full history."""
+    from edgeserve.runtime import Session
+    from edgeserve.runtime.wakeword import WakeWordStream
+
+    audio = read_wav(speech)
+    with Session(MODELS_DIR / "alexa.tflite", backend="litert:cpu", threads=1) as session:
+        full = WakeWordStream(session, 0.9, 5).run(audio)
+        session.reset()
+        live = WakeWordStream(session, 0.9, 5, history=False).run(audio)
+    assert live.probabilities == [] and live.averages == [] and live.strides == len(full.probabilities) > 90
+    assert live.max_average == max(full.averages)
+    assert [d.to_dict() for d in live.detections] == [d.to_dict() for d in full.detections]
