@@ -453,3 +453,27 @@ def test_a_call_entering_a_running_invoke_is_refused_in_debug_builds(testdata, t
                         "-o", str(exe)], check=True, capture_output=True, text=True)
         said[build] = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     assert said == {"debug": ["-4", "0"], "release": ["0"]}
+
+
+def test_asan_without_room_under_an_address_space_limit_is_not_a_kernel_finding(testdata, tmp_path):
+    """ASan that cannot map its shadow memory (ulimit -v) was reported as "a kernel read or wrote
+    outside its tensors". Run here under a real limit: the note says it could not run, and a
+    real finding (a region cut short, below) is still a finding."""
+    import resource
+    import subprocess
+
+    require_compiler("host-c")
+    model, generated = _generate(testdata, "tflm/hello_world_int8.tflite", "hw")
+    folder = _write(generated, tmp_path / "hw")
+    exe = check.build_host(folder, "hw", tmp_path / "asan", sanitize=True)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # 2 GB: ASan asks for terabytes
+
+    done = subprocess.run([str(exe), "1", "0"], input=bytes(_inputs(model, 1).tobytes()), capture_output=True,
+                          preexec_fn=limited, timeout=60)
+    assert done.returncode != 0
+    said = check.sanitizer_could_not_run(done.stderr.decode("utf-8", "replace"))
+    assert said is not None and said.startswith("not run: AddressSanitizer could not start here"), done.stderr[-600:]
+    finding = "==1==ERROR: AddressSanitizer: use-after-poison on address 0x6020 at pc 0x55 bp 0x7ff sp 0x7ff"
+    assert check.sanitizer_could_not_run(finding) is None

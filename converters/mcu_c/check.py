@@ -131,6 +131,25 @@ def run_host(executable: Path, inputs: np.ndarray, output_shape: tuple[int, ...]
     return np.frombuffer(done.stdout, np.dtype(dtype)).reshape(len(inputs), *output_shape)
 
 
+# What AddressSanitizer prints when it cannot start or runs out of room itself: under an
+# address-space limit (ulimit -v) its shadow memory cannot be mapped. That is no finding about
+# a kernel, and was reported as one ("a kernel read or wrote outside its tensors").
+_SANITIZER_COULD_NOT_RUN = ("ReserveShadowMemoryRange failed", "Perhaps you're using ulimit -v",
+                            "AddressSanitizer failed to allocate", "ERROR: AddressSanitizer: out of memory",
+                            "ERROR: AddressSanitizer: allocator is out of memory", "failed to mmap")
+
+
+def sanitizer_could_not_run(text: str) -> str | None:
+    """Why the sanitizer build could not check anything (a limit on this machine), or None when
+    ``text`` is something else: a finding, or another failure."""
+    for mark in _SANITIZER_COULD_NOT_RUN:
+        if mark in text:
+            line = next((l.strip() for l in text.splitlines() if mark in l), mark)
+            return (f"not run: AddressSanitizer could not start here ({line[:200]}); an address-space limit "
+                    "(ulimit -v) leaves it no room for its shadow memory. The host build's bit-exact check stands")
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class TargetRun:
     outputs: np.ndarray  # [N, output bytes], int64 (int8 or uint8 values)

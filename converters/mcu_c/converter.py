@@ -242,9 +242,10 @@ class McuCConverter(Converter):
                 check.run_host(sanitized, inputs[:sanitizer_samples], out_shape, out_dtype)
             result["sanitizers"] = {"ok": True, "samples": sanitizer_samples}
         except Exception as exc:  # noqa: BLE001 - a sanitizer report is a failed build
-            if "sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc):
+            unable = check.sanitizer_could_not_run(str(exc))
+            if unable is None and ("sanitize" in str(exc) or "AddressSanitizer" in str(exc) or "runtime error" in str(exc)):
                 raise VerificationError(f"a kernel read or wrote outside its tensors: {str(exc)[:1500]}") from exc
-            result["sanitizers"] = {"ok": None, "note": str(exc).splitlines()[0][:300]}
+            result["sanitizers"] = {"ok": None, "note": unable or str(exc).splitlines()[0][:300]}
         missing = check.qemu_available() or check.board_room(
             generated.plan.arena_bytes + generated.state_bytes, generated.weight_bytes,
             generated.input_bytes * target_samples)
