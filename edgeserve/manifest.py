@@ -262,10 +262,15 @@ def _check_records(manifest: dict[str, Any], path: Path) -> None:
     Done on load so that verify and Session refuse the same manifest with the same words,
     before either opens, hashes or shows anything of a file the manifest names.
     """
+    seen: set[str] = set()
     for entry in manifest["artifacts"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("target"), str):
             raise ManifestError(f"{path}: expected each artifact to be an object with a 'target', "
                                 f"got {str(entry)[:80]!r}")
+        if entry["target"] in seen:  # a conversion writes one entry per target (2,000 kept verify busy minutes)
+            raise ManifestError(f"{path} lists the {entry['target'][:40]!r} artifact twice; a conversion writes one "
+                                "entry per target: convert again rather than editing the manifest")
+        seen.add(entry["target"])
         where = f"{path} artifact {entry['target']!r}"
         _check_record_places(entry, where)
         for record in _file_records(entry):

@@ -194,3 +194,19 @@ def test_a_restamped_size_or_quantization_that_lies_fails_verify(digits_conversi
     result = CliRunner().invoke(cli, ["verify", str(out)])
     assert result.exit_code == 1 and said in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_restamped_manifest_listing_a_target_twice_is_refused_at_once(conversion: Path, tmp_path: Path) -> None:
+    """2,000 entries (the same targets over and over) kept verify and bench running past two
+    minutes: a conversion writes one entry per target, so a second one is refused on load."""
+    import shutil
+
+    out = tmp_path / "OUT"
+    shutil.copytree(conversion, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["artifacts"] = manifest["artifacts"] * 1000
+    (out / "manifest.json").write_text(json.dumps(stamp(manifest)))
+    for command in (["verify", str(out)], ["bench", str(out), "--frames", "1"]):
+        result = CliRunner().invoke(cli, command)
+        assert result.exit_code == 1 and "artifact twice" in result.output, result.output
+        assert "[ok]" not in result.output  # refused on load, before any entry was checked
