@@ -17,7 +17,6 @@ done: forking a process whose TensorFlow threads are running deadlocked in the t
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import re
@@ -25,17 +24,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import Any
 
 from edgeserve.errors import EdgeServeError, clip_words
+from edgeserve.isolated_step import CRASH_FOR_TESTS, run_step
 
 DEFAULT_TIMEOUT_S = 3600.0
-# Tests set this to a signal number: the child kills itself with it before the step, so
-# the parent's report of a real crash can be checked on any model. "11:text" kills only the
-# steps whose "module:function" contains the text (one tool's steps among several).
-CRASH_FOR_TESTS = "EDGESERVE_TEST_CRASH_SIGNAL"
 _CHILD = "from edgeserve.isolation import serve; serve()"
 
 
@@ -108,20 +103,6 @@ def _run_cold(function: str, payload: bytes, timeout_s: float) -> tuple[int | No
     except subprocess.TimeoutExpired:
         return None, b"", ""
     return done.returncode, done.stdout, done.stderr.decode("utf-8", "replace")
-
-
-def run_step(function: str, args: tuple[Any, ...]) -> tuple[str, Any]:
-    """In the child: ("ok", result), ("error", an EdgeServeError) or ("text", what else was raised)."""
-    crash, _, only = os.environ.get(CRASH_FOR_TESTS, "").partition(":")
-    if crash and only in function:
-        os.kill(os.getpid(), int(crash))
-    module, _, name = function.partition(":")
-    try:
-        return "ok", getattr(importlib.import_module(module), name)(*args)
-    except EdgeServeError as exc:
-        return "error", exc
-    except Exception as exc:  # noqa: BLE001 - the parent gets its text
-        return "text", "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
 def serve() -> None:

@@ -301,7 +301,7 @@ def _child(requests: int, answers: int, function: str, payload: bytes, cwd: str,
         os.environ.clear()
         os.environ.update(environment)
         before = {name.split(".")[0] for name in sys.modules}
-        from edgeserve.isolation import run_step
+        from edgeserve.isolated_step import run_step
 
         result = run_step(function, pickle.loads(payload))
         partial = folder / "result.partial"

@@ -51,11 +51,12 @@ def _becomes_imported_in_the_server(name: str) -> None:
         time.sleep(0.2)  # the server imports between steps: a step asked for goes first
 
 
-def test_frameworks_named_or_imported_by_a_step_are_imported_in_the_server_for_the_next_steps():
-    """warm() starts an import in the server (a conversion names its targets' frameworks while it
-    loads the model); what a step imported itself is imported there after it. Steps forked
-    later find them imported: the converting process never imported either."""
-    assert "onnx" not in sys.modules and "tflite_micro" not in sys.modules
+def test_frameworks_named_or_imported_by_a_step_are_imported_in_the_server_for_the_next_steps(monkeypatch):
+    """warm() starts an import in the server (a conversion names its targets' frameworks once its
+    model and data have loaded); what a step imported itself is imported there after it. Steps
+    forked later find them imported. A PYTHON* variable of its own gives this test a new server
+    (the suite's may have imported both already)."""
+    monkeypatch.setenv("PYTHONEDGESERVETESTSERVER", str(os.getpid()) + str(time.monotonic()))
     assert run_isolated("edgeserve.warm_children:_imported", "onnx", tool="t", what="w") is False
     warm_children.warm(["onnx"])
     _becomes_imported_in_the_server("onnx")
