@@ -44,6 +44,11 @@ MODE_VARIABLE = "EDGESERVE_ISOLATION"
 # server forkable (its threads, if any, idle).
 FRAMEWORKS = ("tensorflow", "keras", "torch", "coremltools", "executorch", "torchao", "onnx", "onnxruntime",
               "ai_edge_quantizer", "ai_edge_litert", "tflite_micro", "litert_torch", "onnx2tf", "onnxslim", "tf2onnx")
+# A step asked for waits until the import under way ends (they are taken between modules):
+# coremltools imports torch, torchao and ExecuTorch to record their versions, 7 s in one piece
+# here, which held TFLM's step of the digits demo 5 s. Imported part by part, a step waits for
+# one part at most.
+PARTS = {"coremltools": ("torch", "torchao", "executorch.exir", "coremltools")}
 _SERVER = "from edgeserve.warm_children import serve_forks; serve_forks()"
 _HEADER = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1
@@ -225,7 +230,7 @@ def serve_forks() -> None:
         except (EOFError, OSError):
             return
         if request[0] == "warm":
-            pending.extend(request[1])
+            pending.extend(part for name in request[1] for part in PARTS.get(name, (name,)))
             continue
         _, function, payload, cwd, folder, environment = request
         _import_quietly([function.partition(":")[0]])

@@ -204,14 +204,12 @@ def test_a_model_that_would_abort_tflm_is_one_error_line_and_nothing_written(tes
                  lambda m: setattr(_sg(m).operators[-1].builtinOptions, "beta", 0.0))
     source = tmp_path / "softmax_beta0.tflite"
     source.write_bytes(bad)
-    out = tmp_path / "OUT"
-    out.mkdir()
-    (out / "keep.txt").write_text("the user's file")
+    out = tmp_path / "OUT"  # new: a folder holding anything but an edgeserve output is refused first
     result = CliRunner().invoke(cli, ["convert", str(source), "-t", "mcu", "--no-fit-check", "-o", str(out)])
     assert result.exit_code == 1, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "SOFTMAX: beta 0 * input scale 0.144693 must exceed 2**-26" in errors[0]
-    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["softmax_beta0.tflite"]
     assert source.read_bytes() == bad  # the input is never modified
 
 
