@@ -236,7 +236,8 @@ def run_demo(work: Path, repeats: int = 3) -> list[dict]:
             out = work / f"digits_{mode}"
             command = [sys.executable, "-m", "edgeserve", "convert", str(example / "digits_cnn.keras"),
                        *[a for t in DEMO_TARGETS for a in ("-t", t)], "-p", "arduino-nano-33-ble", "--name", "digits",
-                       "--calib", str(example / "calib.npz"), "--eval", str(example / "eval.npz"), "-o", str(out)]
+                       "--calib", str(example / "calib.npz"), "--eval", str(example / "eval.npz"), "-o", str(out),
+                       "--no-reuse"]  # every run builds every target: the folder of the run before is not kept
             start = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True,
                                   env={**os.environ, "EDGESERVE_ISOLATION": mode})
