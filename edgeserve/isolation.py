@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.errors import EdgeServeError, clip_words
-from edgeserve.isolated_step import CRASH_FOR_TESTS, run_step
+from edgeserve.isolated_step import CRASH_FOR_TESTS, run_step  # noqa: F401 - CRASH_FOR_TESTS: the tests import it from here
 
 DEFAULT_TIMEOUT_S = 3600.0
 _CHILD = "from edgeserve.isolation import serve; serve()"

@@ -273,7 +273,7 @@ def _check_records(manifest: dict[str, Any], path: Path) -> None:
         seen.add(entry["target"])
         where = f"{path} artifact {entry['target']!r}"
         _check_record_places(entry, where)
-        for record in _file_records(entry):
+        for record in file_records(entry):
             inside(path.parent, record["path"], where)
             _check_record_fields(record, f"{where} file {str(record['path'])[:80]!r}")
             # A folder entry (mcu) lists its files, each hashed; every other record is one file.
@@ -303,14 +303,14 @@ def _check_record_places(entry: dict[str, Any], where: str) -> None:
         raise ManifestError(f"{where}: expected files to be a list of file records, got {str(files)[:80]!r}")
 
 
-def _file_records(value: Any) -> list[dict[str, Any]]:
+def file_records(value: Any) -> list[dict[str, Any]]:
     """Every object with a ``path`` key in ``value`` (the entry itself, its report, fixture, files)."""
     if isinstance(value, list):
-        return [r for item in value for r in _file_records(item)]
+        return [r for item in value for r in file_records(item)]
     if not isinstance(value, dict):
         return []
     own = [value] if "path" in value else []
-    return own + [r for v in value.values() for r in _file_records(v)]
+    return own + [r for v in value.values() for r in file_records(v)]
 
 
 def file_record(root: Path, path: Path) -> dict[str, Any]:

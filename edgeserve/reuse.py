@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeserve.manifest import check_file, package_versions
+from edgeserve.manifest import check_file, file_records, package_versions
 
 # The distributions whose versions can change what a target writes or how it is checked.
 TOOLS = ("numpy", "tensorflow-cpu", "tensorflow", "keras", "ai-edge-litert", "ai-edge-quantizer", "litert-torch",
@@ -74,22 +74,13 @@ def reusable(previous: Mapping[str, Any] | None, key: str, root: Path) -> str | 
         return "its inputs, options or tools differ"
     if previous.get("status") != "ok":
         return "it did not pass its checks"
-    for record in _file_records(previous):
+    for record in file_records(previous):
+        if not record.get("sha256"):
+            continue  # a folder's own record (mcu): its files are records of their own
         problem = check_file(root, record)
         if problem is not None:
             return problem
     return None
-
-
-def _file_records(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    records: list[Mapping[str, Any]] = []
-    if entry.get("sha256") and entry.get("path"):
-        records.append(entry)
-    for nested in (entry.get("report"), (entry.get("verification") or {}).get("fixture")):
-        if isinstance(nested, Mapping) and nested.get("sha256"):
-            records.append(nested)
-    records.extend(f for f in entry.get("files") or [] if isinstance(f, Mapping) and f.get("sha256"))
-    return records
 
 
 def _data(samples: Any) -> Any:
