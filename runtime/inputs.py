@@ -206,6 +206,13 @@ def _picamera(max_frames: int | None) -> Iterator[tuple[str, np.ndarray]]:
         cam.stop()
 
 
+def refuse_non_finite(name: str, x: np.ndarray) -> None:
+    """Raise InputError if a float array holds NaN or an infinity. The reductions propagate NaN
+    and keep infinities, so two passes over the array with nothing allocated are exact."""
+    if x.size and not (np.isfinite(x.min()) and np.isfinite(x.max())):
+        raise InputError(f"input '{name}' contains NaN or infinity")
+
+
 def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
     """Write one model-shaped array into an input buffer, quantizing floats for integer models."""
     x = np.asarray(x)
@@ -220,8 +227,7 @@ def write_tensor(d: Any, x: Any, out: np.ndarray, *, has_spec: bool) -> None:
                          cli=f"{problem} (images need preprocessing: record it at conversion with --size/--mean/--std, "
                              "or give those flags or --preprocess spec.toml to this command)")
     if x.dtype.kind == "f":
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"input '{d.name}' contains NaN or infinity")
+        refuse_non_finite(d.name, x)
         if d.quantized:
             np.copyto(out, d.quantize(x))
         elif d.dtype.kind == "f":

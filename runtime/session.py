@@ -45,7 +45,7 @@ from edgeserve.runtime.backend import (
     backend_info,
     known_backends,
 )
-from edgeserve.runtime.inputs import is_image, write_tensor
+from edgeserve.runtime.inputs import is_image, refuse_non_finite, write_tensor
 from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
 
 log = logging.getLogger(__name__)
@@ -567,6 +567,8 @@ class Session:
         if (direct is not None and type(frame) is np.ndarray and len(backend.inputs) == 1
                 and frame.dtype == backend.inputs[0].dtype and frame.shape == backend.inputs[0].shape
                 and (self._preprocessor is None or not is_image(frame))):
+            if frame.dtype.kind == "f":  # the engine copies any float it is given, NaN included
+                refuse_non_finite(backend.inputs[0].name, frame)
             direct(0, frame)
             return
         if self._preprocessor is not None and is_image(frame):

@@ -40,6 +40,7 @@ import numpy as np
 
 from edgeserve.errors import BackendError, ConcurrentUseError
 from edgeserve.runtime.backend_base import Backend
+from edgeserve.runtime.inputs import refuse_non_finite
 from edgeserve.runtime.outputs import Dequantizer, scalar_decoder
 
 
@@ -88,6 +89,9 @@ class StreamStep:
         if lent is None:  # not yet (LiteRT lends only after the interpreter has run), or not this model
             return
         invoke, outputs = lent.invoke, lent.outputs
+        if lent.inputs[0].dtype.kind == "f":
+            # The engine's copy takes NaN as readily as a number, and `input` is written in place.
+            invoke = _finite_first(invoke, lent.inputs[0], active.inputs[0].name)
         self._input, self._invoke, self._outputs = lent.inputs[0], invoke, outputs
         self._dequantizers = [Dequantizer(d) for d in active.outputs]
         self._copy = lent.copy_inputs[0]
@@ -152,6 +156,14 @@ class StreamStep:
             return outputs
         finally:
             lock.release()
+
+
+def _finite_first(invoke: Callable[[], None], memory: np.ndarray, name: str) -> Callable[[], None]:
+    """The invoke of a float-input model, refusing NaN or infinity in its input memory first."""
+    def invoke_finite() -> None:
+        refuse_non_finite(name, memory)
+        invoke()
+    return invoke_finite
 
 
 def _busy() -> ConcurrentUseError:

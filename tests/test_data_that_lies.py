@@ -109,3 +109,98 @@ def test_an_unused_array_in_the_npz_is_never_decompressed(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     samples, peak_kb = map(int, done.stdout.split())
     assert samples == 10 and peak_kb < 200_000, peak_kb  # measured 41 MB; the unused array is 300 MB
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_float_model_refuses_nan_and_infinity_with_or_without_the_batch_dimension(
+        testdata: Path, bad: float, batched: bool) -> None:
+    """A frame shaped exactly like a float model's input takes the Session's direct path (the
+    engine copies it); it used to skip the finiteness check the reshaped path makes."""
+    from edgeserve.errors import InputError
+    from edgeserve.runtime import Session
+
+    s = Session(testdata / "mlperf-tiny/ad01_fp32.tflite")
+    d = s.inputs[0]
+    assert d.dtype == np.float32 and not d.quantized
+    x = np.random.default_rng(1).normal(0, 1, d.shape).astype(np.float32)
+    good = s.run(x if batched else x[0])[0].copy()
+    assert np.all(np.isfinite(good))
+    x[0, 17] = bad
+    with pytest.raises(InputError, match="NaN or infinity"):
+        s.run(x if batched else x[0])
+    x[0, 17] = 0.5
+    assert np.all(np.isfinite(s.run(x)[0]))  # the refusal left the Session usable
+
+
+class _FloatViews:
+    """A CPU engine with memory of its own that it lends, as LiteRT lends an int8 model's: LiteRT
+    itself never lends a float model's views (its buffers move), so this reaches the fast path."""
+
+    def __new__(cls, name, kind, data, options):
+        from edgeserve.runtime.backend_base import Backend, LentViews
+        from edgeserve.runtime.backend_litert import LiteRTBackend
+
+        class FloatViews(Backend):
+            def __init__(self) -> None:
+                self._inner = LiteRTBackend("litert:xnnpack", "cpu", data, options)
+                self.name, self.kind, self.placement = name, kind, self._inner.placement
+                self.inputs, self.outputs = self._inner.inputs, self._inner.outputs
+                self._in = np.zeros(self.inputs[0].shape, self.inputs[0].dtype)
+                self._out = np.zeros(self.outputs[0].shape, self.outputs[0].dtype)
+                self.invokes = 0
+
+            def input_buffer(self, i: int) -> np.ndarray:
+                return self._in
+
+            def invoke(self) -> None:
+                self.invokes += 1
+                buf = self._inner.input_buffer(0)
+                np.copyto(buf, self._in)
+                del buf
+                self._inner.invoke()
+                np.copyto(self._out, self._inner.read_output(0))
+
+            def output_buffer(self, i: int) -> np.ndarray:
+                return self._out
+
+            def lend_views(self) -> LentViews:
+                def copy(a: np.ndarray) -> None:
+                    if a.dtype != self._in.dtype or a.shape != self._in.shape:
+                        raise ValueError("another dtype or shape")
+                    np.copyto(self._in, a)
+                return LentViews([self._in], [self._out], self.invoke, [copy])
+
+            def close(self) -> None:
+                self._inner.close()
+
+        return FloatViews()
+
+
+def test_a_stream_step_on_a_float_model_refuses_nan_on_lent_views(testdata: Path) -> None:
+    from edgeserve.errors import InputError
+    from edgeserve.runtime import Session
+    from edgeserve.runtime.backend import register_backend, unregister_backend
+
+    register_backend("fake:float-views", engine="litert", kind="cpu",
+                     factory=lambda path, data, options: _FloatViews("fake:float-views", "cpu", data, options))
+    try:
+        s = Session(testdata / "mlperf-tiny/ad01_fp32.tflite", backend="fake:float-views")
+        step = s.stream_step()
+        x = np.random.default_rng(2).normal(0, 1, s.inputs[0].shape).astype(np.float32)
+        for _ in range(3):
+            want = step(x)[0].copy()
+        assert step.fast  # on the lent views, where the engine's copy takes any float
+        invokes = s._active.invokes
+        kept = x[0, 3]
+        x[0, 3] = np.nan
+        with pytest.raises(InputError, match="NaN or infinity"):
+            step(x)
+        step.input[...] = np.inf  # written in place, no frames given
+        with pytest.raises(InputError, match="NaN or infinity"):
+            step()
+        assert s._active.invokes == invokes  # refused before the engine ran
+        x[0, 3] = kept
+        assert np.array_equal(step(x)[0], want)  # and the stream goes on as before
+    finally:
+        unregister_backend("fake:float-views")
