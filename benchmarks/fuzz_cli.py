@@ -1,11 +1,13 @@
 """Damaged and hostile files through the CLI, any count per kind; prints the figures per kind.
 
-    python benchmarks/fuzz_cli.py [--kind models|wav|manifests|onnx ...] [--count 400] [--seed 0]
+    python benchmarks/fuzz_cli.py [--kind models|wav|manifests|onnx|paths ...] [--count 400] [--seed 0]
 
 `--count` is per model for `models` (three models) and per kind otherwise. Needs
 ../shared/testdata (or EDGESERVE_TESTDATA) for models and manifests, pymicro-wakeword for
 wav and onnx for onnx. tests/test_cli_fuzz.py is the CI-sized slice; the README's figures
-come from this script. Exits 1 on any traceback, hang or child death.
+come from this script. `paths` (tests/fuzz_paths.py): output folders of every shape and special
+files in every path argument, each case's disk snapshotted before and after. Exits 1 on any
+traceback, hang or child death (and for paths, a wrong outcome or a byte touched outside OUT).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cli_fuzz import run_plan, summary  # noqa: E402
 
-KINDS = ("models", "wav", "manifests", "onnx")
+KINDS = ("models", "wav", "manifests", "onnx", "paths")
 
 
 def plan_for(kind: str, testdata: Path, folder: Path, count: int, seed: int):
@@ -58,6 +60,15 @@ def main() -> None:
     for kind in args.kind or KINDS:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.monotonic()
+            if kind == "paths":
+                from fuzz_paths import run_path_cases
+
+                got = run_path_cases(testdata, Path(tmp), args.count, args.seed, args.per_command)
+                results[kind] = summary(got["rows"], got["strategies"], time.monotonic() - start, got["failure"])
+                results[kind] |= {k: got[k] for k in ("outcomes", "wrong_outcome", "trespass", "reads_checked")}
+                bad |= bool(got["failure"] or got["wrong_outcome"] or got["trespass"] or results[kind]["tracebacks"])
+                print(json.dumps({kind: results[kind]}, indent=2, default=str), flush=True)
+                continue
             plan, strategies = plan_for(kind, testdata, Path(tmp) / "files", args.count, args.seed)
             rows, failure = run_plan(plan, Path(tmp) / "work", args.per_command)
             results[kind] = summary(rows, strategies, time.monotonic() - start, failure)

@@ -184,6 +184,8 @@ def load_manifest(path: str | Path, *, check: bool = True) -> dict[str, Any]:
             raise ManifestError(f"{path} is {kind}, not a manifest: give the conversion's output folder "
                                 f"(convert -o OUT) or its {MANIFEST_NAME}") from exc
         raise ManifestError(f"{path} is not valid JSON: {exc}") from exc
+    except OSError as exc:  # links in a loop, a name too long, a folder where the file belongs
+        raise ManifestError(f"cannot read the manifest {path}: {exc.strerror or exc}") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ManifestError(f"{path}: expected schema {SCHEMA!r}, got {got!r}")

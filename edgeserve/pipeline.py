@@ -176,6 +176,8 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
 
             check_labels(evaluation.labels, tuple(model.signature.outputs[0].shape), str(eval_data or calib))
 
+    if (options or {}).get("labels") and not read_labels(options["labels"]):  # checked before any work
+        raise InputError(f"labels file {options['labels']} holds no labels; expected one class name per line")
     if sign_key is not None:  # a bad key is an error before the conversion, not after it
         from edgeserve.signing import _load_key
 

@@ -43,9 +43,20 @@ def check_output_path(out: Path) -> None:
     except PermissionError as exc:  # a folder on the way this user may not look into
         raise InputError(f"cannot reach the output folder {out}: permission denied on "
                          f"{exc.filename or out}; choose a folder you can write with -o") from exc
+    except OSError as exc:  # a name too long, links in a loop on the way
+        raise InputError(f"cannot use {out} as the output folder: {exc.strerror or exc}; choose another with -o") from exc
+
+
+# What _sibling adds to OUT's name: ".", ".staging-", a pid (up to 7 digits), "-", 8 hex digits.
+_SIBLING_EXTRA = len("..staging--") + 7 + 8
 
 
 def _check_output_path(out: Path) -> None:
+    limit = _name_max(out)
+    if len(os.fsencode(out.name)) + _SIBLING_EXTRA > limit:
+        raise InputError(f"output folder name {out.name[:40]}... is {len(os.fsencode(out.name))} bytes long; edgeserve "
+                         f"stages it beside itself under a name {_SIBLING_EXTRA} bytes longer, and this file system "
+                         f"allows {limit}: choose a shorter name with -o")
     for path in (out, *out.parents):
         if path.is_symlink() and path == out:
             raise InputError(f"output folder {out} is a symbolic link (to {os.readlink(out)}); edgeserve replaces "
@@ -61,6 +72,15 @@ def _check_output_path(out: Path) -> None:
     if out.exists():
         _check_replaceable(out)
     _check_writable(absolute)
+
+
+def _name_max(out: Path) -> int:
+    """The longest file name the file system holding OUT allows (255 on Linux's own)."""
+    place = next((p for p in Path(os.path.abspath(out)).parents if p.is_dir()), Path("/"))
+    try:
+        return os.pathconf(place, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _check_replaceable(out: Path) -> None:

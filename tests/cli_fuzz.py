@@ -28,7 +28,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# One entry of a plan: {"file": label, "commands": [[name, argv, only_if_this_path_exists or None], ...]}
+# One entry of a plan: {"file": label, "commands": [[name, argv, only_if_this_path_exists or None
+# (, the folder to run it in)], ...]}
 Plan = list[dict[str, Any]]
 
 CHILD = textwrap.dedent("""
@@ -66,12 +67,18 @@ CHILD = textwrap.dedent("""
 
     for entry in plan:
         row = {"file": entry["file"], "outcomes": {}, "seconds": {}, "grew_mib": {}}
-        for name, argv, needs in entry["commands"]:
+        for name, argv, needs, *cwd in entry["commands"]:
             if needs is not None and not os.path.exists(needs):
                 continue
             report.write("begin " + json.dumps([entry["file"], name]) + "\\n")
             before, start = peak_mib(), time.monotonic()
-            row["outcomes"][name] = call(argv)
+            home = os.getcwd()
+            if cwd:
+                os.chdir(cwd[0])
+            try:
+                row["outcomes"][name] = call(argv)
+            finally:
+                os.chdir(home)
             row["seconds"][name] = round(time.monotonic() - start, 3)
             row["grew_mib"][name] = round(peak_mib() - before, 1)
         report.write(json.dumps(row) + "\\n")
