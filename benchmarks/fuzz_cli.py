@@ -1,12 +1,14 @@
 """Damaged and hostile files through the CLI, any count per kind; prints the figures per kind.
 
-    python benchmarks/fuzz_cli.py [--kind models|wav|manifests|onnx|paths ...] [--count 400] [--seed 0]
+    python benchmarks/fuzz_cli.py [--kind models|wav|manifests|onnx|paths|data|threads ...] [--count 400] [--seed 0]
 
 `--count` is per model for `models` (three models) and per kind otherwise. Needs
 ../shared/testdata (or EDGESERVE_TESTDATA) for models and manifests, pymicro-wakeword for
 wav and onnx for onnx. tests/test_cli_fuzz.py is the CI-sized slice; the README's figures
 come from this script. `paths` (tests/fuzz_paths.py): output folders of every shape and special
-files in every path argument, each case's disk snapshotted before and after. Exits 1 on any
+files in every path argument, each case's disk snapshotted before and after; `data`
+(tests/fuzz_data.py): lying calibration and evaluation data through convert, then verify;
+`threads` (tests/fuzz_threads.py): the Session API from 8 threads, closed halfway. Exits 1 on any
 traceback, hang or child death (and for paths, a wrong outcome or a byte touched outside OUT).
 """
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cli_fuzz import run_plan, summary  # noqa: E402
 
-KINDS = ("models", "wav", "manifests", "onnx", "paths")
+KINDS = ("models", "wav", "manifests", "onnx", "paths", "data", "threads")
 
 
 def plan_for(kind: str, testdata: Path, folder: Path, count: int, seed: int):
@@ -39,6 +41,14 @@ def plan_for(kind: str, testdata: Path, folder: Path, count: int, seed: int):
 
         model = Path(pymicro_wakeword.__file__).parent / "models" / "alexa.tflite"
         return write_wav_mutants(model, folder, count, seed)
+    if kind == "data":
+        from fuzz_data import write_data_cases
+
+        plan, strategies, expect = write_data_cases(testdata, folder, count, seed)
+        for entry in plan:
+            must, out = expect[entry["file"]]
+            entry["expect"] = [must, str(out)]
+        return plan, strategies
     if kind == "manifests":
         from fuzz_manifests import build_base, write_manifest_mutants
 
@@ -60,6 +70,15 @@ def main() -> None:
     for kind in args.kind or KINDS:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.monotonic()
+            if kind == "threads":  # --count calls per thread, 8 threads
+                from fuzz_threads import run_threads
+
+                got = run_threads(testdata / "mlperf-tiny" / "kws_ref_model.tflite", 8, args.count, args.seed)
+                got["seconds"] = round(time.monotonic() - start)
+                allowed = {"ok", "ConcurrentUseError", "closed", "InputError"}
+                bad |= "failure" in got or any(set(o) - allowed for o in got.get("tally", {}).values())
+                print(json.dumps({kind: got}, indent=2), flush=True)
+                continue
             if kind == "paths":
                 from fuzz_paths import run_path_cases
 
@@ -72,6 +91,12 @@ def main() -> None:
             plan, strategies = plan_for(kind, testdata, Path(tmp) / "files", args.count, args.seed)
             rows, failure = run_plan(plan, Path(tmp) / "work", args.per_command)
             results[kind] = summary(rows, strategies, time.monotonic() - start, failure)
+            if kind == "data":
+                from fuzz_data import judge
+
+                results[kind]["wrong_outcome"] = judge(rows, {e["file"]: (e["expect"][0], Path(e["expect"][1]))
+                                                              for e in plan})
+                bad |= bool(results[kind]["wrong_outcome"])
             if kind == "manifests":
                 refused = {e["file"] for e in plan if e["must_refuse"]}
                 results[kind]["unstamped_edits_let_through"] = [

@@ -101,6 +101,11 @@ def load_calibration(
     if max_samples is not None and len(samples) > max_samples:
         samples = samples.head(max_samples)
     if quantizes:
+        if len(samples) < 2:
+            cut = f" (--calib-samples {max_samples} kept it)" if max_samples is not None and max_samples < 2 else ""
+            raise CalibrationDataError(
+                f"{path} gives one calibration sample{cut}: int8 ranges taken from one input fit that input "
+                f"alone; give {RECOMMENDED_CALIBRATION_SAMPLES} or more samples of real inputs")
         _refuse_a_single_value(samples, inputs, path)
     if len(samples) < RECOMMENDED_CALIBRATION_SAMPLES:
         log.warning(

@@ -41,7 +41,7 @@ def choose_metric(requested: str | None, labels: np.ndarray | None, float_out: n
         return requested
     is_vector = float_out.ndim == 2 and float_out.shape[1] > 1
     if labels is not None:
-        return "top1" if is_vector and (labels.dtype.kind in "iu" or _is_one_hot(labels, float_out)) else "mae"
+        return "top1" if is_vector and (_whole_indices(labels) or _is_one_hot(labels, float_out)) else "mae"
     # No labels: a softmax-like output is a classifier; anything else is a regression.
     if is_vector and np.all(float_out >= 0) and np.allclose(float_out.sum(axis=1), 1.0, atol=1e-3):
         return "top1"
@@ -139,6 +139,15 @@ def agreement(float_out: np.ndarray, quant_out: np.ndarray, classifier: bool) ->
     if classifier and f.shape[1] > 1:
         out["top1_agreement"] = float(np.mean(f.argmax(axis=1) == q.argmax(axis=1)))
     return out
+
+
+def _whole_indices(labels: np.ndarray) -> bool:
+    """One class index per sample: integers, or whole numbers stored as floats (labels read
+    from a CSV or built with numpy's default dtype), which check_labels lets through."""
+    if labels.dtype.kind in "iu":
+        return True
+    return (labels.dtype.kind == "f" and labels.size == len(labels) and bool(np.all(np.isfinite(labels)))
+            and bool(np.all(labels == np.round(labels))))
 
 
 def _is_one_hot(labels: np.ndarray, float_out: np.ndarray) -> bool:

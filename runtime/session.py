@@ -156,6 +156,7 @@ class Session:
         self._next = 0
         self._validated: set[int] = set()
         self._active: Backend | None = None
+        self._closed = False  # close() was called: a call says so, not "no backend is left"
         self._active_artifact: Artifact | None = None
         self._reference: Backend | None = None
         self._parity_left = 0
@@ -247,14 +248,14 @@ class Session:
         """The active backend; a closed Session says so (an assert would be a bare AssertionError)."""
         active = self._active
         if active is None:
-            raise BackendError("the Session is closed: open a new one", self.attempts)
+            raise _gone(self)
         return active
 
     def _run_locked(self, frame: np.ndarray) -> list[np.ndarray]:
         while True:
             active = self._active
-            if active is None:  # every backend failed before: say so on each call, with why
-                raise BackendError("no backend is left to run the model", self.attempts)
+            if active is None:  # closed, or every backend failed before: say which on each call
+                raise _gone(self)
             t0 = time.perf_counter_ns()
             self._write_input(active, frame)
             t1 = time.perf_counter_ns()
@@ -395,6 +396,7 @@ class Session:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for b in (self._active, self._reference):
                 if b is not None:
                     b.close()
@@ -630,6 +632,14 @@ class Session:
             ref.close()
             self._reference = None
         return True
+
+
+def _gone(session: Session) -> BackendError:
+    """Why a Session without an active backend cannot run: closed by its user, or every backend
+    failed (with each one's reason)."""
+    if session._closed:
+        return BackendError("the Session is closed: open a new one", session.attempts)
+    return BackendError("no backend is left to run the model", session.attempts)
 
 
 def _load_profile(profile: Any) -> Any:

@@ -144,3 +144,42 @@ def test_the_trespass_check_sees_a_write_a_read_a_move_a_deletion_and_a_new_file
     assert found == expected
     allowed = [root / "b", root / "c", root / "c2", root / "d", root / "e"]
     assert differences(before, snapshot(root), root, allowed, [root / "a", root / "f"]) == []
+
+
+def test_calibration_and_evaluation_data_that_lies(testdata: Path, tmp_path: Path) -> None:
+    """Issue 47: lying --calib and --eval data (constant, one sample, NaN, text, fractions,
+    labels past the classes, image bombs, a photo cut in half, ...) through convert, then
+    verify of what passed. Each case ends as its strategy says, and nothing called ok fails verify.
+
+    The first run found: whole-number labels stored as floats ended in a "cannot reshape"
+    traceback, and one calibration sample of varied values passed."""
+    from fuzz_data import CALIBRATION, EVALUATION, IMAGES, judge, write_data_cases
+
+    count = len(CALIBRATION) + len(EVALUATION) + len(IMAGES)
+    plan, strategies, expect = write_data_cases(testdata, tmp_path / "cases", count)
+    rows, failure = run_plan(plan, tmp_path / "work", PER_COMMAND_S)
+    assert failure is None, failure
+    counts = _clean(rows, count)
+    assert len(strategies) == count
+    assert not judge(rows, expect), judge(rows, expect)
+    assert counts["convert"]["exit 0"] >= 6 and counts["convert"]["exit 1"] >= 20, counts
+
+
+def test_the_session_api_from_eight_threads_at_random_then_closed_under_them(testdata: Path) -> None:
+    """Issue 47: run, classify, a shared StreamStep, reset, set_threads, describe and a bad frame,
+    from 8 threads in random order on one Session, which the main thread then closes while they
+    go on. Every answer equals a lone Session's; the only refusals are a StreamStep in use by
+    another thread, a closed Session, and the bad frame. The first run found calls after close()
+    told "no backend is left to run the model" with every backend's open failure listed."""
+    from fuzz_threads import run_threads
+
+    got = run_threads(testdata / "mlperf-tiny" / "kws_ref_model.tflite", workers=8, calls=300)
+    assert "failure" not in got, got
+    assert got["alive"] == 0 and got["distinct"] >= 6, got  # answers differ: a wrong one would show
+    tally = got["tally"]
+    allowed = {"ok", "ConcurrentUseError", "closed", "InputError"}
+    assert all(set(outcomes) <= allowed for outcomes in tally.values()), tally
+    for op, outcomes in tally.items():
+        assert outcomes.get("ok" if op != "bad-frame" else "InputError", 0) > 50, (op, outcomes)
+        assert outcomes.get("closed", 0) > 0, (op, outcomes)  # some calls came after close()
+    assert tally["step"].get("ConcurrentUseError", 0) > 0, tally  # the threads did collide

@@ -24,14 +24,19 @@ def test_calibration_that_holds_a_single_value_is_refused(tmp_path: Path) -> Non
     said ok at 8.3 % accuracy against 98.2 %: refused, naming the value. A constant input beside
     one that varies (a recurrent state at zero) is taken, and so is data nothing quantizes with."""
     black = tmp_path / "black.npz"
-    np.savez(black, x=np.zeros((1, 8, 8, 1), np.float32))
+    np.savez(black, x=np.zeros((2, 8, 8, 1), np.float32))
     with pytest.raises(CalibrationDataError, match=r"holds a single value \('image' = 0\): int8 needs the range"):
         load_calibration(black, [GRAY8])
+    one = tmp_path / "one.npz"
+    np.savez(one, x=np.random.default_rng(1).random((1, 8, 8, 1), np.float32))
+    with pytest.raises(CalibrationDataError, match=r"one.npz gives one calibration sample: int8 ranges taken"):
+        load_calibration(one, [GRAY8])  # varied values, and still one input's ranges
     grey = tmp_path / "grey.npz"
     np.savez(grey, x=np.full((300, 8, 8, 1), 0.5, np.float32))  # many samples, still one value
     with pytest.raises(CalibrationDataError, match="'image' = 0.5"):
         load_calibration(grey, [GRAY8])
-    assert len(load_calibration(black, [GRAY8], quantizes=False)) == 1
+    assert len(load_calibration(black, [GRAY8], quantizes=False)) == 2
+    assert len(load_calibration(one, [GRAY8], quantizes=False)) == 1  # nothing quantizes with it
     mixed = tmp_path / "mixed.npz"
     rng = np.random.default_rng(0)
     np.savez(mixed, image=rng.random((4, 8, 8, 1), np.float32), meta=np.zeros((4, 3), np.float32))
@@ -39,6 +44,7 @@ def test_calibration_that_holds_a_single_value_is_refused(tmp_path: Path) -> Non
     folder = tmp_path / "black_images"
     folder.mkdir()
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(folder / "black.png")
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(folder / "black2.png")
     with pytest.raises(CalibrationDataError, match="holds a single value"):
         load_calibration(folder, [GRAY8], PreprocessSpec(color="gray").bind_to_input((1, 8, 8, 1)))
 
@@ -204,3 +210,16 @@ def test_a_stream_step_on_a_float_model_refuses_nan_on_lent_views(testdata: Path
         assert np.array_equal(step(x)[0], want)  # and the stream goes on as before
     finally:
         unregister_backend("fake:float-views")
+
+
+def test_whole_number_labels_stored_as_floats_score_as_classes() -> None:
+    """check_labels lets class indices stored as floats through; the metric then took them for
+    regression targets and ended in "cannot reshape array of size 16 into shape (16,12)"."""
+    from edgeserve.metrics import choose_metric, evaluate
+
+    out = np.random.default_rng(3).random((16, 12)).astype(np.float32)
+    labels = out.argmax(axis=1).astype(np.float32)
+    assert choose_metric(None, labels, out) == "top1"
+    assert evaluate("top1", out, out, labels).float == 1.0
+    labels[0] = 0.5  # a fraction is no class index: a regression target (check_labels refuses it first)
+    assert choose_metric(None, labels, out) == "mae"

@@ -412,14 +412,14 @@ def test_image_folder_gray_model_uses_the_runtime_gray_conversion(tmp_path: Path
     assert np.count_nonzero(pil_gray != cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)) > 0
     write_png(tmp_path / "frame.png", rgb)
     info = TensorInfo("image", (None, 64, 64, 1), "float32")
-    s = load_calibration(tmp_path, [info], PreprocessSpec(color="gray"))
+    s = load_calibration(tmp_path, [info], PreprocessSpec(color="gray"), quantizes=False)  # one image: decoding only
     np.testing.assert_array_equal(s.inputs[0][0], PreprocessSpec(size=(64, 64), color="gray").apply(rgb)[0])
 
 
 def test_image_folder_jpeg_uppercase_suffix(tmp_path: Path, rng: np.random.Generator) -> None:
     f = tmp_path / "photo.JPG"
     Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(f, format="JPEG")
-    s = load_calibration(tmp_path, [RGB8])
+    s = load_calibration(tmp_path, [RGB8], quantizes=False)  # one image: decoding only
     with Image.open(f) as im:
         decoded = np.asarray(im.convert("RGB"))
     np.testing.assert_array_equal(s.inputs[0][0], PreprocessSpec(size=(8, 8)).apply(decoded)[0])
