@@ -101,6 +101,9 @@ def capture_native_stderr() -> Iterator[NativeOutput]:
             log.debug("native: %s", line)
 
 
+HEARTBEAT_S = 30.0  # seconds between "still running" lines of a long step in a log
+
+
 class Progress:
     """Progress bars on the UI stream; with ``plain`` (stderr is a log file or a CI job, not a
     terminal) one line per finished stage instead; silent when disabled (tests, ``--quiet``)."""
@@ -112,6 +115,27 @@ class Progress:
 
     def _line(self, description: str, start: float, count: str = "") -> None:
         ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {description}{count}\n")
+
+    @contextlib.contextmanager
+    def _heartbeat(self, description: str, start: float) -> Iterator[None]:
+        """In a log (no spinner), a line every HEARTBEAT_S seconds while a step runs, so a long
+        step (a remedy search, a lowering) is never a silent minute."""
+        import threading
+
+        every = float(os.environ.get("EDGESERVE_HEARTBEAT_S", HEARTBEAT_S))
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(every):
+                self._line(description, start, ": still running")
+
+        beating = threading.Thread(target=beat, name="edgeserve-heartbeat", daemon=True)
+        beating.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beating.join()
 
     def __enter__(self) -> "Progress":
         if self.enabled and not self.plain:
@@ -152,13 +176,14 @@ class Progress:
         """A one-step task (spinner, then done) for work without a count, e.g. a TF conversion."""
         if self.plain:
             start = time.monotonic()
-            yield
+            with self._heartbeat(description, start):
+                yield
             self._line(description, start)
             return
         if self._progress is None:
             yield
             return
-        task = self._progress.add_task(description, total=1)
+        task = self._progress.add_task(description, total=1)  # its spinner and clock show it is alive
         try:
             yield
         finally:

@@ -17,6 +17,8 @@ done: forking a process whose TensorFlow threads are running deadlocked in the t
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import pickle
 import re
@@ -24,6 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +51,57 @@ class NativeCrashError(EdgeServeError):
 _INFO_OR_WARNING = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^Failed to load \S+\.so: Could not load this library")
 
 
+class BudgetExceededError(EdgeServeError):
+    """An isolated step stopped because the time given to the work around it (a :func:`budget`)
+    ran out; the step's child was killed, and the caller keeps what it has so far."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        super().__init__(f"stopped while {what}: the {seconds:.0f} s budget ran out")
+
+
+# (deadline on the monotonic clock, the budget's length in seconds), set by budget().
+_BUDGET: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("edgeserve_budget", default=None)
+
+
+@contextlib.contextmanager
+def budget(seconds: float | None) -> Iterator[None]:
+    """Give every isolated step started inside the block at most what is left of ``seconds``
+    (None: no budget). A step that runs past it is killed and raises BudgetExceededError."""
+    if seconds is None:
+        yield
+        return
+    token = _BUDGET.set((time.monotonic() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def budget_left() -> float | None:
+    """Seconds left of the innermost budget, or None outside one."""
+    current = _BUDGET.get()
+    return None if current is None else current[0] - time.monotonic()
+
+
 def run_isolated(function: str, *args: Any, tool: str, what: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     """``module:function(*args)`` in a child process: its result, or the exception it raised
     (an EdgeServeError as itself, anything else as an EdgeServeError with its text)."""
+    limited = _BUDGET.get()
+    by_budget = limited is not None and limited[0] - time.monotonic() < timeout_s
+    if by_budget:
+        assert limited is not None
+        timeout_s = limited[0] - time.monotonic()
+        if timeout_s <= 0:
+            raise BudgetExceededError(what, limited[1])
     payload = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
     returncode, result, native = _run_warm(function, payload, timeout_s)
     if returncode is _COLD:
         returncode, result, native = _run_cold(function, payload, timeout_s)
     if returncode is None:
+        if by_budget:
+            assert limited is not None
+            raise BudgetExceededError(what, limited[1])
         raise NativeCrashError(tool, what, f"no result within {timeout_s:.0f} s")
     # The last line that can say why: not an info or warning line in the glog form torch and
     # absl print ("W1127 04:58:19.018000 11317 torch/utils/_pytree.py:630] ... is deprecated"),

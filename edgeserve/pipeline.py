@@ -379,6 +379,9 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
         m = entry["metrics"]
         unit = "points" if m["metric"] == "top1" else "% more error"
         attempts = f"after {len(entry['attempts'])} attempt(s); the artifact is marked failed in the manifest"
+        if (entry.get("route") or {}).get("stopped"):  # not every remedy was tried
+            attempts = (f"after {len(entry['attempts'])} attempt(s), when the remedy budget ran out (--remedy-budget "
+                        "gives it more); the artifact is marked failed in the manifest")
         quality = entry.get("quality")
         failed = [o for o in (quality or {}).get("outputs", []) if not o["ok"]]
         if any(o["judged_by"] == "detections" for o in failed):

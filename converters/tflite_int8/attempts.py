@@ -19,7 +19,8 @@ IO_TYPES = ("int8", "uint8", "float")
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples, --per-layer)."""
+    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples, --per-layer,
+    --remedy-budget)."""
 
     io: str = "int8"
     max_drop: float = 1.0
@@ -28,6 +29,9 @@ class Options:
     metric: str | None = None
     debug_samples: int = 32
     per_layer: bool = False  # measure the per-layer error table even when no remedy needs it
+    # Seconds the quantization attempts (int8, then each remedy, with the per-layer table) may
+    # take together; past them the search stops and keeps the best attempt so far.
+    remedy_budget_s: float = 900.0
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
@@ -37,6 +41,8 @@ class Options:
             raise InputError(f"--io must be one of {', '.join(IO_TYPES)}; got {opts.io!r}")
         if opts.max_drop < 0:
             raise InputError(f"--max-drop must be >= 0 percentage points; got {opts.max_drop}")
+        if not opts.remedy_budget_s > 0:
+            raise InputError(f"--remedy-budget must be a number of seconds above 0; got {opts.remedy_budget_s}")
         return opts
 
 
@@ -74,6 +80,7 @@ class Attempt:
     outputs: list[np.ndarray] | None = None  # dequantized, on the evaluation set, in the artifact's order
     # Operators left float because the quantizer has no int8 rule for them (operator -> where).
     no_int8_rule: dict[str, str] = dataclasses.field(default_factory=dict)
+    stopped: bool = False  # killed when the remedy budget ran out: no later remedy is tried
 
     def to_dict(self) -> dict[str, Any]:
         return {

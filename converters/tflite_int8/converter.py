@@ -35,6 +35,7 @@ from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.detection_gate import DetectionGate
+from edgeserve.isolation import BudgetExceededError, budget
 from edgeserve.errors import (
     EdgeServeError,
     SourceModelError,
@@ -78,6 +79,12 @@ class TfliteInt8Converter(Converter):
         with ctx.progress.step("float reference outputs"):
             ctx.reference_outputs()
         self._route_record = self._describe_route(ctx, route)
+        with budget(opts.remedy_budget_s):
+            return self._search(ctx, route, opts)
+
+    def _search(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> dict[str, Any]:
+        """The attempts on ``route`` (and the other routes an ONNX or Keras source has), inside
+        the remedy budget, and the best of them written."""
         layers = self.calibrate(ctx, route, opts)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
         self._mixed = ctx.mixed_range_outputs()
@@ -150,12 +157,24 @@ class TfliteInt8Converter(Converter):
         attempts: list[Attempt] = []
         self._focus: set[str] | None = None  # the layers feeding the outputs the int8 attempt failed on
         self._failed: list[int] = []  # the source outputs the int8 attempt failed on
-        for remedy in self._remedies(ctx, route, layers, opts):
+        remedies = iter(self._remedies(ctx, route, layers, opts))
+        while True:
+            try:
+                remedy = next(remedies)
+            except StopIteration:
+                break
+            except BudgetExceededError as exc:  # the per-layer table a remedy needed ran past it
+                self._stopped(attempts, exc, opts)
+                break
             if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
                 attempts.append(remedy)
                 continue
             with ctx.progress.step(f"tflite-int8: {remedy.description}"):
                 attempt = self.emit(route, remedy)
+            if attempt.stopped:
+                attempts.append(attempt)
+                self._stopped(attempts, None, opts)
+                break
             if attempt.model is not None:
                 self.verify(ctx, attempt, metric, opts)
                 if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
@@ -165,6 +184,13 @@ class TfliteInt8Converter(Converter):
             if attempt.status == "ok":
                 break
         return attempts
+
+    def _stopped(self, attempts: list[Attempt], exc: BudgetExceededError | None, opts: Options) -> None:
+        """Record that the remedy search stopped at its budget: the best attempt so far stands."""
+        tried = ", ".join(a.remedy.name for a in attempts) or "none"
+        self._route_record = self._route_record | {
+            "stopped": f"the remedy search stopped when its {opts.remedy_budget_s:.0f} s budget ran out "
+                       f"(--remedy-budget){f' while {exc.what}' if exc else ''}; attempts made: {tried}"}
 
     def _route_through_onnx(self, ctx: ConversionContext, opts: Options) -> QuantizerRoute:
         """A TensorFlow source as a float .tflite made the PyTorch way: its tf2onnx export read by
@@ -330,6 +356,9 @@ class TfliteInt8Converter(Converter):
             if remedy.name == "int8":
                 raise  # not even int8 makes the model integer: one error naming the operator, nothing written
             attempt.reason = first_line(exc)  # a remedy's own scheme (int16 activations) lacks the kernel
+            return attempt
+        except BudgetExceededError as exc:
+            attempt.reason, attempt.stopped = first_line(exc), True
             return attempt
         except Exception as exc:  # the converters raise many types; the reason goes in the report
             attempt.reason = f"{route.name}: " + _converter_reason(exc, native.text)
