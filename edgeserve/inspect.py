@@ -35,6 +35,11 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
         routes = routes_for(kind, control_flow)
         if kind == "tflite" and not control_flow:  # the microcontroller targets' own checks: no framework
             routes = [_checked(route, model) for route in routes]
+        from edgeserve.sources.tflite_custom_ops import custom_ops
+
+        info["custom_ops"] = custom_ops(model)
+        if kind == "tflite-float" and info["custom_ops"]:
+            routes = _custom_checked(routes, path, model, info["custom_ops"])
         return info | {"source_kind": kind, "routes": [r.to_dict() for r in routes]}
     if path.suffix.lower() == ".onnx":
         return inspect_onnx(path)
@@ -66,6 +71,23 @@ def _checked(route: Route, model: TfliteModel) -> Route:
         return Route(route.target, (), f"the {route.target} check could not read this model "
                                        f"({type(exc).__name__}: {str(exc)[:160]})")
     return route
+
+
+def _custom_checked(routes: list[Route], path: Path, model: TfliteModel, ops: list[str]) -> list[Route]:
+    """Every route refused, with convert's reason, when LiteRT cannot build the float model for
+    its custom operators (convert runs it for the reference); unchanged when LiteRT can, or
+    is not installed to ask (the routes then say LiteRT is missing)."""
+    from edgeserve.errors import MissingDependencyError
+    from edgeserve.sources.tflite_custom_ops import litert_refusal, refusal_reason
+
+    try:
+        runner, said = litert_refusal(model.file_bytes)
+    except MissingDependencyError:
+        return routes
+    if runner is not None:
+        return routes
+    reason = refusal_reason(path.name, ops, said or "")
+    return [Route(route.target, (), reason) for route in routes]
 
 
 def inspect_source(path: Path) -> dict[str, Any]:

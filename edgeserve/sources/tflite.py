@@ -12,6 +12,7 @@ Read with edgeserve's own flatbuffer reader first, so a corrupt file is a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,10 +41,15 @@ class TfliteSource(SourceModel):
         self.framework = "tflite"
         self.tflite_route = "float-tflite"
         self._data = self.readable = data
-        self._runner = None
+        self._runner: Any = None
         self.rewrites: tuple[str, ...] = ()
         if not integer:  # LiteRT runs this file in-process: check what it trusts first
             validate_tflite(data)
+            from edgeserve.sources.tflite_custom_ops import check_runnable
+
+            # Custom operators LiteRT cannot resolve: one refusal now, not a traceback at the
+            # float reference outputs (the runner it builds is the reference's, not made twice).
+            self._runner = check_runnable(path.name, self.model, data)
             from edgeserve.converters.tflite_int8.float_prep import runnable
 
             # What the routes read: MediaPipe's custom ops as builtins, sparse weights dense
