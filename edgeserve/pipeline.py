@@ -384,6 +384,11 @@ def _failure_message(failures: list[dict[str, Any]]) -> str:
                         "gives it more); the artifact is marked failed in the manifest")
         quality = entry.get("quality")
         failed = [o for o in (quality or {}).get("outputs", []) if not o["ok"]]
+        if not failed and (entry.get("macs") or {}).get("float_percent") is not None:  # accurate, but float
+            lines.append(f"{entry['target']}: best attempt computes {entry['macs']['float_percent']:g} % of its "
+                         f"multiply-accumulates in float, above --max-float-macs {entry['macs']['max_float_percent']:g} % "
+                         f"(--max-float-macs 100 accepts it) {attempts}")
+            continue
         if any(o["judged_by"] == "detections" for o in failed):
             found = quality["detections"]
             if found["match_percent"] < found["min_match"]:

@@ -81,6 +81,7 @@ def _print_one(console: Console, entry: dict[str, Any]) -> None:
     q = entry.get("quantization")
     if q:
         console.print(f"  scheme {q['scheme']}, io {q['io']}, integer-only {entry.get('integer_only')}"
+                      + _macs(entry.get("macs"))
                       + (f", float layers: {_float_layers(q['float_layers'])}" if q["float_layers"] else ""))
     if entry.get("no_int8_rule"):
         ops = list(entry["no_int8_rule"])
@@ -108,6 +109,14 @@ def _print_unverified(console: Console, entry: dict[str, Any]) -> None:
     reason = (entry.get("verification") or {}).get("degenerate")
     if reason:
         console.print(f"  [bold yellow]NOT VERIFIED[/]: {reason}")
+
+
+def _macs(macs: dict | None) -> str:
+    """", MACs 99.2 % int8, 0.8 % float": where the arithmetic runs (nothing for a model without any)."""
+    if not macs or not macs.get("total"):
+        return ""
+    parts = [f"{100.0 * macs[kind] / macs['total']:.3g} % {kind}" for kind in ("int8", "int16", "float") if macs[kind]]
+    return ", MACs " + ", ".join(parts)
 
 
 def _float_layers(layers: list[str]) -> str:

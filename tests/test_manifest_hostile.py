@@ -173,6 +173,7 @@ def test_a_fifo_where_a_file_belongs_is_refused_without_blocking(conversion: Pat
     ("bytes", "bytes; the manifest says"),
     ("scale", "output 0 scale: the manifest says"),
     ("zero_point", "output 0 zero_point: the manifest says"),
+    ("macs", "[FAIL] multiply-accumulates by type as recorded: the file has"),
 ])
 def test_a_restamped_size_or_quantization_that_lies_fails_verify(digits_conversion: Path, tmp_path: Path,
                                                                 field: str, said: str) -> None:
@@ -188,6 +189,8 @@ def test_a_restamped_size_or_quantization_that_lies_fails_verify(digits_conversi
         entry["bytes"] += 1
     elif field == "scale":
         entry["outputs"][0]["scale"] *= 2
+    elif field == "macs":  # a float model passed off as int8
+        entry["macs"]["float"], entry["macs"]["int8"] = entry["macs"]["int8"], 0
     else:
         entry["outputs"][0]["zero_point"] += 1
     (out / "manifest.json").write_text(json.dumps(stamp(manifest)))

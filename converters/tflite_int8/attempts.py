@@ -20,7 +20,7 @@ IO_TYPES = ("int8", "uint8", "float")
 @dataclasses.dataclass(frozen=True)
 class Options:
     """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples, --per-layer,
-    --remedy-budget)."""
+    --remedy-budget, --max-float-macs)."""
 
     io: str = "int8"
     max_drop: float = 1.0
@@ -32,6 +32,9 @@ class Options:
     # Seconds the quantization attempts (int8, then each remedy, with the per-layer table) may
     # take together; past them the search stops and keeps the best attempt so far.
     remedy_budget_s: float = 900.0
+    # The largest share (percent) of multiply-accumulates an attempt may compute in float and
+    # still be called a tflite-int8 success.
+    max_float_macs: float = 50.0
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
@@ -41,6 +44,8 @@ class Options:
             raise InputError(f"--io must be one of {', '.join(IO_TYPES)}; got {opts.io!r}")
         if opts.max_drop < 0:
             raise InputError(f"--max-drop must be >= 0 percentage points; got {opts.max_drop}")
+        if not 0 <= opts.max_float_macs <= 100:
+            raise InputError(f"--max-float-macs is a percentage, 0 to 100; got {opts.max_float_macs}")
         if not opts.remedy_budget_s > 0:
             raise InputError(f"--remedy-budget must be a number of seconds above 0; got {opts.remedy_budget_s}")
         return opts
@@ -81,6 +86,7 @@ class Attempt:
     # Operators left float because the quantizer has no int8 rule for them (operator -> where).
     no_int8_rule: dict[str, str] = dataclasses.field(default_factory=dict)
     stopped: bool = False  # killed when the remedy budget ran out: no later remedy is tried
+    macs: dict[str, Any] | None = None  # edgeserve.mac_share: multiply-accumulates by activation type
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -35,6 +35,7 @@ from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.detection_gate import DetectionGate
+from edgeserve.mac_share import mac_share
 from edgeserve.isolation import BudgetExceededError, budget
 from edgeserve.errors import (
     EdgeServeError,
@@ -375,6 +376,7 @@ class TfliteInt8Converter(Converter):
         float_io = opts.io == "float"
         parsed = TfliteModel.from_bytes(attempt.model)
         attempt.integer_problems = integer_problems(parsed, float_io)
+        attempt.macs = mac_share(parsed)
         evaluation = ctx.evaluation
         try:
             runner = TfliteRunner(attempt.model)
@@ -405,6 +407,11 @@ class TfliteInt8Converter(Converter):
             attempt.status = "drop too large" if not verdict.outputs[0].ok and \
                 verdict.outputs[0].judged_by in ("metric", "agreement") else "sqnr too low"
             attempt.reason = verdict.reason
+        elif attempt.macs["float_percent"] is not None and attempt.macs["float_percent"] > opts.max_float_macs:
+            # Accurate because it is float: not an INT8 model, whatever its name says.
+            attempt.status = "mostly float"
+            attempt.reason = (f"{attempt.macs['float_percent']:g} % of its multiply-accumulates are float, above "
+                              f"--max-float-macs {opts.max_float_macs:g} %")
         else:
             attempt.status = "ok"
 
@@ -479,6 +486,7 @@ class TfliteInt8Converter(Converter):
             "op_versions": parsed.op_versions(),
             "integer_only": not best.integer_problems,
             "float_ops": best.integer_problems,
+            "macs": (best.macs or {}) | {"max_float_percent": opts.max_float_macs},
             # A mixed model: operators ai-edge-quantizer has no int8 rule for, computed in float.
             **({"no_int8_rule": best.no_int8_rule} if best.no_int8_rule else {}),
             "quantization": {

@@ -48,6 +48,8 @@ def reverify_artifact(entry: Mapping[str, Any], root: Path) -> VerifyResult:
     expect_integer = entry.get("integer_only", True)
     checks.append(Check("integer-only operators", not problems or not expect_integer,
                         "all integer" if not problems else f"{len(problems)} float op(s): {problems[0]}"))
+    if entry.get("macs") is not None:  # manifests before 0.2.1 do not record it
+        checks.append(_macs_check(parsed, entry["macs"]))
     fx = load_arrays(root / entry["verification"]["fixture"]["path"])
     inputs = [fx[f"inputs_{i}"] for i in range(len(entry["inputs"]))]
     recorded_raw = fx["raw_0"]
@@ -68,6 +70,17 @@ def reverify_artifact(entry: Mapping[str, Any], root: Path) -> VerifyResult:
         checks.append(Check("top-1 agreement with the float source", ok,
                             f"{agree['top1_agreement']:.3f} on {len(inputs[0])} fixture samples"))
     return VerifyResult(TARGET, entry["path"], tuple(checks))
+
+
+def _macs_check(parsed: TfliteModel, recorded: Mapping[str, Any]) -> Check:
+    """The multiply-accumulates per activation type the manifest states, counted again in the file."""
+    from edgeserve.mac_share import mac_share
+
+    counted = mac_share(parsed)
+    same = all(counted[kind] == recorded.get(kind) for kind in ("int8", "int16", "float"))
+    said = f"{counted['int8_percent']} % int8 of {counted['total']:,}" if counted["total"] else "none to count"
+    return Check("multiply-accumulates by type as recorded", same,
+                 said if same else f"the file has {counted}, the manifest says {dict(recorded)}")
 
 
 def _tensors_check(parsed: TfliteModel, entry: Mapping[str, Any]) -> Check:
