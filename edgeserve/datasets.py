@@ -58,7 +58,12 @@ class SampleSet:
         return dataclasses.replace(self, inputs=tuple(x[:n] for x in self.inputs), labels=labels)
 
     def describe(self) -> dict[str, object]:
-        return {"origin": self.origin, "path": self.path, "sha256": self.sha256, "samples": len(self)}
+        return {"origin": self.origin, "path": self.path, "sha256": self.sha256, "samples": len(self),
+                "value_ranges": self.value_ranges()}
+
+    def value_ranges(self) -> list[list[float] | None]:
+        """Per input, the (min, max) its samples hold (None for an input without values)."""
+        return [[float(x.min()), float(x.max())] if x.size and x.dtype.kind in "iuf" else None for x in self.inputs]
 
 
 def load_calibration(

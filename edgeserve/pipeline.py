@@ -170,6 +170,8 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
             calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples,
             quantizes=any(c.uses_calibration(options or {}) for c in converters),
         )
+        if preprocess is None and spec is not None and calibration is not None and calibration.origin == "npz":
+            spec = _default_spec_the_data_allows(spec, calibration, str(calib))
         evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
         if evaluation is not None and evaluation.labels is not None and model.signature.outputs:
             from edgeserve.metrics import check_labels
@@ -346,6 +348,24 @@ def bind_preprocess(
         return default.bind_to_input(inputs[0].shape)
     except PreprocessSpecError:
         return None
+
+
+def _default_spec_the_data_allows(spec: PreprocessSpec, calibration: Any, where: str) -> PreprocessSpec | None:
+    """The default image preprocessing (pixels / 255), kept only when the .npz's values are ones it
+    can produce. A face model calibrated on values in -0.996..0.996 got "scale 1/255, mean 0"
+    recorded, and `run --input face.png` then fed it 0..1 without a word: for such data nothing
+    is recorded, and run asks for the preprocessing instead of assuming one."""
+    low, high = spec.value_range
+    held = calibration.value_ranges()[0]
+    if held is None:
+        return spec
+    slack = 1e-3 * (high - low)
+    if low - slack <= held[0] and held[1] <= high + slack:
+        return spec
+    log.warning("%s holds values %.4g..%.4g, which the default image preprocessing (pixels x %.4g, range %g..%g) "
+                "cannot give: no preprocessing is recorded; give --scale/--mean/--std (or --preprocess) to record "
+                "the one the model was trained with", where, held[0], held[1], spec.scale, low, high)
+    return None
 
 
 def _remove_files_of(out: Path, entry: dict[str, Any]) -> None:
