@@ -266,7 +266,7 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                         entry = dict(previous[converter.name]) | {"reused": True}
                 else:
                     log.debug("%s: built again: %s", converter.name, why_not)
-                    entry = converter.convert(ctx) | {"reuse_key": key}
+                    entry = _with_judge(converter.convert(ctx)) | {"reuse_key": key}
             except EdgeServeError as exc:
                 # One target's refusal (its tool missing, TFLM refusing the model, an operator it
                 # lacks) does not throw away the others' work: it is recorded and the run goes on
@@ -348,6 +348,16 @@ def bind_preprocess(
         return default.bind_to_input(inputs[0].shape)
     except PreprocessSpecError:
         return None
+
+
+def _with_judge(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry with ``metrics.judged_by``: what the gate judged output 0 by. A top-1 "drop" of
+    50 points above max_drop 1.0 read as a failure in a passing entry whose output was judged by
+    SQNR; the report shows the drop and its bound only where they were the judge."""
+    metrics, quality = entry.get("metrics"), entry.get("quality")
+    if isinstance(metrics, dict) and isinstance(quality, dict) and quality.get("outputs"):
+        entry["metrics"] = metrics | {"judged_by": quality["outputs"][0].get("judged_by")}
+    return entry
 
 
 def _default_spec_the_data_allows(spec: PreprocessSpec, calibration: Any, where: str) -> PreprocessSpec | None:

@@ -276,3 +276,31 @@ def test_one_broken_layer_scale_fails_the_gate_naming_that_output(two_heads: Pat
     floated = [a["float_layers"] for a in entry["attempts"] if a["remedy"] == "float-layers"]
     assert floated and all(len(f) <= 2 for f in floated), floated
     assert not any("scores" in name for f in floated for name in f), floated
+
+
+def test_a_drop_is_shown_against_its_bound_only_where_it_was_the_gate(testdata: Path, tmp_path: Path) -> None:
+    """Issue 48: a passing entry showed drop_points 50.66 above max_drop 1.0 while SQNR judged it,
+    and read as a failure. The manifest now says what judged output 0, and the summary gives
+    the drop's bound only where the drop was the judge."""
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    pytest.importorskip("ai_edge_quantizer")
+    x = np.random.default_rng(0).normal(0, 20, (64, 49, 10, 1)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
+    y = np.random.default_rng(1).integers(0, 12, 64)
+    np.savez(tmp_path / "eval.npz", x=x, y=y)
+    source = str(testdata / "mlperf-tiny" / "kws_ref_model_float32.tflite")
+    base = ["convert", source, "-t", "tflite-int8", "--calib", str(tmp_path / "calib.npz"), "--max-drop", "100"]
+    agreed = CliRunner().invoke(cli, [*base, "-o", str(tmp_path / "a")])
+    assert agreed.exit_code == 0, agreed.output
+    entry = json.loads((tmp_path / "a" / "manifest.json").read_text())["artifacts"][0]
+    assert entry["metrics"]["judged_by"] == "agreement"
+    assert "(not the gate: agreement judges this output)" in agreed.output and "(max 100" not in agreed.output
+    labelled = CliRunner().invoke(cli, [*base, "--eval", str(tmp_path / "eval.npz"), "-o", str(tmp_path / "b")])
+    assert labelled.exit_code == 0, labelled.output
+    entry = json.loads((tmp_path / "b" / "manifest.json").read_text())["artifacts"][0]
+    assert entry["metrics"]["judged_by"] == "metric" and "points (max 100.0) on 64 samples" in labelled.output
