@@ -144,6 +144,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               metavar="SECONDS",
               help="tflite-int8: the longest the quantization attempts may take together (int8, then each remedy "
                    "with the per-layer table); past it the search stops and keeps the best attempt so far.")
+@click.option("--target-budget", type=click.FloatRange(min=1, max=10**7), default=1800, show_default=True,
+              metavar="SECONDS",
+              help="The longest one target's tool steps may take together; a target past it is refused (its "
+                   "step killed) and the other targets go on.")
 @click.option("--max-float-macs", type=click.FloatRange(0, 100), default=50.0, show_default=True, metavar="PCT",
               help="tflite-int8: the largest share of multiply-accumulates a model may compute in float and still "
                    "pass as INT8 (100 accepts a mostly float model).")
@@ -185,7 +189,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
             min_detection_match: float, max_score_error: float, min_sqnr_db: float,
-            metric: str | None, io: str, debug_samples: int, no_reuse: bool, per_layer: bool, remedy_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
+            metric: str | None, io: str, debug_samples: int, no_reuse: bool, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
@@ -210,7 +214,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
     options = {"output": output, "io": io, "max_drop": max_drop, "min_agreement": min_agreement, "min_sqnr_db": min_sqnr_db, "metric": metric,
                "min_detection_match": min_detection_match, "max_score_error": max_score_error,
                "debug_samples": debug_samples, "per_layer": per_layer, "remedy_budget_s": remedy_budget,
-               "max_float_macs": max_float_macs,
+               "max_float_macs": max_float_macs, "target_budget_s": target_budget,
                "name": name, "fit_check": not no_fit_check, "cmsis_nn": cmsis_nn,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,

@@ -71,7 +71,10 @@ def budget(seconds: float | None) -> Iterator[None]:
     if seconds is None:
         yield
         return
-    token = _BUDGET.set((time.monotonic() + seconds, seconds))
+    deadline, outer = time.monotonic() + seconds, _BUDGET.get()
+    if outer is not None and outer[0] < deadline:  # a budget inside another ends with it at the latest
+        deadline, seconds = outer
+    token = _BUDGET.set((deadline, seconds))
     try:
         yield
     finally:

@@ -104,3 +104,38 @@ def test_a_long_step_in_a_log_says_it_is_still_running(monkeypatch: pytest.Monke
     beats = [line for line in lines if line.endswith("tflite-int8: int16 activations: still running")]
     assert 3 <= len(beats) <= 5, lines
     assert lines[-1].endswith("] quick") and not any("quick: still running" in line for line in lines)
+
+
+def test_a_target_past_its_budget_is_refused_and_the_others_are_built(
+        testdata: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target whose tool never returns (the LSTM's onnx-int8, executorch-int8 and coreml sat for
+    14 minutes at 6 GB) ends at --target-budget with its step killed; the run goes on."""
+    pytest.importorskip("onnxruntime")
+    from edgeserve.converters import get_converter
+    from edgeserve.isolation import run_isolated
+
+    stuck = type(get_converter("onnx"))
+
+    def never_ends(self: object, ctx: object) -> dict:
+        return run_isolated("time:sleep", 60, tool="a stuck exporter", what="exporting to ONNX")
+
+    monkeypatch.setattr(stuck, "convert", never_ends)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_float.tflite"), "-t", "onnx",
+                                      "-t", "tflite-int8", "--calib-random", "--target-budget", "4", "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [e["target"] for e in manifest["artifacts"]] == ["tflite-int8"]
+    (refused,) = manifest["refused"]
+    assert refused["target"] == "onnx" and refused["reason"] == "stopped while exporting to ONNX: the 4 s budget ran out"
+
+
+def test_a_budget_inside_another_ends_with_it() -> None:
+    from edgeserve.isolation import budget, budget_left
+
+    with budget(2.0):
+        with budget(100.0):
+            assert budget_left() <= 2.0
+        with budget(0.5):
+            assert budget_left() <= 0.5
+    assert budget_left() is None
