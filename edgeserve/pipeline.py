@@ -177,7 +177,14 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
         )
         if preprocess is None and spec is not None and calibration is not None and calibration.origin == "npz":
             spec = _default_spec_the_data_allows(spec, calibration, str(calib))
-        evaluation = load_eval(eval_data, model.signature.inputs) if eval_data else calibration
+        if eval_data:
+            evaluation, judged = load_eval(eval_data, model.signature.inputs), {"judged_on": "--eval"}
+        elif calibration is not None:
+            from edgeserve.datasets import hold_out
+
+            calibration, evaluation, judged = hold_out(calibration)
+        else:
+            evaluation, judged = None, None
         if evaluation is not None and evaluation.labels is not None and model.signature.outputs:
             from edgeserve.metrics import check_labels
 
@@ -192,7 +199,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
     _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
-                                           profile, options, progress, loading)
+                                           profile, options, progress, loading, judged)
         from edgeserve.signing import sign_manifest, signature_path
 
         if sign_key is not None:
@@ -207,7 +214,8 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
 
 def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibration: Any, evaluation: Any,
                   spec: PreprocessSpec | None, prof: Any, profile: str | None, options: Mapping[str, Any] | None,
-                  progress: Progress, loading: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  progress: Progress, loading: Mapping[str, Any] | None,
+                  judged: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``loading`` None: every target is built again (--no-reuse); else the source's loading
     options, part of each target's reuse key."""
     from edgeserve import reuse
@@ -220,6 +228,8 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
     calibration_record = None
     if calibration is not None:
         calibration_record = calibration.describe() | {"random": calibration.origin == "random"}
+        if judged:  # what every target was judged on: --eval, held-out samples, or (too few) these
+            calibration_record["evaluation"] = dict(judged)
     from edgeserve.converters import get_converter, target_names
 
     def built_from(target: str) -> tuple[str, ...]:

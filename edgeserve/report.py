@@ -27,7 +27,10 @@ def print_conversion(manifest: dict[str, Any]) -> None:
     console.print(f"source  {src['path']}  ({src['kind']}, {src['framework_version']})")
     calib = manifest.get("calibration")
     if calib:  # a .tflite source is already quantized: no calibration
-        console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples"
+        judged = calib.get("evaluation") or {}
+        held = (f" (and {judged['samples']} held back, judged on)" if judged.get("samples")
+                else f" (judged on them too: {judged['why']})" if judged.get("why") else "")
+        console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples{held}"
                       + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
     for entry in manifest["artifacts"]:
         _print_artifact(console, entry)

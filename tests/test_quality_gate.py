@@ -304,3 +304,53 @@ def test_a_drop_is_shown_against_its_bound_only_where_it_was_the_gate(testdata: 
     assert labelled.exit_code == 0, labelled.output
     entry = json.loads((tmp_path / "b" / "manifest.json").read_text())["artifacts"][0]
     assert entry["metrics"]["judged_by"] == "metric" and "points (max 100.0) on 64 samples" in labelled.output
+
+
+def test_a_pass_on_the_calibration_samples_that_fails_on_held_out_ones_is_a_failure(testdata: Path,
+                                                                                    tmp_path: Path) -> None:
+    """Issue 48: without --eval every target was judged on the samples it was calibrated on (a
+    segmentation model passed at 10.5 dB there and measured 6.4 dB on views it had not seen).
+    Now one sample in four is held back and judged on. Here the held-back samples reach inputs
+    the others never do (x up to 6 where the rest stop at 1): int8 ranges set without them clip
+    them, the sine regressor's outputs there are wrong, and the run fails; judged on the
+    calibration samples themselves (what every run did before), the same data passes."""
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+    from edgeserve.datasets import HOLD_OUT_EVERY
+
+    pytest.importorskip("ai_edge_quantizer")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.0, 1.0, (64, 1)).astype(np.float32)
+    x[HOLD_OUT_EVERY - 1 :: HOLD_OUT_EVERY] = rng.uniform(1.0, 6.0, (64 // HOLD_OUT_EVERY, 1))
+    np.savez(tmp_path / "calib.npz", x=x)
+    source = str(testdata / "tflm" / "hello_world_float.tflite")
+    base = ["convert", source, "-t", "tflite-int8", "--calib", str(tmp_path / "calib.npz"), "--max-drop", "100"]
+    held = CliRunner().invoke(cli, [*base, "-o", str(tmp_path / "held")])
+    assert held.exit_code == 1, held.output
+    manifest = json.loads((tmp_path / "held" / "manifest.json").read_text())
+    judged = manifest["calibration"]["evaluation"]
+    assert judged["judged_on"] == "held-out calibration samples" and judged["samples"] == 16
+    assert manifest["calibration"]["samples"] == 48
+    assert manifest["artifacts"][0]["status"] == "failed"
+    # The old way: the calibration samples as their own evaluation (labels = the float outputs do
+    # not matter here: the gate on this regression output is SQNR against the float model).
+    np.savez(tmp_path / "same.npz", x=x, y=np.zeros((64, 1), np.float32))
+    same = CliRunner().invoke(cli, [*base, "--eval", str(tmp_path / "same.npz"), "-o", str(tmp_path / "same")])
+    assert same.exit_code == 0, same.output
+
+
+def test_too_few_samples_to_hold_back_are_judged_on_and_said_so(tmp_path: Path) -> None:
+    from edgeserve.datasets import HOLD_OUT_EVERY, HOLD_OUT_MIN, SampleSet, hold_out
+
+    few = SampleSet((np.arange(HOLD_OUT_EVERY * HOLD_OUT_MIN - 1, dtype=np.float32)[:, None],), None, "npz", "c.npz",
+                    "0" * 64)
+    fit, judged, said = hold_out(few)
+    assert fit is few and judged is few and said["judged_on"] == "the calibration samples themselves"
+    enough = SampleSet((np.arange(HOLD_OUT_EVERY * HOLD_OUT_MIN, dtype=np.float32)[:, None],), None, "npz", "c.npz",
+                       "0" * 64)
+    fit, judged, said = hold_out(enough)
+    assert len(judged) == HOLD_OUT_MIN and len(fit) + len(judged) == len(enough)
+    assert not set(fit.inputs[0][:, 0]) & set(judged.inputs[0][:, 0])  # no sample in both
