@@ -192,6 +192,9 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                 if detector is not None:
                     entry: dict[str, Any] = {"input": name, "detections": _detections(detector, session, frames_seen,
                                                                                       name, outputs)}
+                elif session.classifier is False and not session.labels:
+                    # Landmarks or an embedding ranked as class scores read as an answer: say what it is.
+                    entry = {"input": name, "outputs_summary": [_summary(o) for o in outputs]}
                 else:
                     entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
                 upscale = _upscale_note(session, frames_seen.get(name)) if takes_images else None
@@ -392,7 +395,21 @@ def _upscale_note(session: Any, shape: Any) -> str | None:
             "the result says little about it")
 
 
+def _summary(output: Any) -> dict[str, Any]:
+    """An output that is not class scores, in numbers: its shape and range."""
+    return {"shape": list(output.shape), "min": float(output.min()) if output.size else None,
+            "max": float(output.max()) if output.size else None,
+            "mean": float(output.mean()) if output.size else None}
+
+
 def _print_result(entry: dict[str, Any]) -> None:
+    if "outputs_summary" in entry:
+        said = "; ".join(f"output {i} {o['shape']} {o['min']:.4g}..{o['max']:.4g} (mean {o['mean']:.4g})"
+                         if o["min"] is not None else f"output {i} {o['shape']} empty"
+                         for i, o in enumerate(entry["outputs_summary"]))
+        click.echo(f"{entry['input']}: {said} (not ranked as classes: the conversion did not judge output 0 as "
+                   "class scores; --show-outputs prints the values, --labels names classes)")
+        return
     if "detections" in entry:
         found = "; ".join(f"{d['label'] or d['class']} {d['score']:.2f} at [{', '.join(f'{v:.0f}' for v in d['box'])}]"
                           for d in entry["detections"])

@@ -85,6 +85,9 @@ class ServedModel:
     overridden: tuple[str, ...] = ()  # PreprocessSpec fields the caller changed from the recorded spec
     output: dict[str, Any] | None = None  # the OutputSpec recorded at conversion (e.g. a detector's decoder)
     recorded_preprocess: bool = True  # False: the artifact carried no PreprocessSpec of its own
+    # Whether the conversion judged output 0 as class scores (top-1): False when the manifest
+    # judged it otherwise (landmarks, embeddings, a regression), None for a bare model file.
+    classifier: bool | None = None
 
 
 def engine_of(path: Path) -> str | None:
@@ -163,8 +166,11 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
     spec = PreprocessSpec.from_dict(manifest["preprocess"], where=f"{path} preprocess") if manifest.get("preprocess") else None
     labels = manifest.get("labels")
     output = manifest.get("output")
+    judged = {str((e.get("metrics") or {}).get("metric")) for e in manifest["artifacts"]
+              if isinstance(e.get("metrics"), dict) and e.get("status") == "ok"}
+    classifier = None if not judged else ("top1" in judged or bool(labels))
     return ServedModel(artifacts, spec, list(labels) if labels else None, path,
-                       output=dict(output) if isinstance(output, dict) else None)
+                       output=dict(output) if isinstance(output, dict) else None, classifier=classifier)
 
 
 def _embedded_spec(path: Path) -> PreprocessSpec | None:

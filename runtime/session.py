@@ -196,6 +196,11 @@ class Session:
         return self._active_artifact.bytes
 
     @property
+    def classifier(self) -> bool | None:
+        """Whether the conversion judged output 0 as class scores (None: a bare file, unknown)."""
+        return self._served.classifier
+
+    @property
     def output_spec(self) -> dict[str, Any] | None:
         """What the outputs mean, recorded at conversion: ``{"kind": "detect", "decoder": ..., "options": ...}``,
         or None (a classifier's scores, read with :meth:`classify`)."""

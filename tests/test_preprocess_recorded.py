@@ -48,3 +48,28 @@ def test_data_in_the_default_range_keeps_the_default(testdata: Path, tmp_path: P
     manifest, said = _convert(testdata, tmp_path, 0.0, 1.0)
     assert manifest["preprocess"]["scale"] == pytest.approx(1 / 255) and manifest["preprocess"]["color"] == "rgb"
     assert "no preprocessing is recorded" not in said
+
+
+def test_an_output_is_ranked_as_classes_only_when_it_is_one(testdata: Path, tmp_path: Path) -> None:
+    """A landmark output ranked as class scores ("1=0.772, 4=0.753, ...") read as an answer. An
+    output the conversion did not judge as class scores (the anomaly autoencoder's 640 values,
+    judged by their error) is described by its shape and range; a classifier's is ranked."""
+    out = tmp_path / "ad"
+    made = CliRunner().invoke(cli, ["convert", str(testdata / "mlperf-tiny" / "ad01_fp32.tflite"), "-t", "tflite-int8",
+                                    "--calib-random", "-o", str(out)])
+    assert made.exit_code == 0, made.output
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(0, 1, (1, 640)).astype(np.float32))
+    ran = CliRunner().invoke(cli, ["run", str(out), "--input", str(tmp_path / "x.npy"), "--json"])
+    assert ran.exit_code == 0, ran.output
+    (result,) = json.loads(ran.stdout)["results"]
+    assert "top_k" not in result and result["outputs_summary"][0]["shape"] == [1, 640]
+    kws = tmp_path / "kws"
+    np.savez(tmp_path / "kws.npz", x=np.random.default_rng(1).normal(0, 20, (40, 49, 10, 1)).astype(np.float32))
+    made = CliRunner().invoke(cli, ["convert", str(testdata / "mlperf-tiny" / "kws_ref_model_float32.tflite"), "-t",
+                                    "tflite-int8", "--calib", str(tmp_path / "kws.npz"), "--min-agreement", "0",
+                                    "-o", str(kws)])
+    assert made.exit_code == 0, made.output
+    np.save(tmp_path / "f.npy", np.zeros((1, 49, 10, 1), np.float32))
+    ran = CliRunner().invoke(cli, ["run", str(kws), "--input", str(tmp_path / "f.npy"), "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert len(json.loads(ran.stdout)["results"][0]["top_k"]) == 5
