@@ -77,13 +77,17 @@ def _custom_checked(routes: list[Route], path: Path, model: TfliteModel, ops: li
     """Every route refused, with convert's reason, when LiteRT cannot build the float model for
     its custom operators (convert runs it for the reference); unchanged when LiteRT can, or
     is not installed to ask (the routes then say LiteRT is missing)."""
-    from edgeserve.errors import MissingDependencyError
+    from edgeserve.errors import EdgeServeError, MissingDependencyError, first_line
     from edgeserve.sources.tflite_custom_ops import litert_refusal, refusal_reason
+    from edgeserve.tflite_verify import validate_tflite
 
     try:
+        validate_tflite(model.file_bytes)  # LiteRT is asked in this process: only what it can trust
         runner, said = litert_refusal(model.file_bytes)
     except MissingDependencyError:
         return routes
+    except EdgeServeError as exc:  # a damaged file: every route says so, as convert would
+        return [Route(route.target, (), first_line(exc)) for route in routes]
     if runner is not None:
         return routes
     reason = refusal_reason(path.name, ops, said or "")

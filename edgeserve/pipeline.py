@@ -169,7 +169,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
                 f"{Path(source).name} is already a .tflite, so --calib, --calib-random and --eval "
                 "do not apply; pass the float source model to convert and calibrate it"
             )
-        calibration = evaluation = None
+        calibration = evaluation = judged = None
     else:
         calibration = load_calibration(
             calib, model.signature.inputs, spec, random_ok=calib_random, max_samples=max_calib_samples,
