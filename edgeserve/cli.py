@@ -137,6 +137,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--no-reuse", is_flag=True,
               help="Build every target again, even one the previous run into OUT built from the same source, "
                    "data, options and tools (kept by default, marked `reused` in the manifest).")
+@click.option("--no-cache", is_flag=True,
+              help="Neither take targets from the cache shared between output folders (~/.cache/edgeserve/targets, "
+                   "`edgeserve cache`) nor keep them there.")
 @click.option("--per-layer", is_flag=True,
               help="tflite-int8: measure the per-layer error table on every run (by default only when the "
                    "int8 model misses its gate and a remedy needs it).")
@@ -189,7 +192,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
             min_detection_match: float, max_score_error: float, min_sqnr_db: float,
-            metric: str | None, io: str, debug_samples: int, no_reuse: bool, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
+            metric: str | None, io: str, debug_samples: int, no_reuse: bool, no_cache: bool, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
@@ -226,7 +229,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
                 input_values=parse_input_values(input_values), batch_axes=parse_batch_axes(batch_axes),
-                reuse=not no_reuse,
+                reuse=not no_reuse, cache=not no_cache,
             )
     except AccuracyError as exc:
         if exc.result is not None and not json_out:  # with --json, the error object carries the manifest
@@ -320,6 +323,27 @@ def verify(ctx: click.Context, manifest: Path, public_key: Path | None, json_out
         if not json_out:
             click.echo("error: verification failed", err=True)
         ctx.exit(1)
+
+
+# ----- cache ------------------------------------------------------------------------------
+@cli.command("cache")
+@click.option("--clear", is_flag=True, help="Remove every cached target.")
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
+def cache_command(clear: bool, json_out: bool) -> None:
+    """Show (or --clear) the targets kept between output folders: where, how many, how big."""
+    from edgeserve import cache
+
+    removed = cache.clear() if clear else None
+    info = cache.describe() | ({"removed": removed} if removed is not None else {})
+    if json_out:
+        emit_json(info)
+        return
+    if removed is not None:
+        click.echo(f"removed {removed} cached target(s) from {info['path']}")
+    else:
+        state = "" if info["enabled"] else " (off: EDGESERVE_TARGET_CACHE)"
+        click.echo(f"{info['path']}: {info['entries']} target(s), {info['bytes']:,} bytes of at most "
+                   f"{info['max_bytes']:,} (EDGESERVE_TARGET_CACHE_MAX_BYTES){state}")
 
 
 # ----- targets / profiles -----------------------------------------------------------------

@@ -64,6 +64,7 @@ def convert(
     input_values: Mapping[str, str] | None = None,
     batch_axes: Mapping[str, int] | None = None,
     reuse: bool = True,
+    cache: bool = True,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -79,6 +80,8 @@ def convert(
     ``batch_axes`` moves an ONNX input's or output's batch axis first (a recurrent state).
     ``reuse`` keeps a target that the previous run into ``out_dir`` built from exactly the same
     inputs, options and tools (:mod:`edgeserve.reuse`); False builds every target again.
+    ``cache`` takes such a target from the cache shared between output folders, and keeps every
+    target that passes there (:mod:`edgeserve.cache`); False neither reads nor writes it.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -113,7 +116,8 @@ def convert(
                 model = from_module(source, example_inputs, exported)
         loading = {"input_shapes": input_shapes, "input_values": input_values, "batch_axes": batch_axes}
         return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
-                               options, max_calib_samples, progress, sign_key, loading if reuse else None)
+                               options, max_calib_samples, progress, sign_key, loading if reuse else None,
+                               cache)
 
 
 def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool, *, fixed_shapes: bool) -> None:
@@ -155,7 +159,7 @@ def _warm_isolated_imports(converters: Sequence[Any], kind: str) -> None:
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
                     calib_random: bool, preprocess: PreprocessSpec | None, prof: Any, profile: str | None,
                     options: Mapping[str, Any] | None, max_calib_samples: int | None, progress: Progress,
-                    sign_key: Any, loading: Mapping[str, Any] | None) -> ConvertResult:
+                    sign_key: Any, loading: Mapping[str, Any] | None, use_cache: bool = True) -> ConvertResult:
     from edgeserve.converters import get_converter
 
     source = model.path
@@ -199,7 +203,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
     _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
-                                           profile, options, progress, loading, judged)
+                                           profile, options, progress, loading, judged, use_cache)
         from edgeserve.signing import sign_manifest, signature_path
 
         if sign_key is not None:
@@ -215,11 +219,14 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
 def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibration: Any, evaluation: Any,
                   spec: PreprocessSpec | None, prof: Any, profile: str | None, options: Mapping[str, Any] | None,
                   progress: Progress, loading: Mapping[str, Any] | None,
-                  judged: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  judged: Mapping[str, Any] | None = None,
+                  use_cache: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``loading`` None: every target is built again (--no-reuse); else the source's loading
     options, part of each target's reuse key."""
-    from edgeserve import reuse
+    from edgeserve import cache, reuse
     from edgeserve.converters._base import ConversionContext
+
+    use_cache = use_cache and cache.enabled()
 
     manifest_path = out / MANIFEST_NAME
     previous = reuse.previous_entries(manifest_path, model.sha256) if loading is not None else {}
@@ -274,11 +281,18 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 continue
             key = reuse.target_key(run, converter.name, {n: ctx.artifacts[n].get("sha256") for n in needed})
             why_not = reuse.reusable(previous.get(converter.name), key, out) if loading is not None else "--no-reuse"
+            cached = None
+            if why_not is not None and loading is not None and use_cache:
+                cached = cache.lookup(key, out)
             try:
                 if why_not is None:
                     with progress.step(f"{converter.name}: kept from the previous run into this folder (same "
                                        "source, data, options and tools; --no-reuse builds it again)"):
                         entry = dict(previous[converter.name]) | {"reused": True}
+                elif cached is not None:
+                    with progress.step(f"{converter.name}: from the cache ({cache.root()}), built and checked before "
+                                       "from the same source, data, options and tools; --no-cache builds it again"):
+                        entry = cached
                 else:
                     log.debug("%s: built again: %s", converter.name, why_not)
                     # Every isolated step of the target ends by its budget: a target lost to a
@@ -295,6 +309,8 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 failures.append({"target": converter.name, "refused": first_line(exc)})
                 continue
             ctx.artifacts[converter.name] = entry
+            if use_cache and loading is not None and entry.get("status") == "ok" and not entry.get("cached"):
+                cache.store(key, out, entry)
             upsert_artifact(manifest, entry)
             write_manifest(manifest_path, manifest)
             if entry["status"] != "ok":

@@ -9,9 +9,8 @@ routes). A target whose previous entry has the same key, passed its checks, and 
 still hash to what the entry records is kept as it is, marked ``reused``; any change of any of
 those misses, and the target is built again. ``--no-reuse`` builds every target.
 
-This is the output folder's own record, not a cache shared between folders: a folder is the
-unit a user converts into again (and what `verify` re-checks), so what it holds is what is
-reused, and nothing grows anywhere else.
+This is the output folder's own record; :mod:`edgeserve.cache` keeps the same entries under
+the same keys for every folder.
 """
 
 from __future__ import annotations
@@ -34,7 +33,8 @@ TOOLS = ("numpy", "tensorflow-cpu", "tensorflow", "keras", "ai-edge-litert", "ai
          "onnx2tf")
 # The compilers and emulator the microcontroller targets build and check with.
 PROGRAMS = ("gcc", "g++", "arm-none-eabi-gcc", "qemu-system-arm")
-_NOT_KEYS = ("EDGESERVE_ISOLATION", "EDGESERVE_CACHE", "EDGESERVE_CACHE_DIR", "EDGESERVE_TESTDATA")
+_NOT_KEYS = ("EDGESERVE_ISOLATION", "EDGESERVE_CACHE", "EDGESERVE_CACHE_DIR", "EDGESERVE_TARGET_CACHE",
+             "EDGESERVE_TARGET_CACHE_MAX_BYTES", "EDGESERVE_TESTDATA", "EDGESERVE_HEARTBEAT_S")
 
 
 def run_key(source: Mapping[str, Any], signature: Any, calibration: Any, evaluation: Any, preprocess: Any,

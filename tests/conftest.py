@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # at ../shared/testdata. EDGESERVE_TESTDATA points elsewhere (a copy, or an empty folder).
 TESTDATA = Path(os.environ.get("EDGESERVE_TESTDATA", ROOT.parent / "shared" / "testdata")).resolve()
 DATA_SKIP_PREFIX = "needs reference data:"
+# The target cache shared between output folders is off for the suite (set before any test, so
+# the corpus's and the CLI's subprocesses inherit it): a test that builds a target must build it,
+# not take what an earlier test left. tests/test_cache.py turns it on in a folder of its own.
+os.environ["EDGESERVE_TARGET_CACHE"] = "off"
 
 
 def load_script(path: Path) -> ModuleType:
