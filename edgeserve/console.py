@@ -112,6 +112,9 @@ class Progress:
         self.enabled = enabled
         self.plain = enabled and plain
         self._progress: Any = None
+        self.started = time.monotonic()
+        # (description, seconds) of every step and tracked loop, in order: the manifest's timing.
+        self.timings: list[tuple[str, float]] = []
 
     def _line(self, description: str, start: float, count: str = "") -> None:
         ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {description}{count}\n")
@@ -157,6 +160,13 @@ class Progress:
             self._progress = None
 
     def track(self, items: Iterable[T], total: int, description: str) -> Iterator[T]:
+        start = time.monotonic()
+        try:
+            yield from self._shown_track(items, total, description)
+        finally:
+            self.timings.append((description, time.monotonic() - start))
+
+    def _shown_track(self, items: Iterable[T], total: int, description: str) -> Iterator[T]:
         if self.plain:
             start, done = time.monotonic(), 0
             for done, item in enumerate(items, 1):
@@ -173,7 +183,17 @@ class Progress:
 
     @contextlib.contextmanager
     def step(self, description: str) -> Iterator[None]:
-        """A one-step task (spinner, then done) for work without a count, e.g. a TF conversion."""
+        """A one-step task (spinner, then done) for work without a count, e.g. a TF conversion.
+        Its time goes into :attr:`timings` whether or not anything is shown."""
+        start = time.monotonic()
+        try:
+            with self._shown_step(description):
+                yield
+        finally:
+            self.timings.append((description, time.monotonic() - start))
+
+    @contextlib.contextmanager
+    def _shown_step(self, description: str) -> Iterator[None]:
         if self.plain:
             start = time.monotonic()
             with self._heartbeat(description, start):

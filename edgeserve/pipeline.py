@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,8 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
     if output:  # the OutputSpec: how the runtime reads the outputs (a detector's decoder)
         manifest["output"] = output
     failures = []
+    shared_steps = len(progress.timings)  # load, data, float outputs: what every target starts from
+    timing: dict[str, Any] = {"shared_steps": _steps(progress.timings[:shared_steps]), "targets": {}}
     # Inside the staging folder (and gone before it is published), so a killed run's scratch
     # files go with it at the next run (staging.clean_leftovers) instead of piling up in /tmp.
     with tempfile.TemporaryDirectory(prefix=".work-", dir=out) as work:
@@ -280,6 +283,7 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 failures.append({"target": converter.name, "not_built": not_built[-1]["reason"]})
                 continue
             key = reuse.target_key(run, converter.name, {n: ctx.artifacts[n].get("sha256") for n in needed})
+            began, first_step = time.monotonic(), len(progress.timings)
             why_not = reuse.reusable(previous.get(converter.name), key, out) if loading is not None else "--no-reuse"
             cached = None
             if why_not is not None and loading is not None and use_cache:
@@ -304,11 +308,18 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 # lacks) does not throw away the others' work: it is recorded and the run goes on
                 # (and ends with exit 1). Errors about the run itself were raised before this loop.
                 refused.append((converter.name, exc))
+                timing["targets"][converter.name] = {"seconds": round(time.monotonic() - began, 2),
+                                                     "steps": _steps(progress.timings[first_step:]), "refused": True}
+                manifest["timing"] = timing
                 manifest["refused"] = [{"target": name, "reason": first_line(e)} for name, e in refused]
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "refused": first_line(exc)})
                 continue
             ctx.artifacts[converter.name] = entry
+            timing["targets"][converter.name] = {"seconds": round(time.monotonic() - began, 2),
+                                                 "steps": _steps(progress.timings[first_step:])}
+            timing["wall_seconds"] = round(time.monotonic() - progress.started, 2)
+            manifest["timing"] = timing
             if use_cache and loading is not None and entry.get("status") == "ok" and not entry.get("cached"):
                 cache.store(key, out, entry)
             upsert_artifact(manifest, entry)
@@ -382,6 +393,10 @@ def bind_preprocess(
         return default.bind_to_input(inputs[0].shape)
     except PreprocessSpecError:
         return None
+
+
+def _steps(timings: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
+    return [{"step": description, "seconds": round(seconds, 3)} for description, seconds in timings]
 
 
 def _with_judge(entry: dict[str, Any]) -> dict[str, Any]:

@@ -93,3 +93,21 @@ def test_the_least_recently_used_entries_go_past_the_bound(tmp_path: Path, cache
         os.utime(folder, (1_000_000 + k, 1_000_000 + k))
     removed = cache.evict(limit=2500)
     assert [p.name for p in removed] == ["old"] and sorted(p.name for p in cached.iterdir()) == ["mid", "new"]
+
+
+def test_the_manifest_says_where_the_time_went(testdata: Path, tmp_path: Path) -> None:
+    """Issue 46: the wall time and each stage's time per target, in the manifest and --json."""
+    result = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_float.tflite"), "-t", "tflite-int8",
+                                      "-t", "mcu", "--calib-random", "--no-fit-check", "-o", str(tmp_path / "a"),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    timing = json.loads(result.stdout)["timing"]
+    assert timing == json.loads((tmp_path / "a" / "manifest.json").read_text())["timing"]
+    assert timing["shared_steps"][0]["step"] == "load hello_world_float.tflite"
+    steps = {t: [s["step"] for s in v["steps"]] for t, v in timing["targets"].items()}
+    assert "tflite-int8: int8 activations, int8 per-channel weights" in steps["tflite-int8"]
+    assert "mcu: run in TFLM with the planned arena" in steps["mcu"]
+    per_target = [v["seconds"] for v in timing["targets"].values()]
+    assert all(s >= 0 for s in per_target) and timing["wall_seconds"] >= sum(per_target) - 0.05
+    for v in timing["targets"].values():  # a target's time holds its steps' times
+        assert v["seconds"] >= sum(s["seconds"] for s in v["steps"]) - 0.05
