@@ -256,7 +256,18 @@ def _exact_weights_model(tmp_path: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     onnx.save(model, str(tmp_path / "exact.onnx"))
-    np.savez(tmp_path / "calib.npz", x=rng.uniform(-1, 1, (64, 32)).astype(np.float32))
+    # The samples every target is judged on (every 4th: held back from calibration) must not
+    # reach past the calibrated ranges, or clipping, not rounding, sets the error: the samples
+    # calibrated on hold the extremes of every input (+-1) and every output (+-sign(W) . W).
+    from edgeserve.datasets import HOLD_OUT_EVERY
+
+    extremes = np.concatenate([np.sign(w).T, -np.sign(w).T])
+    uniform = rng.uniform(-1, 1, (64, 32))
+    x = np.empty((96, 32))
+    held = np.arange(HOLD_OUT_EVERY - 1, 96, HOLD_OUT_EVERY)
+    x[held] = uniform[: len(held)]
+    x[np.setdiff1d(np.arange(96), held)] = np.concatenate([extremes, uniform[len(held):]])
+    np.savez(tmp_path / "calib.npz", x=x.astype(np.float32))
     return tmp_path / "exact.onnx"
 
 

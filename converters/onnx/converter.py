@@ -69,7 +69,8 @@ class OnnxConverter(Converter):
             made = float_onnx(ctx, opts.dynamic_batch)
         data = made.model.SerializeToString()
         with ctx.progress.step("onnx: check and run in ONNX Runtime"):
-            sess = check.session(data)  # onnx.checker (strict shapes) first, as the runtime does
+            # onnx.checker (strict shapes) first, as the runtime does
+            sess = check.session(data, made_by=f"edgeserve's export ({made.route})")
             outputs = check.run(sess, list(ctx.evaluation.inputs))
         scored = score(ctx, outputs, opts)
         batched = self.batched_check(sess, ctx, outputs) if opts.dynamic_batch else None

@@ -98,6 +98,8 @@ class OnnxInt8Converter(Converter):
         def table() -> list[dict[str, Any]]:
             """The per-node error of the all-int8 model, measured once, when a remedy needs it."""
             nonlocal node_errors
+            if node_errors is None and not first_int8:  # the all-int8 model itself was broken
+                node_errors, self._nodes_note = [], "no per-node table: the all-int8 model did not run"
             if node_errors is None:
                 with ctx.progress.step("onnx-int8: per-node error"):
                     try:
@@ -114,7 +116,13 @@ class OnnxInt8Converter(Converter):
                 data = quantize(excluded, activations)
                 # Judged as written (see check.session): the artifact's arithmetic, which is
                 # what a device with exact int8 dot products (Arm, x86 with VNNI) computes.
-                outputs = check.run(check.session(data, exact=True), list(ctx.evaluation.inputs))
+                try:
+                    outputs = check.run(check.session(data, exact=True, made_by="ONNX Runtime's quantizer"),
+                                        list(ctx.evaluation.inputs))
+                except VerificationError as exc:  # this scheme's model is broken: the next remedy may not be
+                    attempts.append({"remedy": remedy, "activations": activations, "float_nodes": list(excluded),
+                                     "status": "error", "reason": str(exc)[:500], "bytes": len(data)})
+                    continue
             scored = score(ctx, outputs, opts)
             failed_by_metric = any(o["judged_by"] in ("metric", "agreement") and not o["ok"]
                                    for o in scored["quality"]["outputs"])
@@ -130,7 +138,9 @@ class OnnxInt8Converter(Converter):
                 break
             if not first_int8:
                 first_int8.append(data)
-        assert best is not None
+        if best is None:  # every scheme's model was broken: each reason, whole, in one line
+            raise VerificationError("no onnx-int8 attempt gave a model ONNX Runtime runs: " + "; ".join(
+                f"{a['remedy']} ({a['activations']}): {a['reason']}" for a in attempts if a.get("status") == "error"))
         data, scored, outputs, chosen = best
         with ctx.progress.step("onnx-int8: this CPU's ONNX Runtime integer kernels"):
             host_kernels = _host_kernels(data, ctx, outputs)
