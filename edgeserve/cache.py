@@ -88,9 +88,12 @@ def lookup(key: str, out: Path) -> dict[str, Any] | None:
     if problem is not None:
         shutil.rmtree(folder, ignore_errors=True)
         return None
-    for rel in _paths(entry):
-        _copy(folder / rel, out / rel)
-    os.utime(folder)  # recently used: evicted last
+    try:
+        for rel in _paths(entry):
+            _copy(folder / rel, out / rel)
+        os.utime(folder)  # recently used: evicted last
+    except OSError:  # removed by another run meanwhile, or no room in OUT: build it instead
+        return None
     return entry | {"cached": True}
 
 
