@@ -70,9 +70,11 @@ def test_exported_program_with_image_input(example: TorchExample, tmp_path: Path
 
 def test_torchscript_with_tensor_input_and_a_fake_core_ml(example: TorchExample, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """TorchScript, fp16, no PreprocessSpec given: a 1x3xHxW input still gets the default spec
-    (RGB, NCHW, 1/255), so the package takes an image. Core ML predict is faked (as on a Mac,
-    where it runs too) by the evaluator plus a tiny offset, to check how both are recorded."""
+    """TorchScript, fp16, no PreprocessSpec given. The calibration data is ImageNet-normalized
+    (about -2.1..2.6), which the default spec (RGB, NCHW, 1/255) cannot give, so none is recorded
+    (issue 48: it used to be, and the package then took 0..1 images the model was never trained
+    on) and the package takes a tensor. Core ML predict is faked (as on a Mac, where it runs too)
+    by the evaluator plus a tiny offset, to check how both are recorded."""
     from edgeserve.converters.coreml import predict, toolchain
     from edgeserve.converters.coreml.evaluator import MilEvaluator
 
@@ -86,8 +88,8 @@ def test_torchscript_with_tensor_input_and_a_fake_core_ml(example: TorchExample,
     entry = convert(example, "digits.pt", tmp_path, options={"coreml_precision": "fp16"})
     assert entry["_manifest"]["source"]["kind"] == "torchscript"
     (inp,) = entry["inputs"]
-    assert inp["kind"] == "image" and inp["color_layout"] == "RGB" and inp["shape"] == [1, 3, 8, 8]
-    assert inp["scale"] == pytest.approx(1 / 255) and inp["bias"] == [0.0, 0.0, 0.0]
+    assert inp["kind"] == "tensor" and inp["shape"] == [1, 3, 8, 8]
+    assert entry["_manifest"]["preprocess"] is None
     v = entry["verification"]
     assert v["method"] == "coreml-predict" and v["coreml_predict"]["compute_units"] == "CPU_ONLY"
     assert v["top1_agreement"] >= 0.98
