@@ -191,12 +191,15 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "executorch-int8": (OK, floor(sqnr_db=14.5, xnnpack_share=0.58, activations="int8 static")),  # 16.5 dB, 62 %
     },
     "mtcnn_onet": {
-        "tflite-int8": (OK, floor(sqnr_db=23.5)),  # measured 25.1 dB
-        "mcu": (OK, floor(bit_exact=True)),
-        "mcu-c": (OK, floor(bit_exact=True)),
-        "coreml": (OK, floor(sqnr_db=65.5)),  # measured 67.2 dB
-        "onnx": (OK, floor(sqnr_db=127.5)),  # measured 129.1 dB
-        "onnx-int8": (OK, floor(sqnr_db=25.5)),  # measured 27.4 dB
+        # Judged on held-out samples (issue 48), int8 fails: the face-probability channel of the
+        # softmax sits under 1/64 of its range there (0 dB; it had passed at 25.1 dB on the
+        # calibration samples themselves); int16 activations pass.
+        "tflite-int8": (OK, floor(sqnr_db=33.0, activations="int16")),  # measured 34.9 dB
+        "mcu": (OK, floor(bit_exact=False)),  # TFLM's int16 kernels within 3 steps of LiteRT's
+        "mcu-c": (REFUSED, "no kernel for SOFTMAX (operator 31) on int16 tensors"),
+        "coreml": (OK, floor(sqnr_db=65.5)),  # measured 67.8 dB
+        "onnx": (OK, floor(sqnr_db=127.5)),  # measured 130.3 dB
+        "onnx-int8": (OK, floor(sqnr_db=33.0, activations="int16")),  # measured 34.9 dB
         "executorch": (OK, floor(sqnr_db=122.5, xnnpack_share=0.0)),  # measured 124.3 dB, XNNPACK 0 %
         "executorch-int8": (OK, floor(sqnr_db=25.5, xnnpack_share=0.0)),  # measured 27.4 dB, XNNPACK 0 %
     },

@@ -534,7 +534,10 @@ def test_head(rng: np.random.Generator) -> None:
 
 
 def test_describe(rng: np.random.Generator) -> None:
-    assert sample_set(rng, n=4).describe() == {"origin": "npz", "path": "data.npz", "sha256": "ab" * 32, "samples": 4}
+    samples = sample_set(rng, n=4)
+    ranges = [[float(x.min()), float(x.max())] for x in samples.inputs]
+    assert samples.describe() == {"origin": "npz", "path": "data.npz", "sha256": "ab" * 32, "samples": 4,
+                                  "value_ranges": ranges}
 
 
 def test_random_data_warns_only_where_it_sets_int8_ranges(caplog: pytest.LogCaptureFixture) -> None:

@@ -8,6 +8,7 @@ the calibration data holds either way.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -19,19 +20,27 @@ from edgeserve.cli import cli
 pytest.importorskip("ai_edge_quantizer")
 
 
-def _convert(testdata: Path, folder: Path, low: float, high: float) -> tuple[dict, str]:
+def _convert(testdata: Path, folder: Path, low: float, high: float, caplog: pytest.LogCaptureFixture) -> tuple[dict, str]:
     x = np.random.default_rng(0).uniform(low, high, (24, 96, 96, 3)).astype(np.float32)
     np.savez(folder / "calib.npz", x=x)
     out = folder / "out"
-    result = CliRunner().invoke(cli, ["convert", str(testdata / "mlperf-tiny" / "vww_96_float.tflite"), "-t",
-                                      "tflite-int8", "--calib", str(folder / "calib.npz"), "--min-agreement", "0",
-                                      "-o", str(out)])
+    # The CLI's "edgeserve" logger does not propagate (it has a handler of its own): listen on the
+    # pipeline's logger itself.
+    pipeline_log = logging.getLogger("edgeserve.pipeline")
+    pipeline_log.addHandler(caplog.handler)
+    try:
+        result = CliRunner().invoke(cli, ["convert", str(testdata / "mlperf-tiny" / "vww_96_float.tflite"), "-t",
+                                          "tflite-int8", "--calib", str(folder / "calib.npz"), "--min-agreement", "0",
+                                          "-o", str(out)])
+    finally:
+        pipeline_log.removeHandler(caplog.handler)
     assert result.exit_code == 0, result.output
-    return json.loads((out / "manifest.json").read_text()), " ".join(result.output.split())  # log lines wrap
+    return json.loads((out / "manifest.json").read_text()), " ".join(caplog.text.split())
 
 
-def test_data_the_default_preprocessing_cannot_give_records_none(testdata: Path, tmp_path: Path) -> None:
-    manifest, said = _convert(testdata, tmp_path, -0.996, 0.996)
+def test_data_the_default_preprocessing_cannot_give_records_none(testdata: Path, tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    manifest, said = _convert(testdata, tmp_path, -0.996, 0.996, caplog)
     assert manifest["preprocess"] is None
     ranges = manifest["calibration"]["value_ranges"]
     assert ranges[0][0] == pytest.approx(-0.996, abs=0.01) and ranges[0][1] == pytest.approx(0.996, abs=0.01)
@@ -44,8 +53,9 @@ def test_data_the_default_preprocessing_cannot_give_records_none(testdata: Path,
     assert ran.exit_code != 0 and "images need preprocessing" in ran.output, ran.output
 
 
-def test_data_in_the_default_range_keeps_the_default(testdata: Path, tmp_path: Path) -> None:
-    manifest, said = _convert(testdata, tmp_path, 0.0, 1.0)
+def test_data_in_the_default_range_keeps_the_default(testdata: Path, tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    manifest, said = _convert(testdata, tmp_path, 0.0, 1.0, caplog)
     assert manifest["preprocess"]["scale"] == pytest.approx(1 / 255) and manifest["preprocess"]["color"] == "rgb"
     assert "no preprocessing is recorded" not in said
 

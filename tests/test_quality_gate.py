@@ -226,9 +226,10 @@ def test_both_heads_pass_as_converted(two_heads: Path, tmp_path: Path) -> None:
 
 def test_one_broken_layer_scale_fails_the_gate_naming_that_output(two_heads: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every attempt's model gets the regression head's output scale multiplied by 64 (its
-    values requantized to 1/64 of the levels; for the int16 remedy 64 x 256); the classifier
-    head is untouched, so every remedy fails and the best one is written, marked failed."""
+    """Every attempt's model gets the regression head's output scale multiplied by 256 (its
+    values requantized to 1/256 of the levels; for the int16 remedy 256 x 256); the classifier
+    head is untouched, so every remedy fails and the best one is written, marked failed. (x64
+    left 10.06 dB on the held-out samples, a hair over the bound.)"""
     import flatbuffers
 
     from edgeserve.converters.tflite_int8.converter import TfliteInt8Converter
@@ -246,7 +247,7 @@ def test_one_broken_layer_scale_fails_the_gate_naming_that_output(two_heads: Pat
             q = graph.tensors[head].quantization
             if q is not None and q.scale is not None and len(q.scale):
                 wide = graph.tensors[head].type == 7  # int16 (the 16x8 remedy): 256x finer to begin with
-                q.scale = [float(s) * (64 * 256 if wide else 64) for s in q.scale]
+                q.scale = [float(s) * (256 * 256 if wide else 256) for s in q.scale]
             builder = flatbuffers.Builder(len(attempt.model) + 1024)
             builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
             attempt.model = bytes(builder.Output())

@@ -139,8 +139,9 @@ def test_an_lstm_reaches_int8_core_ml_and_both_microcontroller_builds(tmp_path: 
     assert int8["status"] == "ok" and int8["integer_only"] and min(int8["output_sqnr_db"].values()) > 30
     assert entries["coreml"]["status"] == "ok"
     # The 20 steps' SLICEs and a CONCATENATION kept within TFLM's 10 inputs: TFLM runs the
-    # model bit-exact with LiteRT in the computed arena, and mcu-c bit-exact with TFLM.
-    assert entries["mcu"]["verification"]["bit_exact"] is True
+    # model in the computed arena within one step of LiteRT's reference kernels (bit-exact on
+    # the calibration samples; one step apart on a held-out one), and mcu-c bit-exact with TFLM.
+    assert entries["mcu"]["status"] == "ok" and entries["mcu"]["verification"]["max_abs_diff"] <= 1
     assert entries["mcu-c"]["verification"]["bit_exact"] is True
 
 

@@ -188,8 +188,10 @@ def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
         expected = [t.numpy() for t in module(torch.from_numpy(images), torch.from_numpy(sides))]
     from edgeserve.metrics import sqnr_db
 
+    # Over all 64 samples, the 16 held back from calibration (and judged on) among them: their
+    # values past the calibrated ranges clip, so the bound sits below the 25 dB of the rest.
     for g, e in zip(got, expected):
-        assert g.shape == e.shape and sqnr_db(e, g) > 25.0
+        assert g.shape == e.shape and sqnr_db(e, g) > 20.0
 
 
 def test_a_dynamic_exported_program_needs_input_shape(example: TorchExample, tmp_path: Path) -> None:
@@ -254,7 +256,8 @@ def test_mobilenet_v3_small_reaches_tflite_int8_and_coreml(tmp_path: Path) -> No
                      example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0})
     entries = {a["target"]: a for a in result.manifest["artifacts"]}
     int8, coreml = entries["tflite-int8"], entries["coreml"]
-    assert result.manifest["preprocess"]["layout"] == "nchw" and int8["inputs"][0]["shape"] == [1, 3, 224, 224]
+    assert int8["inputs"][0]["shape"] == [1, 3, 224, 224]
+    assert result.manifest["preprocess"] is None  # ImageNet-normalized data: not what x/255 gives
     assert int8["status"] == "ok" and int8["integer_only"] and int8["ops"]["HARD_SWISH"] > 0
     assert coreml["status"] == "ok", coreml["verification"]
     # No labels and logits out: the metric is the error against the float source, not top-1.
