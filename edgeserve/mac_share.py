@@ -50,7 +50,7 @@ def _macs(op: Any, tensors: Any) -> int:
     return 0
 
 
-def _kind(dtype: str) -> str:
+def activation_kind(dtype: str) -> str:
     if dtype in ("int8", "uint8"):
         return "int8"
     if dtype == "int16":
@@ -68,7 +68,12 @@ def mac_share(model: Any) -> dict[str, Any]:
             spec = _MAC_OPS.get(op.op_name)
             if spec is None or len(op.inputs) <= spec[0] or op.inputs[spec[0]] < 0:
                 continue
-            macs[_kind(graph.tensors[op.inputs[spec[0]]].dtype_name)] += _macs(op, graph.tensors)
+            macs[activation_kind(graph.tensors[op.inputs[spec[0]]].dtype_name)] += _macs(op, graph.tensors)
+    return shares(macs)
+
+
+def shares(macs: dict[str, int]) -> dict[str, Any]:
+    """Counts by activation type, their total and the int8 and float percentages (None: no MACs)."""
     total = sum(macs.values())
     return {**macs, "total": total, "int8_percent": round(100.0 * macs["int8"] / total, 2) if total else None,
             "float_percent": round(100.0 * macs["float"] / total, 2) if total else None}

@@ -399,7 +399,8 @@ def _print_onnx(console: Console, entry: dict[str, Any]) -> None:
     q = entry.get("quantization")
     if q:
         console.print(f"  {q['format']}: activations {q['activations']}, weights {q['weights']}, ranges "
-                      f"{q['calibration']}" + (f", in float: {_e(', '.join(q['float_nodes']))}" if q["float_nodes"] else ""))
+                      f"{q['calibration']}" + _macs(entry.get("macs"))
+                      + (f", in float: {_e(', '.join(q['float_nodes']))}" if q["float_nodes"] else ""))
         if q.get("note"):
             console.print(f"  [yellow]note[/]: {_e(q['note'])}", soft_wrap=True)
     attempts = entry.get("attempts") or []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -72,3 +73,35 @@ def test_an_attempt_accurate_because_float_is_not_an_int8_success(testdata: Path
     accepted = CliRunner().invoke(cli, [*args, "--max-float-macs", "100", "-o", str(tmp_path / "b")])
     assert accepted.exit_code == 0, accepted.output
     assert "MACs 100 % float" in accepted.output
+
+
+def test_onnx_models_count_their_multiply_accumulates_by_activation_type(tmp_path: Path) -> None:
+    """The same measure for onnx-int8: a Conv (3x3, 3 -> 4 channels, 8x8 out: 4 x 64 x 27 = 6,912
+    MACs) and a MatMul after it (1 x 256 -> 10: 2,560); float as written, int8 once its inputs come
+    out of int8 DequantizeLinear nodes, as ONNX Runtime's quantizer writes them."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgeserve.converters.onnx.mac_share import onnx_mac_share
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(4, 3, 3, 3)).astype(np.float32), "w")
+    m = numpy_helper.from_array(rng.normal(size=(256, 10)).astype(np.float32), "m")
+    shape = numpy_helper.from_array(np.array([1, 256], np.int64), "shape")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["c", "shape"], ["flat"]), helper.make_node("MatMul", ["flat", "m"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, m, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert onnx_mac_share(model) == {"int8": 0, "int16": 0, "float": 9_472, "total": 9_472, "int8_percent": 0.0,
+                                           "float_percent": 100.0}
+    # The Conv's input through QuantizeLinear/DequantizeLinear with an int8 zero point: int8.
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    qdq = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+           helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
+    conv = helper.make_node("Conv", ["xd", "w"], ["c"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(qdq + [conv] + nodes[1:], "g", list(graph.input), list(graph.output),
+                              [w, m, shape, scale, zero])
+    share = onnx_mac_share(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert (share["int8"], share["float"]) == (6_912, 2_560) and share["int8_percent"] == pytest.approx(72.97, abs=0.01)

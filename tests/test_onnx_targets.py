@@ -288,6 +288,7 @@ def test_int16_activations_are_the_first_remedy(tmp_path: Path) -> None:
     assert [(a["activations"], a["status"]) for a in attempts] == [("int8", "sqnr too low"), ("int16", "ok")]
     assert attempts[0]["output_sqnr_db"]["output_0"] < 50.0 < 70.0 < attempts[1]["output_sqnr_db"]["output_0"]
     assert entry["status"] == "ok" and entry["quantization"]["activations"] == "int16"
+    assert (entry["macs"]["int16"], entry["macs"]["total"]) == (32 * 16, 32 * 16)  # the MatMul, in int16
     assert entry["quantization"]["opset"] >= 21 and "A16W8" in entry["quantization"]["note"]
     model = onnx.load(str(tmp_path / "out" / entry["path"]))
     assert {n.domain for n in model.graph.node} <= {"", "ai.onnx"}  # no com.microsoft operators

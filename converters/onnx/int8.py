@@ -158,6 +158,7 @@ class OnnxInt8Converter(Converter):
         for node in quantized.graph.node:
             ops[node.op_type] = ops.get(node.op_type, 0) + 1
         left_in_float = _float_nodes(quantized)
+        from edgeserve.converters.onnx.mac_share import onnx_mac_share
         return {
             "target": self.name,
             "status": "ok" if scored["ok"] else "failed",
@@ -172,6 +173,7 @@ class OnnxInt8Converter(Converter):
             # Nodes that read a float activation: the ones kept in float on purpose, and those whose
             # operator onnxruntime.quantization does not quantize (it leaves them float silently).
             "left_in_float": left_in_float,
+            "macs": onnx_mac_share(quantized),  # multiply-accumulates by activation type, as tflite-int8's
             "metrics": scored["metrics"],
             "agreement": scored["agreement"],
             "output_sqnr_db": scored["output_sqnr_db"],
@@ -198,7 +200,7 @@ class OnnxInt8Converter(Converter):
         """(remedy, activations, nodes kept in float) per attempt, in order. The per-node table
         is measured on the first (all-int8) attempt only when a float-node remedy is reached."""
         yield "int8", "int8", []
-        failed = [o["index"] for o in attempts[-1]["quality"]["outputs"] if not o["ok"]]
+        failed = [o["index"] for o in (attempts[-1].get("quality") or {}).get("outputs", []) if not o["ok"]]
         if any(i in mixed for i in failed):
             onnx = require("onnx", "the onnx-int8 target")
             tail = concat_tail(onnx.load(str(pre), load_external_data=False),
