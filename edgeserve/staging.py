@@ -47,8 +47,9 @@ def check_output_path(out: Path) -> None:
         raise InputError(f"cannot use {out} as the output folder: {exc.strerror or exc}; choose another with -o") from exc
 
 
-# What _sibling adds to OUT's name: ".", ".staging-", a pid (up to 7 digits), "-", 8 hex digits.
-_SIBLING_EXTRA = len("..staging--") + 7 + 8
+# What _sibling adds to OUT's name at most: ".", ".replaced-" (the longer of its two kinds), a pid
+# (up to 7 digits), "-", 8 hex digits.
+_SIBLING_EXTRA = len(f"..{_REPLACED}--") + 7 + 8
 
 
 def _check_output_path(out: Path) -> None:

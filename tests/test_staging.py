@@ -275,3 +275,26 @@ def test_a_place_this_user_cannot_write_or_reach_is_refused_before_any_work() ->
         assert f"cannot reach the output folder {root / 'closed' / 'out'}: permission denied" in said["closed"]
     finally:
         shutil.rmtree(root)
+
+
+def test_the_longest_name_taken_leaves_room_for_both_siblings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OUT name is taken only when the staging and the replaced folder beside it fit the file
+    system's name limit too ("replaced" is one byte longer than "staging"): the longest name taken
+    can have both made, one byte more is refused before any work."""
+    import os
+
+    from edgeserve.errors import InputError
+    from edgeserve.staging import _REPLACED, _STAGING, _SIBLING_EXTRA, _sibling, check_output_path
+
+    import edgeserve.staging
+
+    monkeypatch.setattr(edgeserve.staging.os, "getpid", lambda: 9_999_999)  # the longest pid Linux gives
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    longest = tmp_path / ("o" * (limit - _SIBLING_EXTRA))
+    check_output_path(longest)
+    for kind in (_STAGING, _REPLACED):
+        sibling = _sibling(longest, kind)
+        sibling.mkdir()  # would raise OSError (name too long) if the check let too long a name through
+        sibling.rmdir()
+    with pytest.raises(InputError, match="choose a shorter name with -o"):
+        check_output_path(tmp_path / ("o" * (limit - _SIBLING_EXTRA + 1)))
