@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.manifest import file_records
+from edgeserve.staging import pid_alive
 
 DEFAULT_MAX_BYTES = 2 << 30
 _ENTRY = "entry.json"
@@ -124,18 +125,8 @@ def store(key: str, out: Path, entry: Mapping[str, Any]) -> None:
 def _remove_dead_temporaries(base: Path) -> None:
     for path in base.glob(f"{_TMP}*"):
         pid = path.name[len(_TMP):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _size(path: Path) -> int:

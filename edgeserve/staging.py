@@ -138,7 +138,8 @@ def _check_writable(out: Path) -> None:
                              "moved into place; choose a folder you can write with -o")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -162,7 +163,7 @@ def clean_leftovers(out: Path) -> list[Path]:
     for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.*-*-*")):
         kind, _, rest = path.name[len(out.name) + 2 :].partition("-")
         pid = rest.split("-")[0]
-        if kind not in (_STAGING, _REPLACED) or not pid.isdigit() or _pid_alive(int(pid)):
+        if kind not in (_STAGING, _REPLACED) or not pid.isdigit() or pid_alive(int(pid)):
             continue
         if kind == _REPLACED and not out.exists():
             os.replace(path, out)  # killed between the two renames of publish()

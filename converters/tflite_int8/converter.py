@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ from edgeserve.converters import register
 from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
 from edgeserve.converters.tflite_int8.attempts import Attempt, Options, Remedy
 from edgeserve.converters.tflite_int8.float_tail import concatenation_tail, float_front
-from edgeserve.converters.tflite_int8.layer_errors import LayerError
-from edgeserve.converters.tflite_int8.output_order import source_order
+from edgeserve.converters.tflite_int8.layer_errors import LayerError, LayerTable
+from edgeserve.converters.tflite_int8.output_order import source_order, upstream_tensors
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
@@ -119,8 +119,8 @@ class TfliteInt8Converter(Converter):
         return self._write(ctx, opts, attempts, layers)
 
     def _other_onnx_route(self, ctx: ConversionContext, opts: Options, route: QuantizerRoute, metric: str,
-                          attempts: list[Attempt], layers: "LayerTable",
-                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], "LayerTable"]:
+                          attempts: list[Attempt], layers: LayerTable,
+                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], LayerTable]:
         """An ONNX source whose float model (the reader's, or onnx2tf's) gave no INT8 model that
         passes: the other route's float model through the same remedies, kept if it does better
         (a passing model, or a model at all). Otherwise the first route's outcome stands."""
@@ -152,7 +152,7 @@ class TfliteInt8Converter(Converter):
         self._route_record = self._route_record | {"other_route_tried": f"{other.route}: {_summary(theirs)}"}
         return attempts, layers
 
-    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: "LayerTable",
+    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: LayerTable,
                   metric: str, opts: Options) -> list[Attempt]:
         """The remedies in order on ``route``, each verified, until one passes the gate."""
         attempts: list[Attempt] = []
@@ -180,7 +180,7 @@ class TfliteInt8Converter(Converter):
                 self.verify(ctx, attempt, metric, opts)
                 if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
                     self._failed = attempt.verdict.failed_outputs
-                    self._focus = _upstream_tensors(attempt.model, ctx, self._failed)
+                    self._focus = upstream_tensors(attempt.model, _output_order(attempt.model, ctx), self._failed)
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
@@ -245,7 +245,7 @@ class TfliteInt8Converter(Converter):
         return record
 
     # ----- calibrate --------------------------------------------------------------------
-    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> "LayerTable":
+    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> LayerTable:
         """The per-layer error table, measured when a remedy first needs it (the int8 model
         missed its gate) or now when the user asked for it (--per-layer): on a model whose int8
         attempt passes it was a quarter of a small conversion's time and nothing used it."""
@@ -271,7 +271,7 @@ class TfliteInt8Converter(Converter):
                 log.warning("%s; converting without it", exc)
                 return []
 
-    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, table: "LayerTable",
+    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, table: LayerTable,
                   opts: Options) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
@@ -417,7 +417,7 @@ class TfliteInt8Converter(Converter):
 
     # ----- write ------------------------------------------------------------------------
     def _write(self, ctx: ConversionContext, opts: Options, attempts: list[Attempt],
-               table: "LayerTable") -> dict[str, Any]:
+               table: LayerTable) -> dict[str, Any]:
         from edgeserve.runtime.litert import TfliteRunner
 
         layers = table.measured_or_empty()
@@ -522,24 +522,6 @@ class TfliteInt8Converter(Converter):
         return reverify_artifact(entry, root)
 
 
-def _upstream_tensors(model: bytes, ctx: ConversionContext, failed: list[int]) -> set[str]:
-    """Names of every tensor computed on the way to the source outputs ``failed``."""
-    graph = TfliteModel.from_bytes(model).subgraphs[0]
-    producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
-    order = _output_order(model, ctx)
-    pending = [graph.outputs[order[i]] for i in failed if i < len(order)]
-    seen: set[int] = set()
-    while pending:
-        tensor = pending.pop()
-        if tensor in seen:
-            continue
-        seen.add(tensor)
-        op = producer.get(tensor)
-        if op is not None:
-            pending.extend(t for t in op.inputs if t >= 0)
-    return {graph.tensors[t].name for t in seen}
-
-
 def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:
     outputs = ctx.source.signature.outputs
     return source_order(model, [t.name for t in outputs], [tuple(t.shape) for t in outputs])
@@ -568,26 +550,6 @@ def _io_names(ctx: ConversionContext) -> tuple[list[str], list[str]]:
 def _summary(attempts: list[Attempt]) -> str:
     return "; ".join(f"{a.remedy.name} {a.status}" + (f" ({clip_words(a.reason, 120)})" if a.reason and a.status != "ok" else "")
                      for a in attempts)
-
-
-class LayerTable:
-    """The per-layer error table, measured once, when first asked for."""
-
-    def __init__(self, measure: Callable[[], list[LayerError]]) -> None:
-        self._measure = measure
-        self._table: list[LayerError] | None = None
-
-    @property
-    def measured(self) -> bool:
-        return self._table is not None
-
-    def get(self) -> list[LayerError]:
-        if self._table is None:
-            self._table = self._measure()
-        return self._table
-
-    def measured_or_empty(self) -> list[LayerError]:
-        return self._table if self._table is not None else []
 
 
 def _write_npz(path: Path, **groups: Any) -> None:

@@ -127,3 +127,23 @@ def _row_to_layer(row: dict[str, str]) -> LayerError:
         max_abs_error=float(row["max_abs_error"]),
         scale=scale,
     )
+
+
+class LayerTable:
+    """The per-layer error table, measured once, when first asked for."""
+
+    def __init__(self, measure: Callable[[], list[LayerError]]) -> None:
+        self._measure = measure
+        self._table: list[LayerError] | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self._table is not None
+
+    def get(self) -> list[LayerError]:
+        if self._table is None:
+            self._table = self._measure()
+        return self._table
+
+    def measured_or_empty(self) -> list[LayerError]:
+        return self._table if self._table is not None else []

@@ -52,3 +52,21 @@ def _by_unique_shape(graph: object, outputs: list[int], shapes: Sequence[Sequenc
             return None
         order.append(matches[0])
     return order if sorted(order) == list(range(len(outputs))) else None
+
+
+def upstream_tensors(model: bytes, order: list[int], failed: list[int]) -> set[str]:
+    """Names of every tensor computed on the way to the source outputs ``failed`` (``order``: the
+    position of each source output among the model's outputs)."""
+    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    producer = {t: op for op in graph.operators for t in op.outputs if t >= 0}
+    pending = [graph.outputs[order[i]] for i in failed if i < len(order)]
+    seen: set[int] = set()
+    while pending:
+        tensor = pending.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        op = producer.get(tensor)
+        if op is not None:
+            pending.extend(t for t in op.inputs if t >= 0)
+    return {graph.tensors[t].name for t in seen}
