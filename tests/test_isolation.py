@@ -97,6 +97,9 @@ def test_a_keras_lstm_that_crashes_tensorflow_converts_another_way(tmp_path):
 
     import tensorflow as tf
 
+    # Seeded: the weights were whatever the tests run before left in Keras's random state, and
+    # one order of the suite gave a model at 23.8 dB where this one measures above 25.
+    tf.keras.utils.set_random_seed(0)
     x = tf.keras.Input((20, 8), batch_size=1)
     model = tf.keras.Model(x, tf.keras.layers.Dense(4)(tf.keras.layers.LSTM(16)(x)))
     model.save(tmp_path / "lstm.keras")
@@ -110,7 +113,7 @@ def test_a_keras_lstm_that_crashes_tensorflow_converts_another_way(tmp_path):
     assert entry["route"]["instead_of"].startswith("tensorflow-converter: ")
     assert entry["route"]["float_model"].startswith("batch-1 SavedModel -> tf2onnx -> edgeserve ONNX reader")
     assert entry["status"] == "ok" and entry["integer_only"]
-    assert min(entry["output_sqnr_db"].values()) > 25  # measured 30.3 dB against TensorFlow
+    assert min(entry["output_sqnr_db"].values()) > 25  # measured 28.9 dB against TensorFlow (seed 0)
 
 
 @pytest.fixture(scope="module")
