@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from edgeserve.console import Progress
 from edgeserve.datasets import SampleSet
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import SourceModel
+
+T = TypeVar("T")
+_LOCKS_LOCK = threading.Lock()
 
 
 @dataclasses.dataclass
@@ -38,30 +42,64 @@ class ConversionContext:
     workdir: Path
     artifacts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # target -> entry, this run
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)  # work one target does for others
-    _reference: list[np.ndarray] | None = None
-    _mixed: dict[int, dict[str, Any]] | None = None
+    # One lock per piece of shared work: targets run side by side (--jobs) each get a copy of
+    # this context with a workdir of their own, and these two dicts are the same in every copy.
+    _locks: dict[str, threading.Lock] = dataclasses.field(default_factory=dict)
+    shared_workdir: Path | None = None  # the conversion's own scratch folder (a target's workdir is in it)
+
+    def once(self, key: str, make: Callable[[], T]) -> T:
+        """``make()``'s value, made by the first target that asks; one that asks meanwhile waits
+        for it rather than doing the same work beside it. A failed ``make`` is tried again by
+        the next target that asks."""
+        with _LOCKS_LOCK:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.shared:
+                self.shared[key] = make()
+            return self.shared[key]
+
+    def for_target(self, name: str) -> "ConversionContext":
+        """This context with a scratch folder of the target's own (targets side by side must not
+        write the same scratch file); what is shared stays shared."""
+        root = self.shared_workdir or self.workdir
+        workdir = root / name
+        workdir.mkdir(exist_ok=True)
+        return dataclasses.replace(self, workdir=workdir, shared_workdir=root)
+
+    def batch1_saved_model(self) -> Path:
+        """The TensorFlow source as a batch-1 SavedModel (the TensorFlow converter and tf2onnx
+        both start from it), exported once for every target."""
+        def export() -> Path:
+            from edgeserve.console import capture_native_stderr
+
+            directory = (self.shared_workdir or self.workdir) / "batch1_saved_model"
+            with self.progress.step("export batch-1 SavedModel"), capture_native_stderr():
+                self.source.export_batch1_saved_model(directory)
+            return directory
+
+        return self.once("batch1_saved_model", export)
 
     def reference_outputs(self) -> list[np.ndarray]:
         """The float source's outputs on ``evaluation`` (computed once, shared by targets)."""
-        if self._reference is None:
-            assert self.evaluation is not None, "a .tflite source has no float reference"
-            self._reference = self.source.predict(list(self.evaluation.inputs))
-        return self._reference
+        assert self.evaluation is not None, "a .tflite source has no float reference"
+        evaluation = self.evaluation
+        return self.once("reference_outputs", lambda: self.source.predict(list(evaluation.inputs)))
 
     def mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
         """Source outputs whose float values join ranges one int8 scale cannot hold
         (edgeserve.quality.mixed_range_outputs), found once before any target quantizes; a
         classifier's first output is judged by its top-1, not by its ranges, and is skipped."""
-        if self._mixed is None:
-            from edgeserve.metrics import choose_metric
-            from edgeserve.quality import mixed_range_outputs
+        return self.once("mixed_range_outputs", self._find_mixed_range_outputs)
 
-            reference = self.reference_outputs()
-            assert self.evaluation is not None
-            metric = choose_metric(self.options.get("metric"), self.evaluation.labels, reference[0])
-            self._mixed = mixed_range_outputs(reference, [t.name for t in self.source.signature.outputs],
-                                              skip_first=metric == "top1")
-        return self._mixed
+    def _find_mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
+        from edgeserve.metrics import choose_metric
+        from edgeserve.quality import mixed_range_outputs
+
+        reference = self.reference_outputs()
+        assert self.evaluation is not None
+        metric = choose_metric(self.options.get("metric"), self.evaluation.labels, reference[0])
+        return mixed_range_outputs(reference, [t.name for t in self.source.signature.outputs],
+                                   skip_first=metric == "top1")
 
 
 @dataclasses.dataclass(frozen=True)

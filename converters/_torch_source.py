@@ -23,8 +23,10 @@ def torch_source(ctx: Any, tensorflow_too: bool = False) -> Any:
     kinds = ("tflite-float", *(TENSORFLOW_KINDS if tensorflow_too else ()))
     if ctx.source.kind not in kinds:
         return ctx.source
-    if "torch_source" in ctx.shared:  # coreml and executorch in one run share it
-        return ctx.shared["torch_source"]
+    return ctx.once("torch_source", lambda: _via_onnx(ctx))  # coreml and executorch in one run share it
+
+
+def _via_onnx(ctx: Any) -> Any:
     from edgeserve._deps import require
     from edgeserve.converters.onnx.export import float_onnx
     from edgeserve.sources import load_source
@@ -35,9 +37,7 @@ def torch_source(ctx: Any, tensorflow_too: bool = False) -> Any:
         path = ctx.workdir / "torch_source" / "from_tensorflow.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
         onnx.save_model(made.model, str(path))
-        source = load_source(path)
-    ctx.shared["torch_source"] = source
-    return source
+        return load_source(path)
 
 
 def route_to_torch(kind: str) -> str:

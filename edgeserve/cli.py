@@ -140,6 +140,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--no-cache", is_flag=True,
               help="Neither take targets from the cache shared between output folders (~/.cache/edgeserve/targets, "
                    "`edgeserve cache`) nor keep them there.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=256), default=None, metavar="N",
+              help="Targets built side by side once the shared steps are done (default: the cores this process "
+                   "may use); each target's risky steps stay isolated. 1: one after another.")
 @click.option("--per-layer", is_flag=True,
               help="tflite-int8: measure the per-layer error table on every run (by default only when the "
                    "int8 model misses its gate and a remedy needs it).")
@@ -192,7 +195,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: Path, calib: Path | None,
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
             min_detection_match: float, max_score_error: float, min_sqnr_db: float,
-            metric: str | None, io: str, debug_samples: int, no_reuse: bool, no_cache: bool, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
+            metric: str | None, io: str, debug_samples: int, no_reuse: bool, no_cache: bool, jobs: int | None, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
             cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
@@ -229,7 +232,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                 preprocess=spec, profile=profile, options=options, max_calib_samples=calib_samples,
                 progress=progress, sign_key=sign_key, input_shapes=parse_input_shapes(input_shapes),
                 input_values=parse_input_values(input_values), batch_axes=parse_batch_axes(batch_axes),
-                reuse=not no_reuse, cache=not no_cache,
+                reuse=not no_reuse, cache=not no_cache, jobs=jobs,
             )
     except AccuracyError as exc:
         if exc.result is not None and not json_out:  # with --json, the error object carries the manifest

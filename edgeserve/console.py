@@ -10,13 +10,15 @@ hiding edgeserve's own progress.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import atexit
 import os
 import time
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
@@ -48,23 +50,128 @@ class NativeOutput:
     text: str = ""
 
 
+class _Shared:
+    """One redirection of something the whole process has (file descriptor 2, ``sys.stdout``,
+    ``sys.stderr``, the warnings filters), shared by the blocks that overlap: the first block in
+    makes it, the last one out undoes it, and each block gets what was written while it was
+    open. Targets built side by side (--jobs) each saving and restoring such a thing on their
+    own would leave it pointing at the first one's scratch for good; a block beside another
+    thread's also sees that thread's lines, which is the price of sharing."""
+
+    def __init__(self, install: Callable[[contextlib.ExitStack], tuple[Callable[[], Any], Callable[[Any], Any]]]):
+        self.install = install  # (undo) -> (mark(), since(mark)), set up under ``undo``
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.undo: contextlib.ExitStack | None = None
+        self.reader: tuple[Callable[[], Any], Callable[[Any], Any]] | None = None
+
+    @contextlib.contextmanager
+    def block(self) -> Iterator[list[Any]]:
+        """Yields a list that holds, after the block, what was written while it was open."""
+        got: list[Any] = []
+        with self.lock:
+            if self.depth == 0:
+                self.undo = contextlib.ExitStack()
+                self.reader = self.install(self.undo)
+            self.depth += 1
+            assert self.reader is not None
+            mark, since = self.reader
+            start = mark()
+        try:
+            yield got
+        finally:
+            with self.lock:
+                got.append(since(start))
+                self.depth -= 1
+                if self.depth == 0 and self.undo is not None:
+                    self.undo.close()
+                    self.undo = self.reader = None
+
+
+def _python_stream(name: str) -> Callable[[contextlib.ExitStack], tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    def install(undo: contextlib.ExitStack) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+        import io
+
+        buffer = io.StringIO()
+        undo.enter_context(contextlib.redirect_stderr(buffer) if name == "stderr" else contextlib.redirect_stdout(buffer))
+        return (lambda: len(buffer.getvalue())), (lambda start: buffer.getvalue()[start:])
+    return install
+
+
+def _native_stderr(undo: contextlib.ExitStack) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    fd = 2
+    sys.stderr.flush()
+    scratch = undo.enter_context(tempfile.TemporaryFile(mode="w+b")).fileno()
+    saved = os.dup(fd)
+    undo.callback(os.close, saved)
+    undo.callback(os.dup2, saved, fd)
+    undo.callback(sys.stderr.flush)
+    os.dup2(scratch, fd)
+
+    def mark() -> int:
+        sys.stderr.flush()
+        return os.fstat(scratch).st_size
+
+    def since(start: int) -> str:
+        end = mark()
+        return os.pread(scratch, end - start, start).decode("utf-8", errors="replace") if end > start else ""
+    return mark, since
+
+
+def _warnings(undo: contextlib.ExitStack) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    import warnings
+
+    recording = undo.enter_context(warnings.catch_warnings(record=True))
+    assert recording is not None
+    warnings.simplefilter("always")
+    return (lambda: len(recording)), (lambda start: list(recording[start:]))
+
+
+def _logging_off(undo: contextlib.ExitStack) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    undo.callback(logging.disable, logging.root.manager.disable)
+    logging.disable(logging.WARNING)
+    return (lambda: None), (lambda start: None)
+
+
+_NATIVE = _Shared(_native_stderr)
+_STDOUT = _Shared(_python_stream("stdout"))
+_STDERR = _Shared(_python_stream("stderr"))
+_WARNINGS = _Shared(_warnings)
+_LOGGING_OFF = _Shared(_logging_off)
+
+
 @contextlib.contextmanager
 def quiet_libraries() -> Iterator[None]:
     """Silence what conversion libraries print (litert-torch, torch.export, ai-edge-quantizer):
     progress lines on stdout, notices on stderr and through logging and warnings. edgeserve
     reports its own progress; ``--debug`` shows native output through capture_native_stderr."""
-    import io
-    import warnings
+    with _STDOUT.block(), _STDERR.block(), capture_native_stderr(), _WARNINGS.block(), _LOGGING_OFF.block():
+        yield
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            capture_native_stderr(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        previous = logging.root.manager.disable
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(previous)
+
+@contextlib.contextmanager
+def quiet_warnings() -> Iterator[list[Any]]:
+    """Warnings raised in the block are recorded, not shown (``warnings.WarningMessage`` items in
+    the list after the block): ``warnings.catch_warnings`` made thread-safe for blocks that overlap."""
+    caught: list[Any] = []
+    got: list[Any] = []
+    try:
+        with _WARNINGS.block() as got:
+            yield caught
+    finally:
+        caught.extend(got[0] if got else [])
+
+
+@contextlib.contextmanager
+def python_stderr() -> Iterator[list[str]]:
+    """``sys.stderr`` into a buffer for the block (tqdm's bars); the text is in the list after."""
+    text: list[str] = []
+    got: list[Any] = []
+    try:
+        with _STDERR.block() as got:
+            yield text
+    finally:
+        text.extend(got)
 
 
 @contextlib.contextmanager
@@ -77,29 +184,27 @@ def capture_native_stderr() -> Iterator[NativeOutput]:
     result = NativeOutput()
     # Native code writes to descriptor 2 whatever sys.stderr is (pytest, Jupyter and
     # loggers replace the Python object), so redirect the descriptor itself.
-    fd = 2
     try:
-        os.fstat(fd)
+        os.fstat(2)
     except OSError:  # no descriptor 2 at all (some daemons): nothing to capture
         yield result
         return
     ui_stream()  # make sure the UI keeps the real stderr before it is redirected
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), fd)
-        try:
+    got: list[Any] = []
+    try:
+        with _NATIVE.block() as got:
             yield result
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            tmp.seek(0)
-            result.text = tmp.read().decode("utf-8", errors="replace")
-    for line in result.text.splitlines():
-        if line.strip():
-            log.debug("native: %s", line)
+    finally:
+        result.text = got[0] if got else ""
+        for line in result.text.splitlines():
+            if line.strip():
+                log.debug("native: %s", line)
 
+
+# The steps of the target whose thread records them (targets run side by side with --jobs, so
+# the order of Progress.timings alone no longer tells whose step is whose).
+_COLLECTING: contextvars.ContextVar[list[tuple[str, float]] | None] = contextvars.ContextVar(
+    "edgeserve_steps", default=None)
 
 HEARTBEAT_S = 30.0  # seconds between "still running" lines of a long step in a log
 
@@ -115,6 +220,22 @@ class Progress:
         self.started = time.monotonic()
         # (description, seconds) of every step and tracked loop, in order: the manifest's timing.
         self.timings: list[tuple[str, float]] = []
+
+    def _record(self, description: str, seconds: float) -> None:
+        self.timings.append((description, seconds))
+        own = _COLLECTING.get()
+        if own is not None:
+            own.append((description, seconds))
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[list[tuple[str, float]]]:
+        """The steps recorded in this block by this thread (and the threads it hands its context)."""
+        own: list[tuple[str, float]] = []
+        token = _COLLECTING.set(own)
+        try:
+            yield own
+        finally:
+            _COLLECTING.reset(token)
 
     def _line(self, description: str, start: float, count: str = "") -> None:
         ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {description}{count}\n")
@@ -164,7 +285,7 @@ class Progress:
         try:
             yield from self._shown_track(items, total, description)
         finally:
-            self.timings.append((description, time.monotonic() - start))
+            self._record(description, time.monotonic() - start)
 
     def _shown_track(self, items: Iterable[T], total: int, description: str) -> Iterator[T]:
         if self.plain:
@@ -190,7 +311,7 @@ class Progress:
             with self._shown_step(description):
                 yield
         finally:
-            self.timings.append((description, time.monotonic() - start))
+            self._record(description, time.monotonic() - start)
 
     @contextlib.contextmanager
     def _shown_step(self, description: str) -> Iterator[None]:

@@ -135,15 +135,13 @@ def _run_warm(function: str, payload: bytes, timeout_s: float) -> tuple[int | No
     from edgeserve import warm_children
 
     server = warm_children.server()
-    if server is None or not server.lock.acquire(blocking=False):  # busy with another thread's step
+    if server is None:
         return _COLD, b"", ""
     try:
         with tempfile.TemporaryDirectory(prefix="edgeserve-step-") as folder:
             return server.run(function, payload, Path(folder), timeout_s)
     except warm_children.ServerGone:
         return _COLD, b"", ""
-    finally:
-        server.lock.release()
 
 
 def _run_cold(function: str, payload: bytes, timeout_s: float) -> tuple[int | None, bytes, str]:

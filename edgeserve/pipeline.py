@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -16,6 +17,7 @@ from edgeserve.atomic import read_settings
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
 from edgeserve.isolation import budget
+from edgeserve.schedule import default_jobs, in_dependency_order
 from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
@@ -66,6 +68,7 @@ def convert(
     batch_axes: Mapping[str, int] | None = None,
     reuse: bool = True,
     cache: bool = True,
+    jobs: int | None = None,
 ) -> ConvertResult:
     """Convert one source model to each target and verify every artifact.
 
@@ -83,6 +86,8 @@ def convert(
     inputs, options and tools (:mod:`edgeserve.reuse`); False builds every target again.
     ``cache`` takes such a target from the cache shared between output folders, and keeps every
     target that passes there (:mod:`edgeserve.cache`); False neither reads nor writes it.
+    ``jobs`` targets are built side by side (default: the cores this process may use; 1 builds
+    them one after another in this thread); each one's isolated steps stay isolated.
 
     Raises:
         EdgeServeError subclasses for bad input; AccuracyError (after the manifest is
@@ -118,7 +123,7 @@ def convert(
         loading = {"input_shapes": input_shapes, "input_values": input_values, "batch_axes": batch_axes}
         return _convert_loaded(model, targets, out, calib, eval_data, calib_random, preprocess, prof, profile,
                                options, max_calib_samples, progress, sign_key, loading if reuse else None,
-                               cache)
+                               cache, jobs)
 
 
 def _check_data_early(source: Any, calib: Any, eval_data: Any, calib_random: bool, *, fixed_shapes: bool) -> None:
@@ -160,7 +165,8 @@ def _warm_isolated_imports(converters: Sequence[Any], kind: str) -> None:
 def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib: Any, eval_data: Any,
                     calib_random: bool, preprocess: PreprocessSpec | None, prof: Any, profile: str | None,
                     options: Mapping[str, Any] | None, max_calib_samples: int | None, progress: Progress,
-                    sign_key: Any, loading: Mapping[str, Any] | None, use_cache: bool = True) -> ConvertResult:
+                    sign_key: Any, loading: Mapping[str, Any] | None, use_cache: bool = True,
+                    jobs: int | None = None) -> ConvertResult:
     from edgeserve.converters import get_converter
 
     source = model.path
@@ -204,7 +210,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
     _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
-                                           profile, options, progress, loading, judged, use_cache)
+                                           profile, options, progress, loading, judged, use_cache, jobs)
         from edgeserve.signing import sign_manifest, signature_path
 
         if sign_key is not None:
@@ -220,8 +226,8 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
 def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibration: Any, evaluation: Any,
                   spec: PreprocessSpec | None, prof: Any, profile: str | None, options: Mapping[str, Any] | None,
                   progress: Progress, loading: Mapping[str, Any] | None,
-                  judged: Mapping[str, Any] | None = None,
-                  use_cache: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                  judged: Mapping[str, Any] | None = None, use_cache: bool = True,
+                  jobs: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``loading`` None: every target is built again (--no-reuse); else the source's loading
     options, part of each target's reuse key."""
     from edgeserve import cache, reuse
@@ -270,7 +276,9 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
         )
         not_built: list[dict[str, str]] = []
         refused: list[tuple[str, EdgeServeError]] = []
-        for converter in converters:
+        keys: dict[str, str] = {}
+
+        def wanted(converter: Any) -> bool:
             needed = converter.requires(model.kind)
             failed = [name for name in needed if ctx.artifacts.get(name, {}).get("status") == "failed"]
             missing = [name for name in needed if name not in ctx.artifacts]
@@ -281,52 +289,74 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 manifest["not_built"] = not_built
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "not_built": not_built[-1]["reason"]})
-                continue
-            key = reuse.target_key(run, converter.name, {n: ctx.artifacts[n].get("sha256") for n in needed})
-            began, first_step = time.monotonic(), len(progress.timings)
+                return False
+            keys[converter.name] = reuse.target_key(run, converter.name,
+                                                    {n: ctx.artifacts[n].get("sha256") for n in needed})
+            return True
+
+        def build(converter: Any) -> tuple[dict[str, Any], float, list[tuple[str, float]]]:
+            """In a thread of its own with --jobs: the entry, or the target's refusal raised."""
+            key, began = keys[converter.name], time.monotonic()
             why_not = reuse.reusable(previous.get(converter.name), key, out) if loading is not None else "--no-reuse"
             cached = None
             if why_not is not None and loading is not None and use_cache:
                 cached = cache.lookup(key, out)
+            with progress.collecting() as steps:
+                try:
+                    if why_not is None:
+                        with progress.step(f"{converter.name}: kept from the previous run into this folder (same "
+                                           "source, data, options and tools; --no-reuse builds it again)"):
+                            entry = dict(previous[converter.name]) | {"reused": True}
+                    elif cached is not None:
+                        with progress.step(f"{converter.name}: from the cache ({cache.root()}), built and checked "
+                                           "before from the same source, data, options and tools; --no-cache "
+                                           "builds it again"):
+                            entry = cached
+                    else:
+                        log.debug("%s: built again: %s", converter.name, why_not)
+                        # Every isolated step of the target ends by its budget: a target lost to a
+                        # step that never ends is refused, and the other targets go on.
+                        with budget((options or {}).get("target_budget_s", DEFAULT_TARGET_BUDGET_S)):
+                            entry = _with_judge(converter.convert(ctx.for_target(converter.name))) | {"reuse_key": key}
+                except EdgeServeError as exc:
+                    exc.timing = (time.monotonic() - began, list(steps))  # type: ignore[attr-defined]
+                    raise
+            return entry, time.monotonic() - began, list(steps)
+
+        def settle(converter: Any, built: "concurrent.futures.Future[Any]") -> None:
             try:
-                if why_not is None:
-                    with progress.step(f"{converter.name}: kept from the previous run into this folder (same "
-                                       "source, data, options and tools; --no-reuse builds it again)"):
-                        entry = dict(previous[converter.name]) | {"reused": True}
-                elif cached is not None:
-                    with progress.step(f"{converter.name}: from the cache ({cache.root()}), built and checked before "
-                                       "from the same source, data, options and tools; --no-cache builds it again"):
-                        entry = cached
-                else:
-                    log.debug("%s: built again: %s", converter.name, why_not)
-                    # Every isolated step of the target ends by its budget: a target lost to a
-                    # step that never ends is refused, and the other targets go on.
-                    with budget((options or {}).get("target_budget_s", DEFAULT_TARGET_BUDGET_S)):
-                        entry = _with_judge(converter.convert(ctx)) | {"reuse_key": key}
+                entry, seconds, steps = built.result()
             except EdgeServeError as exc:
                 # One target's refusal (its tool missing, TFLM refusing the model, an operator it
                 # lacks) does not throw away the others' work: it is recorded and the run goes on
                 # (and ends with exit 1). Errors about the run itself were raised before this loop.
+                seconds, steps = getattr(exc, "timing", (0.0, []))
                 refused.append((converter.name, exc))
-                timing["targets"][converter.name] = {"seconds": round(time.monotonic() - began, 2),
-                                                     "steps": _steps(progress.timings[first_step:]), "refused": True}
+                timing["targets"][converter.name] = {"seconds": round(seconds, 2), "steps": _steps(steps),
+                                                     "refused": True}
                 manifest["timing"] = timing
                 manifest["refused"] = [{"target": name, "reason": first_line(e)} for name, e in refused]
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "refused": first_line(exc)})
-                continue
+                return
             ctx.artifacts[converter.name] = entry
-            timing["targets"][converter.name] = {"seconds": round(time.monotonic() - began, 2),
-                                                 "steps": _steps(progress.timings[first_step:])}
+            timing["targets"][converter.name] = {"seconds": round(seconds, 2), "steps": _steps(steps)}
             timing["wall_seconds"] = round(time.monotonic() - progress.started, 2)
             manifest["timing"] = timing
             if use_cache and loading is not None and entry.get("status") == "ok" and not entry.get("cached"):
-                cache.store(key, out, entry)
+                cache.store(keys[converter.name], out, entry)
             upsert_artifact(manifest, entry)
             write_manifest(manifest_path, manifest)
             if entry["status"] != "ok":
                 failures.append(entry)
+
+        in_dependency_order(converters, lambda c: c.name, lambda c: c.requires(model.kind), build, settle,
+                            jobs=jobs or default_jobs(), wanted=wanted)
+        # Targets side by side end in any order: the manifest lists them in the order asked for.
+        _in_target_order(manifest, timing, [c.name for c in converters])
+        write_manifest(manifest_path, manifest)
         if refused and not ctx.artifacts:
+            refused.sort(key=lambda item: [c.name for c in converters].index(item[0]))
             raise refused[0][1]  # nothing was built: the refusal itself is the answer, nothing written
     return manifest, failures
 
@@ -425,6 +455,17 @@ def _default_spec_the_data_allows(spec: PreprocessSpec, calibration: Any, where:
                 "cannot give: no preprocessing is recorded; give --scale/--mean/--std (or --preprocess) to record "
                 "the one the model was trained with", where, held[0], held[1], spec.scale, low, high)
     return None
+
+
+def _in_target_order(manifest: dict[str, Any], timing: dict[str, Any], order: list[str]) -> None:
+    def place(name: str) -> int:
+        return order.index(name) if name in order else -1  # kept entries of earlier runs first
+
+    manifest["artifacts"] = sorted(manifest["artifacts"], key=lambda a: place(a.get("target", "")))
+    timing["targets"] = dict(sorted(timing["targets"].items(), key=lambda item: place(item[0])))
+    for listed in ("refused", "not_built"):
+        if listed in manifest:
+            manifest[listed] = sorted(manifest[listed], key=lambda r: place(r["target"]))
 
 
 def _remove_files_of(out: Path, entry: dict[str, Any]) -> None:

@@ -10,8 +10,9 @@ one from the same clean state. Nothing runs in the server but imports, so its th
 no lock a child could need (forking a process whose TensorFlow had *run* deadlocked; one
 that only imported it forks cleanly: measured in tests/test_isolation.py).
 
-A request is a length-prefixed pickle on the server's stdin; the server answers with the
-child's pid, then its wait status. The child's result is a file in a folder the converting
+A request is a length-prefixed pickle on the server's stdin, numbered; the server answers
+with the child's pid, then its wait status, each under the request's number, so several
+steps (targets converted side by side) run at once from one server. The child's result is a file in a folder the converting
 process made, and so is everything it printed (fd 1 and 2), which is what a cold child's
 stderr was.
 
@@ -28,7 +29,9 @@ import atexit
 import hashlib
 import importlib
 import os
+import itertools
 import pickle
+import queue
 import select
 import signal
 import struct
@@ -100,47 +103,92 @@ def _die_with_parent() -> None:
 
 
 class _Server:
+    """One server, shared by the converting process's threads: each step's request carries a
+    number, and one reader thread hands each answer to the thread that waits for it, so the
+    targets of a conversion (pipeline --jobs) fork their steps from it side by side."""
+
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.send_lock = threading.Lock()  # a request is written whole, never interleaved
         self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.to_server, self.from_server = self.process.stdin.fileno(), self.process.stdout.fileno()
+        self._waiting: dict[int, queue.Queue[tuple[str, int]]] = {}
+        self._waiting_lock = threading.Lock()
+        self._numbers = itertools.count()
+        self._gone = False
+        threading.Thread(target=self._read_answers, name="edgeserve-fork-answers", daemon=True).start()
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process.poll() is None and not self._gone
 
     def warm(self, modules: list[str]) -> None:
-        _send(self.to_server, ("warm", modules))
+        with self.send_lock:
+            _send(self.to_server, ("warm", modules))
+
+    def _read_answers(self) -> None:
+        try:
+            while True:
+                kind, number, value = _receive(self.from_server)
+                with self._waiting_lock:
+                    waiter = self._waiting.get(number)
+                if waiter is not None:
+                    waiter.put((kind, value))
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+            with self._waiting_lock:
+                self._gone = True
+                for waiter in self._waiting.values():
+                    waiter.put(("gone", 0))
+
+    def _answer(self, answers: "queue.Queue[tuple[str, int]]", kind: str, timeout_s: float) -> int:
+        try:
+            said, value = answers.get(timeout=max(timeout_s, 0.0))
+        except queue.Empty:
+            raise TimeoutError from None
+        if said != kind:
+            raise ServerGone("the server went away during the step")
+        return value
 
     def run(self, function: str, payload: bytes, folder: Path, timeout_s: float) -> tuple[int | None, bytes, str]:
         """(exit code as subprocess gives it, or None after a timeout; the child's result
         bytes; what it printed)."""
+        number, answers = next(self._numbers), queue.Queue()  # type: ignore[var-annotated]
+        with self._waiting_lock:
+            if self._gone:
+                raise ServerGone("the server is gone")
+            self._waiting[number] = answers
         try:
-            _send(self.to_server, ("run", function, payload, os.getcwd(), str(folder), dict(os.environ)))
+            return self._run(number, answers, function, payload, folder, timeout_s)
+        finally:
+            with self._waiting_lock:
+                self._waiting.pop(number, None)
+
+    def _run(self, number: int, answers: "queue.Queue[tuple[str, int]]", function: str, payload: bytes,
+             folder: Path, timeout_s: float) -> tuple[int | None, bytes, str]:
+        try:
+            with self.send_lock:
+                _send(self.to_server, ("run", number, function, payload, os.getcwd(), str(folder),
+                                       dict(os.environ)))
             # Before the fork the server imports the step's module (seconds for a framework).
-            _, pid = _receive(self.from_server, time.monotonic() + timeout_s)
+            pid = self._answer(answers, "pid", timeout_s)
         except TimeoutError as exc:
             self.close()
             raise ServerGone("the server did not fork the step in time") from exc
-        except (OSError, EOFError) as exc:
+        except OSError as exc:
             raise ServerGone(str(exc)) from exc
         returncode: int | None
         try:
-            _, status = _receive(self.from_server, time.monotonic() + timeout_s)
-            returncode = os.waitstatus_to_exitcode(status)
+            returncode = os.waitstatus_to_exitcode(self._answer(answers, "status", timeout_s))
         except TimeoutError:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             try:
-                _receive(self.from_server, time.monotonic() + 30)
-            except (TimeoutError, OSError, EOFError):
+                self._answer(answers, "status", 30)
+            except (TimeoutError, ServerGone):
                 self.close()  # a server that does not answer is not used again
             returncode = None
-        except (OSError, EOFError) as exc:
-            raise ServerGone(str(exc)) from exc
         result = folder / "result"
         printed = folder / "printed"
         return (returncode, result.read_bytes() if result.exists() else b"",
@@ -152,7 +200,10 @@ class _Server:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:
+                    pass
 
 
 _servers: dict[str, _Server] = {}
@@ -195,11 +246,10 @@ def warm(modules: list[str]) -> None:
     found = server()
     if found is None:
         return
-    with found.lock:
-        try:
-            found.warm([m for m in modules if m.split(".")[0] in FRAMEWORKS])
-        except OSError:
-            pass
+    try:
+        found.warm([m for m in modules if m.split(".")[0] in FRAMEWORKS])
+    except OSError:
+        pass
 
 
 def close_all() -> None:
@@ -215,55 +265,66 @@ atexit.register(close_all)
 
 
 def serve_forks() -> None:
-    """Read requests until the converting process closes the pipe; fork a child for each."""
+    """Read requests until the converting process closes the pipe; fork a child for each, and
+    answer each child's end as it comes (several run at once when the converting process's
+    targets run side by side)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the step and the parent, not this
     requests, answers = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)  # a library that prints while importing must not write into the answers
     pending: list[str] = []  # frameworks to import, one at a time, while no step is asked for
+    children: dict[int, tuple[int, Path, int | None]] = {}  # pid -> (request number, folder, pidfd)
     while True:
+        _answer_ended(children, answers, pending)
         if pending and not select.select([requests], [], [], 0)[0]:
             _import_quietly([pending.pop(0)])
+            continue
+        # Wait for a request or a child's end. Without pidfds (old kernels), look twenty times a
+        # second while children run.
+        fds = [requests, *(fd for _, _, fd in children.values() if fd is not None)]
+        polling = any(fd is None for _, _, fd in children.values())
+        if requests not in select.select(fds, [], [], 0.05 if polling else None)[0]:
             continue
         try:
             request = _receive(requests)
         except (EOFError, OSError):
+            # The converting process went away (its end of the pipe closed): its steps go with it.
+            # PR_SET_PDEATHSIG cannot stand in for this here: it fires when the *thread* that
+            # started the server ends, and any of the converting process's threads may start it.
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
             return
         if request[0] == "warm":
             pending.extend(part for name in request[1] for part in PARTS.get(name, (name,)))
             continue
-        _, function, payload, cwd, folder, environment = request
+        _, number, function, payload, cwd, folder, environment = request
         _import_quietly([function.partition(":")[0]])
         pid = os.fork()
         if pid == 0:
             _child(requests, answers, function, payload, cwd, Path(folder), environment)
-        _send(answers, ("pid", pid))
-        status = _wait(pid, requests)
-        learned = Path(folder) / "imported"  # read before the answer: the folder goes with it
-        if learned.exists():  # what the step imported is imported here for the next one
-            pending.extend(learned.read_text().split())
-        _send(answers, ("status", status))
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        children[pid] = (number, Path(folder), pidfd)
+        _send(answers, ("pid", number, pid))
 
 
-def _wait(pid: int, requests: int) -> int:
-    """The child's wait status; if the converting process goes away meanwhile (its end of the
-    pipe closes: nothing else is written there during a step, its lock sees to that), the child
-    is killed and the server ends. The server cannot take PR_SET_PDEATHSIG for this: that
-    signal comes when the *thread* that started it ends, and any thread may start a server."""
-    try:
-        watch = [requests, os.pidfd_open(pid)]
-    except (AttributeError, OSError):  # no pidfd: look twenty times a second
-        watch = [requests]
-    while True:
+def _answer_ended(children: dict[int, tuple[int, Path, int | None]], answers: int, pending: list[str]) -> None:
+    """Each child that ended: what it imported is imported here next (read before the answer:
+    its folder goes with it), then its wait status goes to the converting process."""
+    for pid, (number, folder, pidfd) in list(children.items()):
         done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if len(watch) > 1:
-                os.close(watch[1])
-            return status
-        if requests in select.select(watch, [], [], None if len(watch) > 1 else 0.05)[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            sys.exit(0)
+        if not done:
+            continue
+        del children[pid]
+        if pidfd is not None:
+            os.close(pidfd)
+        learned = folder / "imported"
+        if learned.exists():
+            pending.extend(learned.read_text().split())
+        _send(answers, ("status", number, status))
 
 
 def _imported(name: str, then_import: str | None = None) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import warnings
 from typing import Any
 
 import numpy as np
@@ -49,7 +48,7 @@ class OnnxRuntimeBackend(Backend):
             import onnxruntime as ort
         except ImportError as exc:
             raise BackendUnavailable("onnxruntime is not installed (pip install 'edgeserve[onnx]')") from exc
-        from edgeserve.console import capture_native_stderr
+        from edgeserve.console import capture_native_stderr, quiet_warnings
         from edgeserve.onnx_check import SESSION_CONFIG
 
         available = ort.get_available_providers()
@@ -67,8 +66,8 @@ class OnnxRuntimeBackend(Backend):
             so.add_provider_for_devices([ep_device], dict(ep_options or {}))
             providers = None  # the devices added above, then ONNX Runtime's CPU provider
         failure: Exception | None = None
-        with capture_native_stderr() as captured, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the provider check below says it better
+        # Its warnings are not shown: the provider check below says it better.
+        with capture_native_stderr() as captured, quiet_warnings():
             try:
                 self._session = ort.InferenceSession(data, so, providers=providers)
             except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types

@@ -111,3 +111,25 @@ def test_the_manifest_says_where_the_time_went(testdata: Path, tmp_path: Path) -
     assert all(s >= 0 for s in per_target) and timing["wall_seconds"] >= sum(per_target) - 0.05
     for v in timing["targets"].values():  # a target's time holds its steps' times
         assert v["seconds"] >= sum(s["seconds"] for s in v["steps"]) - 0.05
+
+
+def test_targets_side_by_side_write_what_one_after_another_writes(testdata: Path, tmp_path: Path) -> None:
+    """--jobs 2 against --jobs 1: the same artifacts, listed in the order asked for, and each
+    target's steps in the manifest are its own (their order in the run no longer tells)."""
+    made = {}
+    for jobs in ("1", "2"):
+        result = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_float.tflite"), "-t", "onnx",
+                                          "-t", "tflite-int8", "-t", "mcu", "--calib-random", "--no-fit-check",
+                                          "-o", str(tmp_path / jobs), "-j", jobs, "--json"])
+        assert result.exit_code == 0, result.output
+        made[jobs] = json.loads(result.stdout)
+    for manifest in made.values():
+        assert [a["target"] for a in manifest["artifacts"]] == ["onnx", "tflite-int8", "mcu"]
+        assert list(manifest["timing"]["targets"]) == ["onnx", "tflite-int8", "mcu"]
+        for target, timing in manifest["timing"]["targets"].items():
+            others = {"onnx", "tflite-int8", "mcu"} - {target}
+            assert not [s["step"] for s in timing["steps"] if s["step"].split(":")[0] in others], (target, timing)
+        assert any(s["step"].startswith("mcu:") for s in manifest["timing"]["targets"]["mcu"]["steps"])
+    one, two = ({a["target"]: (a["status"], a.get("sha256"), json.dumps(a.get("files"), sort_keys=True))
+                 for a in made[j]["artifacts"]} for j in ("1", "2"))
+    assert one == two

@@ -44,6 +44,40 @@ def test_a_death_or_a_hang_costs_the_step_and_the_next_step_forks_as_before():
     assert run_isolated("math:factorial", 20, tool="t", what="w") == 2432902008176640000
 
 
+def test_steps_of_several_threads_run_at_once_from_the_one_server(tmp_path, monkeypatch):
+    """Targets converted side by side (--jobs) fork their steps from one server at the same time:
+    a reader of a FIFO and its writer each block until the other opens it, so they can only end
+    if both run at once; a crash beside them costs its own step alone."""
+    import threading
+
+    from edgeserve import isolation
+
+    fifo = tmp_path / "meeting"
+    os.mkfifo(fifo)
+    server = _server_pid()
+    cold: list[str] = []  # a step that found the server busy used to start a fresh Python instead
+    monkeypatch.setattr(isolation, "_run_cold", lambda function, *_: cold.append(function) or (1, b"", ""))
+    results: dict[str, object] = {}
+
+    def step(name: str, flags: int) -> None:
+        try:
+            results[name] = run_isolated("os:open", str(fifo), flags, tool="t", what="w", timeout_s=60)
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            results[name] = exc
+
+    threads = [threading.Thread(target=step, args=("reader", os.O_RDONLY)),
+               threading.Thread(target=step, args=("writer", os.O_WRONLY))]
+    for thread in threads:
+        thread.start()
+    with pytest.raises(NativeCrashError, match=r"crashed \(SIGSEGV\)"):
+        run_isolated("ctypes:string_at", 0, tool="t", what="w")
+    for thread in threads:
+        thread.join()
+    assert all(isinstance(results[name], int) for name in ("reader", "writer")), results
+    assert cold == []
+    assert run_isolated("os:getppid", tool="t", what="w") == server  # warm all along, never cold
+
+
 def _becomes_imported_in_the_server(name: str) -> None:
     deadline = time.monotonic() + 60
     while not run_isolated("edgeserve.warm_children:_imported", name, tool="t", what="w"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import logging
 import platform
 import re
@@ -29,7 +28,7 @@ import warnings
 from collections.abc import Iterator
 from types import ModuleType
 
-from edgeserve.console import NativeOutput, capture_native_stderr
+from edgeserve.console import NativeOutput, capture_native_stderr, python_stderr, quiet_warnings
 
 log = logging.getLogger("edgeserve.converters.coreml.coremltools")
 
@@ -141,19 +140,16 @@ def predict_available() -> tuple[bool, str]:
 def captured() -> Iterator[Captured]:
     """Run coremltools with its progress bars, warnings and native output sent to logging."""
     sink = Captured()
-    buffer = io.StringIO()
-    caught: list[warnings.WarningMessage] = []
     native = NativeOutput()
+    caught: list[warnings.WarningMessage] = []
+    printed: list[str] = []
     _route_logger()
     _active.append(sink)
     try:
-        with capture_native_stderr() as native, warnings.catch_warnings(record=True) as recording, \
-                contextlib.redirect_stderr(buffer):
-            warnings.simplefilter("always")
-            try:
-                yield sink
-            finally:
-                caught = list(recording)
+        # Shared with other targets' blocks (console._Shared): a target side by side with this
+        # one must not find sys.stderr or the warnings filters left as this block set them.
+        with capture_native_stderr() as native, quiet_warnings() as caught, python_stderr() as printed:
+            yield sink
     finally:
         _active.remove(sink)
         for w in caught:
@@ -161,7 +157,7 @@ def captured() -> Iterator[Captured]:
             log.debug("warning: %s", text)
             if not issubclass(w.category, ResourceWarning):  # coremltools' temp dirs, cleaned anyway
                 sink.messages.append(f"warning: {text}")
-        for line in _progress_lines(buffer.getvalue()):
+        for line in _progress_lines("".join(printed)):
             log.debug("%s", line)
             sink.messages.append(line)
         # capture_native_stderr already logged these lines at debug level.

@@ -49,9 +49,12 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
     if dynamic_batch and source.kind == "tflite-float":
         raise InputError("--dynamic-batch is not available for a .tflite source: its batch is fixed in the file")
     if source.kind in ("keras", "keras-h5", "saved_model"):
-        directory = ctx.workdir / ("free_batch_saved_model" if dynamic_batch else "batch1_saved_model")
-        if not directory.exists():
-            source.export_batch1_saved_model(directory, batch=None if dynamic_batch else 1)
+        if dynamic_batch:
+            directory = ctx.workdir / "free_batch_saved_model"
+            if not directory.exists():
+                source.export_batch1_saved_model(directory, batch=None)
+        else:
+            directory = ctx.batch1_saved_model()
         made = _tf2onnx(["--saved-model", str(directory)], ctx.workdir / "tf2onnx.onnx", source)
         result = FloatOnnx(made, "batch-1 SavedModel -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
     elif source.kind == "tflite-float":

@@ -213,11 +213,7 @@ class TfliteInt8Converter(Converter):
     def route(self, ctx: ConversionContext, opts: Options) -> TensorFlowRoute | QuantizerRoute:
         """The TensorFlow converter for TensorFlow sources; ai-edge-quantizer for every other one."""
         if ctx.source.tflite_route == "saved-model":
-            directory = ctx.workdir / "batch1_saved_model"
-            if not directory.exists():
-                with ctx.progress.step("export batch-1 SavedModel"), capture_native_stderr():
-                    ctx.source.export_batch1_saved_model(directory)
-            return TensorFlowRoute(directory, ctx.calibration, opts.io, opts.debug_samples)
+            return TensorFlowRoute(ctx.batch1_saved_model(), ctx.calibration, opts.io, opts.debug_samples)
         with ctx.progress.step("float .tflite"), capture_native_stderr():
             floated = ctx.source.float_tflite(ctx.workdir)
         self._floated = floated

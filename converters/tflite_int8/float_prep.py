@@ -112,15 +112,14 @@ def _fold_densify(model: Any, data: bytes) -> str | None:
         return None
     if any(graph is not model.subgraphs[0] for graph, _ in found):
         raise SourceModelError("DENSIFY outside the main subgraph: sparse weights there are not supported")
-    import warnings
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edgeserve.console import capture_native_stderr
+    from edgeserve.console import capture_native_stderr, quiet_warnings
 
     # Without XNNPACK: it takes the sparse weights itself, and DENSIFY's output is never written.
-    with warnings.catch_warnings(), capture_native_stderr():
-        warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is what is wanted here
+    # "preserve_all_tensors is for debugging" (a warning): it is what is wanted here.
+    with quiet_warnings(), capture_native_stderr():
         interpreter = Interpreter(model_content=data, experimental_preserve_all_tensors=True,
                                   experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         interpreter.allocate_tensors()

@@ -105,17 +105,16 @@ def _fixed(tensor: Any) -> bool:
 def _tensor_values(model: Any, indices: list[int]) -> dict[int, np.ndarray]:
     """The values of main-subgraph tensors ``indices`` as LiteRT computes them on zero inputs
     (they depend on no input), every intermediate kept."""
-    import warnings
 
     import flatbuffers
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edgeserve.console import capture_native_stderr
+    from edgeserve.console import capture_native_stderr, quiet_warnings
 
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    with warnings.catch_warnings(), capture_native_stderr():
-        warnings.simplefilter("ignore")  # "preserve_all_tensors is for debugging": it is what is wanted here
+    # "preserve_all_tensors is for debugging" (a warning): it is what is wanted here.
+    with quiet_warnings(), capture_native_stderr():
         interpreter = Interpreter(model_content=bytes(builder.Output()), experimental_preserve_all_tensors=True,
                                   experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         interpreter.allocate_tensors()

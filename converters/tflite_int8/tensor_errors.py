@@ -10,7 +10,6 @@ quantization steps (1/sqrt(12) ≈ 0.29 is pure rounding) and SQNR in dB.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -20,12 +19,11 @@ from edgeserve.tflite_model import TfliteModel
 
 
 def _interpreter(model: bytes):  # noqa: ANN202 - LiteRT's Interpreter
-    from edgeserve.console import capture_native_stderr
+    from edgeserve.console import capture_native_stderr, quiet_warnings
     from edgeserve.runtime.litert import interpreter_module
 
-    with capture_native_stderr(), warnings.catch_warnings():
-        # LiteRT warns that keeping every tensor is for debugging: here it is exactly that.
-        warnings.simplefilter("ignore", UserWarning)
+    # LiteRT warns that keeping every tensor is for debugging: here it is exactly that.
+    with capture_native_stderr(), quiet_warnings():
         interpreter = interpreter_module().Interpreter(model_content=model, experimental_preserve_all_tensors=True)
         interpreter.allocate_tensors()
     return interpreter

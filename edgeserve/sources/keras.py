@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve._deps import require
+from edgeserve.console import quiet_warnings
 from edgeserve.errors import SourceModelError, first_line
 from edgeserve.sources.base import SERVING_KEY, Signature, SourceKind, SourceModel, TensorInfo
 
@@ -28,11 +29,13 @@ class KerasSource(SourceModel):
         super().__init__(path, kind, sig, framework_version)
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        with warnings.catch_warnings():
-            # Functional models loaded from Keras 2 files declare their single input as a
-            # list and warn when given a bare tensor; the call is still correct.
-            warnings.filterwarnings("ignore", message="The structure of `inputs`", category=UserWarning)
+        with quiet_warnings() as caught:
             out = self.model(inputs if len(inputs) > 1 else inputs[0], training=False)
+        for w in caught:
+            # Functional models loaded from Keras 2 files declare their single input as a list
+            # and warn when given a bare tensor; the call is still correct. Others are shown.
+            if not (issubclass(w.category, UserWarning) and "The structure of `inputs`" in str(w.message)):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [np.asarray(o) for o in outs]
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edgeserve._deps import package_version, require
+from edgeserve.console import quiet_warnings
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, random_samples
 from edgeserve.sources.litert_lowering import lower_to_tflite
@@ -158,8 +158,7 @@ class OnnxSource(SourceModel):
         module = build_module(self._onnx, self.proto, named_nodes)
         example = self._example()
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with quiet_warnings():
                 return torch.export.export(module, example)
         except SourceModelError:
             raise

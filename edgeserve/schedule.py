@@ -1,0 +1,86 @@
+"""Targets side by side: each built once the targets it is built from are settled, ``jobs`` at once.
+
+After the shared steps (load, calibration data, the float reference) the targets of a
+conversion are independent but for what one is built from (mcu and mcu-c from tflite-int8's
+model). Their heavy work is in isolated children (forked side by side from one server:
+:mod:`edgeserve.warm_children`) and in native libraries that let go of the GIL (LiteRT, ONNX
+Runtime, numpy), so threads are enough to keep the machine's cores busy. What a build leaves
+for the run (the manifest, the artifacts the next targets read) is settled in the calling
+thread, one target at a time, in the order the builds end.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (a container's or taskset's limit, not the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def in_dependency_order(items: Sequence[T], name: Callable[[T], str], needs: Callable[[T], Sequence[str]],
+                        build: Callable[[T], Any], settle: Callable[[T, "concurrent.futures.Future[Any]"], None],
+                        *, jobs: int, wanted: Callable[[T], bool] = lambda item: True) -> None:
+    """``build(item)`` for each item, at most ``jobs`` at once, an item only after every item it
+    ``needs`` (by name; a name not among ``items`` needs no waiting) has been settled;
+    ``settle(item, future)`` in the calling thread as each build ends. ``wanted(item)``, asked in the calling thread once the
+    item's needs are settled, may say False: the item is then not built (its caller recorded why).
+    With ``jobs`` 1 every build runs in the calling thread, in the order given."""
+    waiting = list(items)
+    running: dict[concurrent.futures.Future[Any], T] = {}
+    unsettled = {name(item) for item in items}
+
+    def startable(item: T) -> bool:
+        return not any(n in unsettled for n in needs(item))
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="edgeserve-target") \
+        if jobs > 1 else None
+    try:
+        while waiting or running:
+            started = False
+            for item in list(waiting):  # in the order given, each looked at as things stand now
+                if len(running) >= jobs:
+                    break
+                if not startable(item):
+                    continue
+                waiting.remove(item)
+                started = True
+                if not wanted(item):
+                    unsettled.discard(name(item))
+                    continue
+                if pool is None:
+                    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+                    try:
+                        future.set_result(build(item))
+                    except Exception as exc:  # noqa: BLE001 - settle() reads it from the future
+                        future.set_exception(exc)
+                    settle(item, future)
+                    unsettled.discard(name(item))
+                    continue
+                # Each build sees the caller's context variables (the budget of a step, the steps
+                # a Progress collects), as it would in the calling thread.
+                running[pool.submit(contextvars.copy_context().run, build, item)] = item
+            if not running:
+                if waiting and not started:
+                    raise ValueError(f"targets that need each other: {', '.join(name(i) for i in waiting)}")
+                continue
+            ended, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in ended:
+                item = running.pop(future)
+                settle(item, future)
+                unsettled.discard(name(item))
+    finally:
+        if pool is not None:
+            # An error (or Ctrl-C) in the calling thread: builds not started never start; the
+            # running ones end with their steps (isolated children die with the process group).
+            pool.shutdown(wait=True, cancel_futures=True)

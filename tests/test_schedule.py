@@ -1,0 +1,80 @@
+"""Targets side by side (edgeserve/schedule.py): what is built from another waits for it, the rest
+run at once, and every outcome is settled in the calling thread."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from edgeserve.schedule import default_jobs, in_dependency_order
+
+NEEDS = {"tflite-int8": (), "mcu": ("tflite-int8",), "mcu-c": ("tflite-int8",), "coreml": (), "onnx": ()}
+
+
+def _run(items, jobs, build, wanted=lambda item: True):
+    settled: list[tuple[str, object]] = []
+    caller = threading.get_ident()
+
+    def settle(item, future):
+        assert threading.get_ident() == caller
+        try:
+            settled.append((item, future.result()))
+        except Exception as exc:  # noqa: BLE001 - recorded for the asserts
+            settled.append((item, exc))
+
+    in_dependency_order(items, lambda i: i, lambda i: NEEDS[i], build, settle, jobs=jobs, wanted=wanted)
+    return settled
+
+
+def test_one_job_builds_in_the_order_given_in_the_calling_thread():
+    caller = threading.get_ident()
+    built = _run(["tflite-int8", "mcu", "coreml"], 1, lambda item: threading.get_ident() == caller)
+    assert built == [("tflite-int8", True), ("mcu", True), ("coreml", True)]
+
+
+def test_independent_targets_run_at_once_and_a_dependent_one_after_its_source():
+    # Both builds must be inside the barrier together, or it breaks: they ran side by side.
+    meeting = threading.Barrier(2, timeout=20)
+    done: list[str] = []
+
+    def build(item):
+        if item in ("tflite-int8", "coreml"):
+            meeting.wait()
+        if item == "mcu":
+            assert "tflite-int8" in done  # its source was settled before it started
+        done.append(item)
+        return item
+
+    settled = _run(["tflite-int8", "mcu", "coreml"], 2, build)
+    assert sorted(item for item, _ in settled) == ["coreml", "mcu", "tflite-int8"]
+    assert all(item == result for item, result in settled)
+
+
+def test_one_job_cannot_meet_itself():
+    """The barrier above is a real test: with one job the two builds never meet."""
+    meeting = threading.Barrier(2, timeout=1)
+    settled = _run(["tflite-int8", "coreml"], 1, lambda item: meeting.wait())
+    assert all(isinstance(result, threading.BrokenBarrierError) for _, result in settled)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_failure_is_settled_and_what_is_not_wanted_is_never_built(jobs):
+    built: list[str] = []
+
+    def build(item):
+        built.append(item)
+        if item == "tflite-int8":
+            raise ValueError("refused")
+        return item
+
+    settled = dict(_run(["tflite-int8", "mcu", "mcu-c", "onnx"], jobs, build, wanted=lambda item: item != "mcu"))
+    assert isinstance(settled["tflite-int8"], ValueError)
+    assert "mcu" not in settled and "mcu" not in built
+    assert settled["mcu-c"] == "mcu-c" and settled["onnx"] == "onnx"
+
+
+def test_default_jobs_is_the_cores_this_process_may_use():
+    import os
+
+    assert default_jobs() == len(os.sched_getaffinity(0))
