@@ -9,6 +9,6 @@ from __future__ import annotations
 from edgeserve.errors import EdgeServeError, MissingDependencyError
 from edgeserve.preprocess import PreprocessSpec
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"
 
 __all__ = ["EdgeServeError", "MissingDependencyError", "PreprocessSpec", "__version__"]

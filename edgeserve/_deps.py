@@ -5,9 +5,18 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
 from types import ModuleType
 
 from edgeserve.errors import MissingDependencyError
+
+# torch.export, its dynamo tracer, torch.onnx.export and ExportedProgram serialization keep
+# process-wide mode stacks: two of them at once in one process (targets side by side, --jobs)
+# corrupt each other (measured on PaddleOCR's DBNet with --jobs 2: "Trying to pop empty mode
+# stack", "ProxyTorchDispatchMode slot already occupied"). Every in-process trace or save of a
+# torch program takes this lock; the long work that follows (lowering, coremltools) runs in
+# isolated children and does not hold it.
+TORCH_TRACING = threading.RLock()
 
 log = logging.getLogger(__name__)
 

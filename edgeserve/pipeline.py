@@ -18,6 +18,7 @@ from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
 from edgeserve.isolation import budget
 from edgeserve.schedule import default_jobs, in_dependency_order
+from edgeserve.source_outputs import label_outputs
 from edgeserve.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
@@ -257,6 +258,9 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
     )
     for entry in stale:  # a build of the old model goes with its entry (this is the staging copy)
         _remove_files_of(out, entry)
+    # The source's output names, in its order: each artifact's outputs say which of them they are.
+    source_outputs = [t.name for t in model.signature.outputs]
+    manifest["source"]["outputs"] = source_outputs
     labels = (options or {}).get("labels")
     if labels:
         manifest["labels"] = read_labels(labels)
@@ -339,6 +343,8 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                 write_manifest(manifest_path, manifest)
                 failures.append({"target": converter.name, "refused": first_line(exc)})
                 return
+            label_outputs(entry, source_outputs, {n: ctx.artifacts[n] for n in converter.requires(model.kind)
+                                                  if n in ctx.artifacts})
             ctx.artifacts[converter.name] = entry
             timing["targets"][converter.name] = {"seconds": round(seconds, 2), "steps": _steps(steps)}
             timing["wall_seconds"] = round(time.monotonic() - progress.started, 2)

@@ -33,7 +33,7 @@ def print_conversion(manifest: dict[str, Any]) -> None:
         console.print(f"calib   {calib.get('path') or calib.get('origin')}: {calib.get('samples')} samples{held}"
                       + ("  [bold red]RANDOM DATA[/]" if calib.get("random") else ""))
     for entry in manifest["artifacts"]:
-        _print_artifact(console, entry)
+        _print_artifact(console, entry, src.get("outputs"))
     for refused in manifest.get("refused") or []:
         console.print(f"\n[bold]{escape(refused['target'])}[/]  [bold red]REFUSED[/]: {escape(refused['reason'])}",
                       soft_wrap=True)
@@ -42,8 +42,13 @@ def print_conversion(manifest: dict[str, Any]) -> None:
                       soft_wrap=True)
 
 
-def _print_artifact(console: Console, entry: dict[str, Any]) -> None:
+def _print_artifact(console: Console, entry: dict[str, Any], source_outputs: list[str] | None = None) -> None:
     _print_one(console, entry)
+    labels = [o.get("source_output") for o in entry.get("outputs") or [] if isinstance(o, dict)]
+    if source_outputs and labels and None not in labels and labels != source_outputs:
+        console.print("  outputs in another order than the source's: "
+                      + ", ".join(f"{i} is {label}" for i, label in enumerate(labels))
+                      + " (each output's source_output in the manifest)", soft_wrap=True)
     if entry.get("reused"):
         console.print("  kept from the previous run into this folder: same source, data, options and tools "
                       "(--no-reuse builds it again)", soft_wrap=True)
@@ -309,7 +314,7 @@ def print_inspection(info: dict[str, Any]) -> None:
         console.print(f"manifest {_e(info['path'])}  schema {_e(manifest['schema'])}  "
                       f"edgeserve {_e(manifest['edgeserve_version'])}")
         for entry in manifest["artifacts"]:
-            _print_artifact(console, entry)
+            _print_artifact(console, entry, (manifest.get("source") or {}).get("outputs"))
         return
     if info["kind"] == "coreml":
         _print_coreml_package(console, info)

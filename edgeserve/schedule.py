@@ -35,7 +35,10 @@ def in_dependency_order(items: Sequence[T], name: Callable[[T], str], needs: Cal
     ``needs`` (by name; a name not among ``items`` needs no waiting) has been settled;
     ``settle(item, future)`` in the calling thread as each build ends. ``wanted(item)``, asked in the calling thread once the
     item's needs are settled, may say False: the item is then not built (its caller recorded why).
-    With ``jobs`` 1 every build runs in the calling thread, in the order given."""
+    With ``jobs`` 1 every build runs in the calling thread; either way items start in the order
+    given. (Starting the longest target first was measured slower on PaddleOCR's DBNet, 210.9 s
+    against 186.6 s: ExecuTorch's INT8 lowering uses both cores itself, and side by side with
+    every other target from the start it took 208 s instead of 118 s.)"""
     waiting = list(items)
     running: dict[concurrent.futures.Future[Any], T] = {}
     unsettled = {name(item) for item in items}
@@ -48,7 +51,8 @@ def in_dependency_order(items: Sequence[T], name: Callable[[T], str], needs: Cal
     try:
         while waiting or running:
             started = False
-            for item in list(waiting):  # in the order given, each looked at as things stand now
+            # Each looked at as things stand now (a build settled in this thread frees its dependents).
+            for item in list(waiting):
                 if len(running) >= jobs:
                     break
                 if not startable(item):

@@ -41,6 +41,9 @@ class Artifact:
     sha256: str | None  # expected digest (manifest), None for a bare file
     bytes: int
     _data: bytes | None = None
+    # For each output, the source output it is (the manifest's ``source_output``; empty for a
+    # bare file or an artifact whose outputs the conversion could not map).
+    source_outputs: tuple[str, ...] = ()
 
     def read(self) -> bytes:
         """The file's bytes, checked against the manifest's sha256 (once)."""
@@ -154,7 +157,9 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
         if not entry.get("sha256"):
             raise ManifestError(f"{path} artifact {entry.get('target')!r} has no sha256: nothing proves "
                                 f"{entry['path']} is the file that was verified")
-        artifacts.append(Artifact(file, engine, entry["target"], entry["sha256"], int(entry.get("bytes") or 0)))
+        labels = tuple(str(o.get("source_output") or "") for o in entry.get("outputs") or [] if isinstance(o, dict))
+        artifacts.append(Artifact(file, engine, entry["target"], entry["sha256"], int(entry.get("bytes") or 0),
+                                  source_outputs=labels if labels and all(labels) else ()))
     if not artifacts:
         targets = [a.get("target") for a in manifest["artifacts"]]
         if target:

@@ -229,6 +229,14 @@ class Session:
     def outputs(self) -> tuple[Any, ...]:
         return self._current().outputs
 
+    @property
+    def source_outputs(self) -> tuple[str, ...]:
+        """For each output :meth:`run` returns, the name of the source model's output it is (the
+        same names whichever artifact serves); empty where the manifest does not map them (a bare
+        model file)."""
+        assert self._active_artifact is not None
+        return self._active_artifact.source_outputs
+
     def run(self, frame: np.ndarray) -> list[np.ndarray]:
         """One inference; returns the dequantized float32 outputs.
 

@@ -355,3 +355,50 @@ def test_too_few_samples_to_hold_back_are_judged_on_and_said_so(tmp_path: Path) 
     fit, judged, said = hold_out(enough)
     assert len(judged) == HOLD_OUT_MIN and len(fit) + len(judged) == len(enough)
     assert not set(fit.inputs[0][:, 0]) & set(judged.inputs[0][:, 0])  # no sample in both
+
+
+def test_every_artifact_says_which_source_output_each_output_is(two_heads: Path, tmp_path: Path) -> None:
+    """TensorFlow's converter lists the regression head first; ONNX and Core ML keep the source's
+    order under names of their own. The manifest maps each artifact's outputs to the source's
+    (issue 48), and the mapping is the one the values bear out."""
+    from edgeserve.pipeline import convert
+    from edgeserve.runtime.litert import TfliteRunner
+
+    result = convert(two_heads / "two_heads.keras", ["tflite-int8", "mcu-c", "onnx"], tmp_path / "out",
+                     calib=two_heads / "calib.npz")
+    names = result.manifest["source"]["outputs"]
+    assert len(names) == 2
+    entries = {e["target"]: e for e in result.manifest["artifacts"]}
+    for target, entry in entries.items():
+        assert sorted(o["source_output"] for o in entry["outputs"]) == sorted(names), target
+    tflite = entries["tflite-int8"]
+    assert [o["source_output"] for o in tflite["outputs"]] == [names[1], names[0]]  # reordered, and said so
+    assert [o["source_output"] for o in entries["onnx"]["outputs"]] == names
+    by_name = {o["name"]: o["source_output"] for o in tflite["outputs"]}
+    assert [by_name[o["name"]] for o in entries["mcu-c"]["outputs"]] == [o["source_output"] for o in entries["mcu-c"]["outputs"]]
+    # The label is what the numbers say: the output labelled as the softmax head sums to one.
+    x = np.load(two_heads / "calib.npz")["x"][:8]
+    outputs = TfliteRunner((tmp_path / "out" / tflite["path"]).read_bytes()).predict([x])[0]
+    softmax = [o["source_output"] for o in tflite["outputs"]].index(names[0])
+    assert np.allclose(outputs[softmax].sum(axis=1), 1.0, atol=0.05)
+    assert outputs[softmax].shape[1] == 4 and outputs[1 - softmax].shape[1] == 2
+    from edgeserve.runtime import Session
+
+    for target in ("tflite-int8", "onnx"):
+        with Session(tmp_path / "out", target=target) as session:
+            said = session.source_outputs
+            got = session.run(x[:1])
+        assert said == tuple(o["source_output"] for o in entries[target]["outputs"])
+        assert got[said.index(names[0])].shape[-1] == 4 and got[said.index(names[1])].shape[-1] == 2
+
+
+def test_the_summary_says_when_an_artifact_reorders_the_outputs(two_heads: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from edgeserve.cli import cli
+
+    result = CliRunner().invoke(cli, ["convert", str(two_heads / "two_heads.keras"), "-t", "tflite-int8", "-t", "onnx",
+                                      "--calib", str(two_heads / "calib.npz"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stdout.splitlines() if "another order than the source's" in line]
+    assert len(said) == 1 and "0 is " in said[0], result.stdout  # tflite-int8 only: onnx keeps the order

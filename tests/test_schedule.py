@@ -78,3 +78,4 @@ def test_default_jobs_is_the_cores_this_process_may_use():
     import os
 
     assert default_jobs() == len(os.sched_getaffinity(0))
+

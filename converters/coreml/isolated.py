@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from edgeserve._deps import require
+from edgeserve._deps import TORCH_TRACING, require
 from edgeserve.isolation import run_isolated
 from edgeserve.sources import SourceModel
 
@@ -37,13 +37,14 @@ def convert_in_child(source: SourceModel, plans: Sequence[Any], *, target_name: 
         carrier = ("keras", str(source.path))
     elif source.framework in ("pytorch", "onnx"):
         torch = require("torch", "Core ML conversion of a PyTorch model")
-        program = getattr(source, "program", None)
-        if program is not None:  # the source's own program: the child prepares it as in-process
-            carrier = ("pt2", str(folder / "for_coremltools.pt2"))
-            torch.export.save(program, carrier[1])
-        else:
-            carrier = ("torchscript", str(folder / "for_coremltools.pt"))
-            torch.jit.save(source.module, carrier[1])
+        with TORCH_TRACING:
+            program = getattr(source, "program", None)
+            if program is not None:  # the source's own program: the child prepares it as in-process
+                carrier = ("pt2", str(folder / "for_coremltools.pt2"))
+                torch.export.save(program, carrier[1])
+            else:
+                carrier = ("torchscript", str(folder / "for_coremltools.pt"))
+                torch.jit.save(source.module, carrier[1])
     else:
         prepared(source, plans)  # raises: no frontend for this framework
     messages = run_isolated(f"{__name__}:convert_step", carrier, list(plans), target_name,

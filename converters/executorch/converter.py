@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import package_version
+from edgeserve._deps import TORCH_TRACING, package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
@@ -78,7 +78,8 @@ class _ExecutorchBase(Converter):
                                    "lowers a float PyTorch program (a PyTorch, ONNX or float .tflite source)")
         opts = GateOptions.from_mapping(ctx.options)
         source = torch_source(ctx, tensorflow_too=True)
-        program = getattr(source, "program", None)
+        with TORCH_TRACING:
+            program = getattr(source, "program", None)
         if program is None:
             raise SourceModelError(
                 f"{ctx.source.path.name} ({ctx.source.kind}) has no route to a PyTorch ExportedProgram, which "
@@ -88,7 +89,8 @@ class _ExecutorchBase(Converter):
 
         saved = ctx.workdir / self.name / "program.pt2"
         saved.parent.mkdir(parents=True, exist_ok=True)
-        torch.export.save(program, str(saved))
+        with TORCH_TRACING:
+            torch.export.save(program, str(saved))
         calibration = list(ctx.calibration.inputs) if self.precision == "int8" and ctx.calibration else None
         # floats as float32; integer inputs (token ids, bytes) in their own type, as the program takes them
         inputs = [np.asarray(x, np.float32) if x.dtype.kind == "f" else x for x in ctx.evaluation.inputs]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgeserve._deps import package_version, require
+from edgeserve._deps import TORCH_TRACING, package_version, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import InputError, MissingDependencyError, SourceModelError, first_line
 
@@ -167,7 +167,7 @@ def _torch_export(source: Any, out: Path, dynamic_batch: bool = False) -> FloatO
     axes = {"dynamic_axes": {n: {0: "batch"} for n in names["input_names"] + names["output_names"]}} \
         if dynamic_batch else {}
     try:
-        with quiet_libraries():
+        with TORCH_TRACING, quiet_libraries():
             program = source.program if source.program is not None else source.module
             torch.onnx.export(program, example, str(out), opset_version=OPSET, dynamo=True, **names)
         route = "PyTorch -> torch.onnx.export (dynamo)"
@@ -175,7 +175,7 @@ def _torch_export(source: Any, out: Path, dynamic_batch: bool = False) -> FloatO
     except Exception as exc:  # dynamo needs onnxscript and a traceable program; fall back, saying why
         notes.append(f"dynamo exporter not used: {first_line(exc)[:200]}")
         try:
-            with quiet_libraries():
+            with TORCH_TRACING, quiet_libraries():
                 torch.onnx.export(source.module, example, str(out), opset_version=OPSET, dynamo=False, **names,
                                   **axes)
         except Exception as inner:  # the TorchScript exporter raises many types

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgeserve._deps import require
+from edgeserve._deps import TORCH_TRACING, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 
@@ -24,7 +24,8 @@ def lower_to_tflite(program: Any, example: tuple[Any, ...], workdir: Path) -> by
     torch = require("torch", "lowering a torch program to LiteRT")
     workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / "for_litert_torch.pt2"
-    torch.export.save(program, str(saved))
+    with TORCH_TRACING:
+        torch.export.save(program, str(saved))
     shapes = [(tuple(int(d) for d in t.shape), str(t.dtype).removeprefix("torch.")) for t in example]
     return run_isolated(f"{__name__}:lower_step", str(saved), shapes, tool="litert-torch",
                         what="lowering the torch program to a float .tflite")

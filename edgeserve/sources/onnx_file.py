@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import package_version, require
+from edgeserve._deps import TORCH_TRACING, package_version, require
 from edgeserve.console import quiet_warnings
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, random_samples
@@ -146,9 +146,10 @@ class OnnxSource(SourceModel):
     @property
     def program(self) -> Any:
         """The ExportedProgram of the translated graph (what coremltools and ExecuTorch take)."""
-        if self._program is None:
-            self._program = self._export(named_nodes=False)
-        return self._program
+        with TORCH_TRACING:  # made once, by whichever target asks first
+            if self._program is None:
+                self._program = self._export(named_nodes=False)
+            return self._program
 
     def _export(self, named_nodes: bool) -> Any:
         """torch.export of the reader's module; ``named_nodes``: a submodule per node (onnx_torch)."""
@@ -158,7 +159,7 @@ class OnnxSource(SourceModel):
         module = build_module(self._onnx, self.proto, named_nodes)
         example = self._example()
         try:
-            with quiet_warnings():
+            with TORCH_TRACING, quiet_warnings():
                 return torch.export.export(module, example)
         except SourceModelError:
             raise

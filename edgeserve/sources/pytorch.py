@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import package_version, require
+from edgeserve._deps import TORCH_TRACING, package_version, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, with_input_shapes
@@ -78,8 +78,9 @@ class TorchSource(SourceModel):
         if self.program is not None:
             program, route = self.program, "ExportedProgram (.pt2) -> litert-torch"
         else:
-            program, route = _torchscript_to_program(torch, self.module, example, self.path), \
-                "TorchScript -> torch.export (TS2EP) -> litert-torch"
+            with TORCH_TRACING:
+                program = _torchscript_to_program(torch, self.module, example, self.path)
+            route = "TorchScript -> torch.export (TS2EP) -> litert-torch"
         try:
             data = lower_to_tflite(program, example, workdir / "litert_torch")
         except EdgeServeError as exc:
