@@ -37,7 +37,10 @@ def _via_onnx(ctx: Any) -> Any:
         path = ctx.workdir / "torch_source" / "from_tensorflow.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
         onnx.save_model(made.model, str(path))
-        return load_source(path)
+        source = load_source(path)
+        # Its errors name the user's file and how it got here, not a file the user never made.
+        source.shown_as = f"{ctx.source.path.name} (through {made.route})"
+        return source
 
 
 def route_to_torch(kind: str) -> str:

@@ -327,3 +327,46 @@ def test_a_profile_without_int16_skips_that_remedy(tmp_path: Path) -> None:
     assert "jetson-orin-nano has no int16-activation kernels" in entry["attempts"][1]["reason"]
     assert entry["quantization"]["activations"] == "int8" and entry["quantization"]["opset"] == 17
     assert "2. int16 activations, nodes in float: none: skipped (profile jetson-orin-nano" in result.stdout
+
+
+def test_onnx_int8_pre_processing_falls_back_when_ort_s_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime's symbolic shape inference stops on graphs it does not know (a TypeError on
+    a model from a wheel, issue 48): the step runs again without it, says so, and the model it
+    gives still quantizes; when every form fails, ONNX's own shape inference stands in."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnxruntime.quantization import shape_inference
+
+    from edgeserve.converters.onnx import int8
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 3], np.linspace(-1, 1, 12).tolist())
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [weight])
+    source = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    real = shape_inference.quant_pre_process
+    calls: list[dict] = []
+
+    def fails_with_symbolic_shapes(src, dst, **flags):
+        calls.append(flags)
+        if not flags.get("skip_symbolic_shape"):
+            raise TypeError("object of type 'NoneType' has no len()")
+        return real(src, dst, **flags)
+
+    monkeypatch.setattr(shape_inference, "quant_pre_process", fails_with_symbolic_shapes)
+    names, how = int8.preprocess_step(str(source), str(tmp_path / "pre.onnx"))
+    assert names == ["x"] and how["used"] == "quant_pre_process without symbolic shape inference"
+    assert how["not_used"] == ["quant_pre_process: TypeError: object of type 'NoneType' has no len()"]
+    assert len(calls) == 2
+    onnx.checker.check_model(onnx.load(tmp_path / "pre.onnx"), full_check=True)
+
+    monkeypatch.setattr(shape_inference, "quant_pre_process",
+                        lambda *a, **k: (_ for _ in ()).throw(ValueError("no")))
+    names, how = int8.preprocess_step(str(source), str(tmp_path / "pre2.onnx"))
+    assert names == ["x"] and how["used"].startswith("ONNX shape inference only") and len(how["not_used"]) == 3
+    out = tmp_path / "q.onnx"
+    int8.quantize_step(str(tmp_path / "pre2.onnx"), str(out), names,
+                       [[np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4) * k] for k in (0.5, 1.0, 2.0)],
+                       [], "int8")
+    assert {n.op_type for n in onnx.load(out).graph.node} >= {"QuantizeLinear", "DequantizeLinear", "MatMul"}

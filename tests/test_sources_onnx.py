@@ -536,3 +536,25 @@ def test_each_node_is_a_submodule_named_after_it_so_layers_are_named() -> None:
     assert {"n0_conv2d_1_tmp_0", "n1_r", "n2_inputs"} <= stacks, stacks
     conv = torch.nn.functional.conv2d(x, torch.ones(2, 1, 3, 3), padding=1)
     np.testing.assert_allclose(module(x).numpy(), (torch.relu(conv) + conv).numpy())
+
+
+def test_a_torch_export_refusal_names_the_users_file_and_stops_at_torch_export(tmp_path: Path, monkeypatch) -> None:
+    """coremltools and ExecuTorch take the reader's torch program: when torch.export refuses it,
+    the message names the route up to torch.export (not litert-torch, which they never reach)
+    and, for an ONNX edgeserve made from the user's Keras model, the user's file (issue 48)."""
+    from edgeserve.sources import load_source
+
+    path = tmp_path / "from_tensorflow.onnx"
+    path.write_bytes(_one_node("Relu", [], [1, 4], [1, 4]))
+    source = load_source(path)
+    source.shown_as = "model.keras (through batch-1 SavedModel -> tf2onnx)"
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Trying to pop empty mode stack")
+
+    monkeypatch.setattr(torch.export, "export", refuse)
+    with pytest.raises(SourceModelError) as raised:
+        source.program
+    said = str(raised.value)
+    assert "model.keras (through batch-1 SavedModel -> tf2onnx)" in said and "from_tensorflow.onnx" not in said
+    assert said.endswith("Route tried: ONNX -> edgeserve ONNX reader -> torch.export")

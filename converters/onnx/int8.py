@@ -30,7 +30,7 @@ from edgeserve.converters._base import ConversionContext, Converter, VerifyResul
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
 from edgeserve.converters.onnx.float_tail import concat_tail
-from edgeserve.errors import VerificationError
+from edgeserve.errors import VerificationError, clip_words, first_line
 from edgeserve.manifest import edgeserve_version, file_record
 from edgeserve.metrics import degenerate
 
@@ -80,8 +80,8 @@ class OnnxInt8Converter(Converter):
         opts = Options.from_mapping(ctx.options)
         pre = ctx.workdir / "onnx_pre.onnx"
         with ctx.progress.step("onnx-int8: pre-process"):
-            names = _isolated("preprocess_step", str(ctx.out_dir / entry["path"]), str(pre),
-                              what="pre-processing the model for quantization")
+            names, pre_processed = _isolated("preprocess_step", str(ctx.out_dir / entry["path"]), str(pre),
+                                             what="pre-processing the model for quantization")
         calibration = list(ctx.calibration.batch1())
 
         def quantize(excluded: list[str], activations: str) -> bytes:
@@ -186,7 +186,7 @@ class OnnxInt8Converter(Converter):
             **({"nodes_note": self._nodes_note} if getattr(self, "_nodes_note", None) else {}),
             "placement": check.placement(data),
             "report": file_record(out, report),
-            "route": {"quantizer": "onnxruntime.quantization (quantize_static, QDQ)",
+            "route": {"quantizer": "onnxruntime.quantization (quantize_static, QDQ)", "pre_process": pre_processed,
                       "tools": {"onnxruntime": package_version("onnxruntime")}},
             "verification": {"method": "onnxruntime-cpu", "samples": len(outputs[0]),
                              "fixture": file_record(out, fixture), "degenerate": degenerate(ctx.reference_outputs())},
@@ -312,19 +312,40 @@ def _isolated(step: str, *args: Any, what: str) -> Any:
         raise VerificationError(f"{exc}; no onnx-int8 model was written") from exc
 
 
-def preprocess_step(source: str, destination: str) -> list[str]:
-    """quant_pre_process, every node named (so it can be excluded); the graph's data inputs."""
+# ONNX Runtime's pre-processing, then less of it where it fails: its symbolic shape inference
+# stops on graphs it does not know ("TypeError: object of type 'NoneType' has no len()" on a
+# model from a wheel, issue 48) and its optimizer can too, while the quantizer itself needs
+# neither. Last, the model as exported with ONNX's own shape inference.
+PRE_PROCESS = (("quant_pre_process", {}),
+               ("quant_pre_process without symbolic shape inference", {"skip_symbolic_shape": True}),
+               ("quant_pre_process without symbolic shapes or its optimizer",
+                {"skip_symbolic_shape": True, "skip_optimization": True}))
+
+
+def preprocess_step(source: str, destination: str) -> tuple[list[str], dict[str, Any]]:
+    """Pre-processed for quantization, every node named (so it can be excluded): the graph's
+    data inputs, and which pre-processing was used (with why each fuller one was not)."""
     onnx = require("onnx", "the onnx-int8 target")
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with quiet_libraries():
-        quant_pre_process(source, destination)
+    failed: list[str] = []
+    for how, flags in PRE_PROCESS:
+        try:
+            with quiet_libraries():
+                quant_pre_process(source, destination, **flags)
+            break
+        except Exception as exc:  # noqa: BLE001 - ORT's shape inference and optimizer raise many types
+            failed.append(clip_words(f"{how}: {type(exc).__name__}: {first_line(exc)}", 300))
+    else:
+        how = "ONNX shape inference only (ONNX Runtime's pre-processing failed)"
+        onnx.save(onnx.shape_inference.infer_shapes(onnx.load(source)), destination)
     model = onnx.load(destination)
     for i, node in enumerate(model.graph.node):
         node.name = node.name or f"{node.op_type}_{i}"
     _flatten_gemm_biases(onnx, model)
     onnx.save(model, destination)
-    return [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    return inputs, {"used": how, **({"not_used": failed} if failed else {})}
 
 
 def _flatten_gemm_biases(onnx: Any, model: Any) -> None:

@@ -27,6 +27,9 @@ from edgeserve.sources.onnx_input_ranges import input_value_range
 from edgeserve.sources.onnx_layout import move_batch_first
 
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
+# What a torch.export failure names: coremltools and ExecuTorch take the program from there, so
+# their refusal must not name litert-torch, which they never reach.
+ROUTE_TO_TORCH = "ONNX -> edgeserve ONNX reader -> torch.export"
 ROUTE_ONNX2TF = "ONNX -> onnx2tf (flatbuffer_direct)"
 # Which route's float model the TFLite targets start from: the reader's by default (measured
 # better on the corpus, docs/sources.md), "onnx2tf" to start from onnx2tf's, "reader" for the
@@ -62,6 +65,13 @@ def _size(nbytes: int) -> str:
 
 class OnnxSource(SourceModel):
     tflite_route = "float-tflite"
+    # How messages name the file: its own name, or, for an ONNX edgeserve made from the user's
+    # model on the way to a torch program (converters/_torch_source.py), that model's.
+    shown_as: str | None = None
+
+    @property
+    def _name(self) -> str:
+        return self.shown_as or self.path.name
 
     def __init__(self, path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
                  input_values: dict[str, str] | None = None, batch_axes: dict[str, int] | None = None) -> None:
@@ -130,13 +140,13 @@ class OnnxSource(SourceModel):
             try:
                 self._session = ort.InferenceSession(self._data, options, providers=["CPUExecutionProvider"])
             except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
-                raise SourceModelError(f"onnxruntime cannot load {self.path.name}: {first_line(exc)}") from exc
+                raise SourceModelError(f"onnxruntime cannot load {self._name}: {first_line(exc)}") from exc
         names = [i.name for i in self._session.get_inputs()]
         typed = [np.asarray(x, t.dtype) for x, t in zip(inputs, self._inputs)]
         try:
             return self._session.run(None, dict(zip(names, typed)))
         except Exception as exc:  # ORT's own error types: a kernel it cannot build or run
-            raise SourceModelError(f"onnxruntime cannot run {self.path.name}: {first_line(exc)}") from exc
+            raise SourceModelError(f"onnxruntime cannot run {self._name}: {first_line(exc)}") from exc
 
     def _predict_batch(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         chunks = [self._run([x[i : i + 1] for x in inputs]) for i in range(len(inputs[0]))]
@@ -167,8 +177,8 @@ class OnnxSource(SourceModel):
             cause = exc.__cause__ if isinstance(exc.__cause__, SourceModelError) else None
             if cause is not None:
                 raise cause from exc
-            raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self.path.name}: "
-                                   f"{first_line(exc)}. Route tried: {ROUTE}") from exc
+            raise SourceModelError(f"torch.export cannot trace the ONNX graph of {self._name}: "
+                                   f"{first_line(exc)}. Route tried: {ROUTE_TO_TORCH}") from exc
 
     def _example(self) -> tuple[Any, ...]:
         """One sample of zeros of each input's own type: torch.export traces with it (zero is a
@@ -257,7 +267,7 @@ class OnnxSource(SourceModel):
             data = lower_to_tflite(program, example, workdir / "litert_torch")
         except EdgeServeError as exc:
             tried = f"Routes tried: {ROUTE_ONNX2TF} ({fallback}); {ROUTE}" if fallback else f"Route tried: {ROUTE}"
-            raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self.path.name}: "
+            raise SourceModelError(f"litert-torch cannot convert the ONNX graph of {self._name}: "
                                    f"{first_line(exc)}. {tried}") from exc
         return FloatTflite(data, ROUTE, {"onnx": self._onnx.__version__, "torch": torch.__version__,
                                          "litert-torch": package_version("litert-torch")}, fallback)
