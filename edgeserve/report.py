@@ -266,7 +266,7 @@ def _print_coreml(console: Console, entry: dict[str, Any]) -> None:
     _print_unverified(console, entry)
     q = entry["quantization"]
     console.print(f"  {entry['precision']} for {entry['deployment_target']}+: weights {q['weights']}; "
-                  f"activations {q['activations']}", soft_wrap=True)
+                  f"activations {q['activations']}" + _macs(entry.get("macs")).replace(",", ";", 1), soft_wrap=True)
     stats = q.get("activation_stats")
     if stats:
         console.print(f"  activation ranges: {stats['method']} over {stats['samples']} calibration samples, "
@@ -369,7 +369,8 @@ def _print_executorch(console: Console, entry: dict[str, Any]) -> None:
     if q:
         console.print(f"  weights {q['weights']}, activations {q['activations']}, {q['int8_layers']} int8 layer(s)"
                       + (f", {q['float_convolutions_behind_pads']} convolution(s) behind a pad left float"
-                         if q.get("float_convolutions_behind_pads") else ""), soft_wrap=True)
+                         if q.get("float_convolutions_behind_pads") else "") + _macs(entry.get("macs")),
+                      soft_wrap=True)
     attempts = entry.get("attempts") or []
     if len(attempts) > 1 or entry["status"] != "ok":
         console.print("  attempts:")

@@ -117,6 +117,18 @@ def test_quantization_shows_in_the_program_and_its_size(builds: Builds) -> None:
     assert entry["bytes"] == total
 
 
+
+def test_the_share_of_arithmetic_in_int8_is_counted_per_precision(builds: Builds) -> None:
+    """The digits CNN's multiply-accumulates, by hand: conv 1->16 (3x3) and 16->32 (3x3) on 8x8,
+    conv 32->32 (3x3) on 4x4, dense 32->10. int8 weights alone leave the arithmetic float; W8A8
+    runs all of it in int8 (issue 48: the int8 share of every INT8 artifact)."""
+    by_hand = 64 * 16 * 9 + 64 * 32 * 16 * 9 + 16 * 32 * 32 * 9 + 10 * 32
+    macs = {p: entry_of(builds.out[p])["macs"] for p in PRECISIONS}
+    assert all(m["total"] == by_hand for m in macs.values()), macs
+    assert macs["fp16"]["float"] == macs["int8-weights"]["float"] == by_hand
+    assert macs["w8a8"]["int8"] == by_hand and macs["w8a8"]["int8_percent"] == 100.0
+
+
 def test_w8a8_activation_ranges_come_from_the_calibration_set(builds: Builds, digits_example: Path) -> None:
     entry = entry_of(builds.out["w8a8"])
     stats = entry["quantization"]["activation_stats"]

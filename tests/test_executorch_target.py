@@ -59,6 +59,11 @@ def test_a_pytorch_program_becomes_float_and_int8_pte_on_xnnpack(example: TorchE
         assert entry["metrics"]["labelled"] and entry["metrics"]["drop_points"] <= 1.0
     # Float: the same arithmetic as torch, reordered (measured > 100 dB).
     assert min(fp32["output_sqnr_db"].values()) > 80
+    # Multiply-accumulates, counted by hand from the network: conv 3->8 (3x3) on 8x8, conv 8->16
+    # (3x3) on 4x4 after the pool, linear 16->10. Every one in int8 after PT2E, in float before.
+    by_hand = 8 * 8 * 8 * 3 * 9 + 4 * 4 * 16 * 8 * 9 + 10 * 16
+    assert fp32["macs"]["total"] == int8["macs"]["total"] == by_hand
+    assert fp32["macs"]["float"] == by_hand and int8["macs"]["int8"] == by_hand
     # INT8 through PT2E (per-channel weights, --calib ranges): measured 30 dB against torch.
     assert min(int8["output_sqnr_db"].values()) > 20
     # Independently of the converter: executorch.runtime on the written file against torch.

@@ -354,6 +354,8 @@ class CoreMLConverter(Converter):
             "classifier": {"labels": list(opts.labels), **(program.classifier or {})} if opts.labels else None,
             "ops": program.op_counts(),
             "quantization": quantization,
+            # Multiply-accumulates by activation type, as tflite-int8's: int8 only in W8A8.
+            "macs": _mac_share(program),
             "metrics": metrics.to_dict() | {"max_drop": opts.max_drop},
             "quality": verification.verdict.to_dict(),
             "agreement": verification.agreement,
@@ -564,3 +566,9 @@ def _write_npz(path: Path, **groups: Any) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     write_bytes(path, buffer.getvalue())
+
+
+def _mac_share(program: Any) -> dict[str, Any]:
+    from edgeserve.converters.coreml.mac_share import program_mac_share
+
+    return program_mac_share(program)

@@ -100,6 +100,7 @@ class _ExecutorchBase(Converter):
         mode, built, outputs, scored, pte = best
         behind_pads, int8_layers = built.pop("float_behind_pads", 0), built.pop("int8_layers", 0)
         float_joins = built.pop("float_joins", [])
+        macs = built.pop("macs", None)
         out = ctx.out_dir
         artifact = write_bytes(out / self.artifact, pte.read_bytes())
         head = ctx.evaluation.head(FIXTURE_SAMPLES)
@@ -125,6 +126,8 @@ class _ExecutorchBase(Converter):
             "outputs": [{"name": t.name, "shape": [1, *o.shape[1:]]} for t, o in zip(ctx.source.signature.outputs,
                                                                                      outputs)],
             "delegation": delegation,
+            # Multiply-accumulates by activation type, as tflite-int8's and onnx-int8's.
+            **({"macs": macs} if macs is not None else {}),
             "metrics": scored["metrics"],
             "agreement": scored["agreement"],
             "output_sqnr_db": scored["output_sqnr_db"],

@@ -71,6 +71,9 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
                 torch.export.save(program, kept)
             return {"lowered": False, "simulated_sqnr_db": simulated, "float_behind_pads": behind_pads,
                     "int8_layers": int8_layers}
+    from edgeserve.converters.executorch.mac_share import program_mac_share
+
+    macs = program_mac_share(program)  # what runs in int8, counted on the program XNNPACK is given
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
@@ -98,7 +101,7 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
             "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "int8_layers": int8_layers,
-            "outputs": outputs, "reused_quantized": reused,
+            "outputs": outputs, "reused_quantized": reused, "macs": macs,
             **({"simulated_sqnr_db": simulated} if precision != "fp32" and precheck else {})}
 
 
