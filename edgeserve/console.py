@@ -205,6 +205,7 @@ def capture_native_stderr() -> Iterator[NativeOutput]:
 # the order of Progress.timings alone no longer tells whose step is whose).
 _COLLECTING: contextvars.ContextVar[list[tuple[str, float]] | None] = contextvars.ContextVar(
     "edgeserve_steps", default=None)
+_SHOWN_UNDER: contextvars.ContextVar[str | None] = contextvars.ContextVar("edgeserve_target", default=None)
 
 HEARTBEAT_S = 30.0  # seconds between "still running" lines of a long step in a log
 
@@ -228,30 +229,37 @@ class Progress:
             own.append((description, seconds))
 
     @contextlib.contextmanager
-    def collecting(self) -> Iterator[list[tuple[str, float]]]:
-        """The steps recorded in this block by this thread (and the threads it hands its context)."""
+    def collecting(self, target: str | None = None) -> Iterator[list[tuple[str, float]]]:
+        """The steps recorded in this block by this thread (and the threads it hands its context).
+        With ``target``, each step shown in the block is shown under that name (targets side by
+        side interleave their lines: "verifying with LiteRT" must say whose)."""
         own: list[tuple[str, float]] = []
-        token = _COLLECTING.set(own)
+        token, named = _COLLECTING.set(own), _SHOWN_UNDER.set(target)
         try:
             yield own
         finally:
             _COLLECTING.reset(token)
+            _SHOWN_UNDER.reset(named)
+
+    @staticmethod
+    def _shown(description: str) -> str:
+        target = _SHOWN_UNDER.get()
+        return description if not target or description.startswith(f"{target}:") else f"{target}: {description}"
 
     def _line(self, description: str, start: float, count: str = "") -> None:
-        ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {description}{count}\n")
+        ui_stream().write(f"[{time.monotonic() - start:6.1f} s] {self._shown(description)}{count}\n")
 
     @contextlib.contextmanager
     def _heartbeat(self, description: str, start: float) -> Iterator[None]:
         """In a log (no spinner), a line every HEARTBEAT_S seconds while a step runs, so a long
         step (a remedy search, a lowering) is never a silent minute."""
-        import threading
-
         every = float(os.environ.get("EDGESERVE_HEARTBEAT_S", HEARTBEAT_S))
         done = threading.Event()
+        shown = self._shown(description)  # the beating thread does not see this one's target
 
         def beat() -> None:
             while not done.wait(every):
-                self._line(description, start, ": still running")
+                self._line(shown, start, ": still running")
 
         beating = threading.Thread(target=beat, name="edgeserve-heartbeat", daemon=True)
         beating.start()
@@ -297,7 +305,7 @@ class Progress:
         if self._progress is None:
             yield from items
             return
-        task = self._progress.add_task(description, total=total)
+        task = self._progress.add_task(self._shown(description), total=total)
         for item in items:
             yield item
             self._progress.advance(task)
@@ -324,7 +332,7 @@ class Progress:
         if self._progress is None:
             yield
             return
-        task = self._progress.add_task(description, total=1)  # its spinner and clock show it is alive
+        task = self._progress.add_task(self._shown(description), total=1)  # its spinner and clock show it is alive
         try:
             yield
         finally:

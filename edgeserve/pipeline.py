@@ -305,7 +305,7 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
             cached = None
             if why_not is not None and loading is not None and use_cache:
                 cached = cache.lookup(key, out)
-            with progress.collecting() as steps:
+            with progress.collecting(converter.name) as steps:
                 try:
                     if why_not is None:
                         with progress.step(f"{converter.name}: kept from the previous run into this folder (same "

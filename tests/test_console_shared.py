@@ -69,3 +69,15 @@ def test_warnings_filters_are_themselves_again_after_blocks_that_cross():
     assert [str(w.message) for w in got["b"]] == ["from b"]  # type: ignore[attr-defined]
     with pytest.warns(UserWarning, match="shown again"):
         warnings.warn("shown again", UserWarning)
+
+
+def test_a_targets_steps_are_shown_under_its_name_once():
+    """Targets side by side interleave their progress lines: each says whose it is."""
+    progress = console.Progress(enabled=False)
+    with progress.collecting("coreml") as steps:
+        assert progress._shown("verifying with the numpy MIL evaluator") == "coreml: verifying with the numpy MIL evaluator"
+        assert progress._shown("coreml: save") == "coreml: save"
+        with progress.step("coreml: save"):
+            pass
+    assert progress._shown("load model.onnx") == "load model.onnx"  # a shared step: nobody's
+    assert [name for name, _ in steps] == ["coreml: save"]
