@@ -192,9 +192,12 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                 if detector is not None:
                     entry: dict[str, Any] = {"input": name, "detections": _detections(detector, session, frames_seen,
                                                                                       name, outputs)}
-                elif session.classifier is False and not session.labels:
+                elif not session.labels and (session.classifier is False or
+                                             (session.classifier is None and not _one_vector(outputs[0]))):
                     # Landmarks or an embedding ranked as class scores read as an answer: say what it is.
-                    entry = {"input": name, "outputs_summary": [_summary(o) for o in outputs]}
+                    # A bare model file records nothing: only one vector of scores is ranked.
+                    entry = {"input": name, "outputs_summary": [_summary(o) for o in outputs],
+                             "not_ranked": NOT_JUDGED if session.classifier is False else NOT_ONE_VECTOR}
                 else:
                     entry = {"input": name, "top_k": [p.to_dict() for p in best(outputs[0], top_k, session.labels)]}
                 upscale = _upscale_note(session, frames_seen.get(name)) if takes_images else None
@@ -402,13 +405,26 @@ def _summary(output: Any) -> dict[str, Any]:
             "mean": float(output.mean()) if output.size else None}
 
 
+NOT_JUDGED = "the conversion did not judge output 0 as class scores"
+NOT_ONE_VECTOR = ("a bare model file does not say what its outputs are, and output 0 is not one vector of "
+                  "scores; convert it with edgeserve to record it")
+
+
+def _one_vector(output: Any) -> bool:
+    """Output 0 of one input is one vector of two or more scores ([1, N] or [N]): what a classifier
+    gives, logits or probabilities; landmarks [1, 468, 3] or a map [1, H, W, C] are not ranked.
+    (An embedding [1, 128] is one vector too: a bare file cannot tell it from scores.)"""
+    shape = tuple(getattr(output, "shape", ()))
+    return (len(shape) == 1 and shape[0] >= 2) or (len(shape) == 2 and shape[0] == 1 and shape[1] >= 2)
+
+
 def _print_result(entry: dict[str, Any]) -> None:
     if "outputs_summary" in entry:
         said = "; ".join(f"output {i} {o['shape']} {o['min']:.4g}..{o['max']:.4g} (mean {o['mean']:.4g})"
                          if o["min"] is not None else f"output {i} {o['shape']} empty"
                          for i, o in enumerate(entry["outputs_summary"]))
-        click.echo(f"{entry['input']}: {said} (not ranked as classes: the conversion did not judge output 0 as "
-                   "class scores; --show-outputs prints the values, --labels names classes)")
+        click.echo(f"{entry['input']}: {said} (not ranked as classes: {entry.get('not_ranked', NOT_JUDGED)}; "
+                   "--outputs prints the values with --json, --labels names classes)")
         return
     if "detections" in entry:
         found = "; ".join(f"{d['label'] or d['class']} {d['score']:.2f} at [{', '.join(f'{v:.0f}' for v in d['box'])}]"

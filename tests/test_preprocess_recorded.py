@@ -83,3 +83,20 @@ def test_an_output_is_ranked_as_classes_only_when_it_is_one(testdata: Path, tmp_
     ran = CliRunner().invoke(cli, ["run", str(kws), "--input", str(tmp_path / "f.npy"), "--json"])
     assert ran.exit_code == 0, ran.output
     assert len(json.loads(ran.stdout)["results"][0]["top_k"]) == 5
+
+
+def test_a_bare_file_is_ranked_only_when_output_0_is_one_vector_of_scores(testdata: Path, tmp_path: Path) -> None:
+    """A bare .tflite records nothing: TFLM's sine model gives one value ([1, 1]), which ranked as
+    "class 0 = 0.84" would read as an answer; it is described instead, saying why. An ImageNet
+    classifier's logits ([1, 1000], bare too) are still ranked (tests/test_runtime_cli.py)."""
+    np.save(tmp_path / "x.npy", np.array([[1.0]], np.float32))
+    ran = CliRunner().invoke(cli, ["run", str(testdata / "tflm" / "hello_world_float.tflite"), "--input",
+                                   str(tmp_path / "x.npy"), "--json"])
+    assert ran.exit_code == 0, ran.output
+    (result,) = json.loads(ran.stdout)["results"]
+    assert "top_k" not in result and result["outputs_summary"][0]["shape"] == [1, 1]
+    assert "a bare model file does not say what its outputs are" in result["not_ranked"]
+    assert result["outputs_summary"][0]["min"] == pytest.approx(np.sin(1.0), abs=0.05)
+    shown = CliRunner().invoke(cli, ["run", str(testdata / "tflm" / "hello_world_float.tflite"), "--input",
+                                     str(tmp_path / "x.npy")])
+    assert "not ranked as classes: a bare model file" in shown.stdout and "--outputs" in shown.stdout
