@@ -308,7 +308,9 @@ def _load_image_folder(path: Path, inputs: Sequence[TensorInfo], spec: Preproces
 def _fixed(info: TensorInfo) -> tuple[int, ...]:
     dims = info.sample_shape
     if any(d is None for d in dims):
-        raise CalibrationDataError(f"cannot make random data for input {info.name} with dynamic shape {info.shape}")
+        dims = "x".join(str(d or 64) for d in (1, *info.shape[1:]))
+        raise CalibrationDataError(f"cannot make random data for input {info.name} with dynamic shape {info.shape}: "
+                                   f"fix its free dimensions with --input-shape {info.name}={dims} (your sizes)")
     return tuple(int(d) for d in dims)  # type: ignore[arg-type]
 
 

@@ -74,8 +74,9 @@ def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
 
         return OnnxSource(path, input_shapes, input_values, batch_axes)
     if input_shapes:
-        if kind.name not in ("onnx", "torch-export"):
-            raise SourceModelError(f"--input-shape applies to ONNX and ExportedProgram (.pt2) sources; {path.name} "
-                                   f"is {kind.described}, whose input shapes are fixed when it is saved")
+        if kind.name not in ("onnx", "torch-export", "keras", "keras-h5"):
+            raise SourceModelError(f"--input-shape applies to ONNX, ExportedProgram (.pt2) and Keras (.keras, .h5) "
+                                   f"sources; {path.name} is {kind.described}, whose input shapes are fixed when it "
+                                   "is saved")
         return kind.load(path, input_shapes)
     return kind.load(path)

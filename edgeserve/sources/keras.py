@@ -16,14 +16,18 @@ import numpy as np
 from edgeserve._deps import require
 from edgeserve.console import quiet_warnings
 from edgeserve.errors import SourceModelError, first_line
-from edgeserve.sources.base import SERVING_KEY, Signature, SourceKind, SourceModel, TensorInfo
+from edgeserve.sources.base import SERVING_KEY, Signature, SourceKind, SourceModel, TensorInfo, with_input_shapes
 
 
 class KerasSource(SourceModel):
-    def __init__(self, path: Path, kind: str, model: Any, framework_version: str) -> None:
+    def __init__(self, path: Path, kind: str, model: Any, framework_version: str,
+                 input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         self.model = model
+        inputs = tuple(_keras_tensor_info(t, f"input_{i}") for i, t in enumerate(model.inputs))
+        # A free dimension (a sequence length the model takes any of) is fixed by --input-shape:
+        # the batch-1 SavedModel every target starts from is exported at that shape.
         sig = Signature(
-            inputs=tuple(_keras_tensor_info(t, f"input_{i}") for i, t in enumerate(model.inputs)),
+            inputs=with_input_shapes(inputs, input_shapes, path.name) if input_shapes else inputs,
             outputs=tuple(_keras_tensor_info(t, f"output_{i}") for i, t in enumerate(model.outputs)),
         )
         super().__init__(path, kind, sig, framework_version)
@@ -131,8 +135,8 @@ def _check_container(path: Path) -> None:
             f"the file is {kind}" if kind else "it does not start with the HDF5 signature"))
 
 
-def load_keras(path: Path) -> KerasSource:
-    """A ``.keras`` or Keras 2 ``.h5`` file."""
+def load_keras(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> KerasSource:
+    """A ``.keras`` or Keras 2 ``.h5`` file; ``input_shapes`` fixes free input dimensions by name."""
     _check_container(path)
     tf = require("tensorflow", "loading a TensorFlow/Keras model")
     keras = require("keras", "loading a Keras model")
@@ -148,7 +152,7 @@ def load_keras(path: Path) -> KerasSource:
         raise
     except Exception as exc:  # Keras raises ValueError/TypeError/OSError/... for bad files
         raise SourceModelError(f"cannot load Keras model {path}: {first_line(exc)}") from exc
-    return KerasSource(path, kind, model, f"tensorflow {tf.__version__}, keras {keras.__version__}")
+    return KerasSource(path, kind, model, f"tensorflow {tf.__version__}, keras {keras.__version__}", input_shapes)
 
 
 def load_saved_model(path: Path) -> SavedModelSource:

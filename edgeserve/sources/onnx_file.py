@@ -12,6 +12,7 @@ every route.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from edgeserve.sources.litert_lowering import lower_to_tflite
 from edgeserve.sources.onnx_input_ranges import input_value_range
 from edgeserve.sources.onnx_layout import move_batch_first
 
+log = logging.getLogger(__name__)
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
 # What a torch.export failure names: coremltools and ExecuTorch take the program from there, so
 # their refusal must not name litert-torch, which they never reach.
@@ -85,7 +87,8 @@ class OnnxSource(SourceModel):
         self.proto = onnx.load_model_from_string(data)
         self.fixed_inputs = _fix_inputs(onnx, self.proto, path, input_values or {})
         self.batch_axes = move_batch_first(onnx, self.proto, path, batch_axes or {})
-        if self.fixed_inputs or self.batch_axes:  # every route and the reference start from the model so
+        self.reshaped_inputs = _reshape_placeholders(self.proto, dict(input_shapes or {}))
+        if self.fixed_inputs or self.batch_axes or self.reshaped_inputs:  # every route and the reference start from the model so
             data = self.proto.SerializeToString()
         self._data = data
         graph = self.proto.graph
@@ -124,7 +127,8 @@ class OnnxSource(SourceModel):
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | ({"fixed_inputs": self.fixed_inputs} if self.fixed_inputs else {}) | \
-            ({"batch_axes": self.batch_axes} if self.batch_axes else {})
+            ({"batch_axes": self.batch_axes} if self.batch_axes else {}) | \
+            ({"reshaped_inputs": self.reshaped_inputs} if self.reshaped_inputs else {})
 
     @property
     def data(self) -> bytes:
@@ -331,6 +335,38 @@ def _fix_inputs(onnx: Any, proto: Any, path: Path, values: dict[str, str]) -> di
         graph.input.remove(inputs[name])
         fixed[name] = number.item()
     return fixed
+
+
+def _reshape_placeholders(proto: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[str, list[int]]]:
+    """Inputs whose fixed declared shape ``--input-shape`` replaces with another of the same rank:
+    a fully convolutional model exported with a placeholder size (CenterFace declares
+    [10, 3, 32, 32]; its own package rewrites it to the image's size at run time). The input's
+    dimensions are rewritten and the shapes inferred inside the graph dropped, so ONNX Runtime and
+    every route infer them again at the new size; a graph that bakes the old size into a Reshape
+    then fails to run, and says so. {name: {"declared": [...], "given": [...]}}."""
+    constants = {i.name for i in proto.graph.initializer}
+    changed: dict[str, dict[str, list[int]]] = {}
+    for value in proto.graph.input:
+        given = shapes.get(value.name)
+        dims = value.type.tensor_type.shape.dim
+        if value.name in constants or given is None or len(given) != len(dims):
+            continue
+        declared = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims]
+        if all(d is None or d == g for d, g in zip(declared, given)) or None in declared:
+            continue  # it fits (or only fills free dimensions), or it is a mix _input_info refuses
+        for dim, size in zip(dims, given):
+            dim.Clear()
+            dim.dim_value = int(size)
+        changed[value.name] = {"declared": [int(d) for d in declared], "given": [int(g) for g in given]}
+    if changed:
+        del proto.graph.value_info[:]
+        for value in proto.graph.output:
+            for dim in value.type.tensor_type.shape.dim:
+                dim.Clear()
+        log.warning("--input-shape replaces the declared shape of %s (a placeholder size; the graph's "
+                    "shapes are inferred again at the new one)",
+                    "; ".join(f"{n} ({_dims(c['declared'])} -> {_dims(c['given'])})" for n, c in changed.items()))
+    return changed
 
 
 def _input_info(onnx: Any, value: Any, shapes: dict[str, tuple[int, ...]]) -> TensorInfo:
