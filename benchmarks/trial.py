@@ -94,7 +94,9 @@ TRIAL: list[TrialModel] = [
                "FSMN streaming voice detector, four explicit caches", SEQUENCE,
                flags=("--input-shape", "speech=1x20x400")),
     TrialModel("spliceai", "spliceai==1.3.1", "spliceai/models/spliceai1.h5",
-               "SpliceAI dilated residual Conv1D, Keras 2 .h5, free sequence length", SMALL),
+               "SpliceAI dilated residual Conv1D, Keras 2 .h5, free sequence length", SMALL,
+               # its 10,000-base context is cropped away: 50 positions scored
+               flags=("--input-shape", "input_1=1x10050x4")),
 ]
 
 

@@ -56,6 +56,25 @@ def require(module: str, feature: str = "") -> ModuleType:
         raise MissingDependencyError(package, extra, feature) from exc
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it. Seen once with four targets side
+    by side (--jobs): ExecuTorch, a namespace package another target's coremltools was importing
+    at that moment, looked up as absent; not reproduced since. So a module already imported counts,
+    and a miss is looked up again with importlib's path caches cleared before it is believed."""
+    import importlib.util
+    import sys
+
+    if sys.modules.get(module) is not None:
+        return True
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return True
+        importlib.invalidate_caches()
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+        return False
+
+
 def _quiet_tensorflow() -> None:
     # TensorFlow prints C++ INFO lines and oneDNN notices on stderr at import; they drown
     # edgeserve's own output. Users can still raise the level themselves.

@@ -182,6 +182,10 @@ def judge(metric: str, reference: Sequence[np.ndarray], outputs: Sequence[np.nda
 
 def _sqnr_bound(name: str, ref: np.ndarray, out: np.ndarray, sqnr: float | None,
                 bound: float) -> tuple[bool, str]:
+    bad = int(np.size(out) - np.count_nonzero(np.isfinite(np.asarray(out, np.float64))))
+    if bad:  # "SQNR nan dB" says nothing: an fp16 overflow (Core ML, a -1e9 attention mask) reads so
+        return False, (f"{name}: {bad} of {np.size(out)} values are NaN or infinite (an overflow: fp16 holds "
+                       "at most 65504)")
     if sqnr is not None:
         ok = sqnr >= bound
         return ok, "" if ok else f"{name}: SQNR {sqnr:.1f} dB < min {bound:g} dB"

@@ -194,3 +194,13 @@ def test_every_python_folder_is_a_listed_package() -> None:
             found.add(".".join((package, *relative)))
     assert found - listed == set(), f"folders with __init__.py not in [tool.setuptools] packages: {found - listed}"
     assert len(found) >= 14  # the check walks the real folders
+
+
+def test_installed_says_what_can_be_imported_without_importing_it() -> None:
+    import sys
+
+    from edgeserve._deps import installed
+
+    assert installed("json") and installed("edgeserve.schedule")
+    assert not installed("edgeserve_no_such_module") and not installed("edgeserve_no_such_module.sub")
+    assert "edgeserve_no_such_module" not in sys.modules

@@ -22,6 +22,8 @@ from onnx_graphs import one_node, reader_vs_ort  # noqa: E402
     ("ReduceMax", {"axes": [1, 2], "keepdims": 0}, [1]),  # DNSMOS's global max pooling
     ("ReduceMin", {"axes": [-1]}, [1, 5, 1]),
     ("ReduceSum", {"axes": [2], "keepdims": 0}, [1, 5]),
+    ("ReduceProd", {"axes": [1, 2], "keepdims": 0}, [1]),  # a tf2onnx BERT's shape arithmetic (g2p-id)
+    ("ReduceProd", {}, [1, 1, 1]),
 ])
 def test_reductions_with_axes_as_attributes(op: str, attrs: dict, out_shape: list[int]) -> None:
     assert reader_vs_ort(one_node(op, [], [1, 5, 7], out_shape, opset=12, **attrs), [1, 5, 7]) < 1e-6
@@ -201,3 +203,9 @@ def test_a_backward_slice_equals_onnx_runtime(starts: list[int], ends: list[int]
         helper.make_tensor(n, TensorProto.INT64, [1], v)
         for n, v in (("starts", starts), ("ends", ends), ("axes", [1]), ("steps", steps))])
     assert reader_vs_ort(model, [1, 7, 3]) == 0.0
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_equals_onnx_runtime(p: int) -> None:
+    """A Keras hotword embedder ends in tf.math.l2_normalize, exported as LpNormalization."""
+    assert reader_vs_ort(one_node("LpNormalization", [], [1, 5, 7], [1, 5, 7], opset=13, axis=1, p=p), [1, 5, 7]) < 1e-5

@@ -54,6 +54,17 @@ def test_every_output_is_judged_and_a_broken_second_head_fails_by_name() -> None
     assert passing.ok and passing.shortfall() == (0, 0.0)
 
 
+def test_an_output_with_nan_fails_saying_so_not_as_sqnr_nan() -> None:
+    """Core ML's fp16 overflowed on a transformer's -1e9 attention mask: "SQNR nan dB < min 10 dB"
+    said nothing (benchmarks/trial.py); the reason now counts the values that are not finite."""
+    reference = np.random.default_rng(3).normal(size=(8, 6))
+    broken = reference.copy()
+    broken[2, 1], broken[5, 0] = np.nan, np.inf
+    verdict = judge("mae", [reference], [broken], None, max_drop=1.0, min_sqnr_db=10.0, names=["pooled"])
+    assert not verdict.ok
+    assert verdict.reason == "pooled: 2 of 48 values are NaN or infinite (an overflow: fp16 holds at most 65504)"
+
+
 def _softmax(logits: np.ndarray) -> np.ndarray:
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)

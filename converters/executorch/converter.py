@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import TORCH_TRACING, package_version
+from edgeserve._deps import TORCH_TRACING, installed, package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
@@ -69,9 +69,7 @@ class _ExecutorchBase(Converter):
         return self.precision == "int8"
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
-        import importlib.util
-
-        if importlib.util.find_spec("executorch") is None:
+        if not installed("executorch"):
             raise MissingDependencyError("executorch", "convert", f"the {self.name} target")
         if ctx.evaluation is None:
             raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the {self.name} target "

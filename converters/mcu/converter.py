@@ -12,12 +12,12 @@ verify    TFLM runs the model in exactly the planned host arena; its outputs equ
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from edgeserve._deps import installed
 from edgeserve.atomic import write_bytes, write_json, write_text
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
@@ -326,7 +326,7 @@ class McuConverter(Converter):
     # ----- verify -----------------------------------------------------------------------
     def verify(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel,
                host_arena: int, head64: HeadPlan) -> dict[str, Any]:
-        if importlib.util.find_spec("tflite_micro") is None:
+        if not installed("tflite_micro"):
             return {"method": "none", "note": "tflite-micro is not installed (pip install 'edgeserve[convert]'); "
                     "the plan was not run in TFLM"}
         from edgeserve.converters.mcu.check import sample_inputs
@@ -413,7 +413,7 @@ class McuConverter(Converter):
         head = plan_head(model, pointer_bytes=4).head_bytes
         checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
                             f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
-        if importlib.util.find_spec("tflite_micro") is not None:
+        if installed("tflite_micro"):
             from edgeserve.converters.mcu.child import call_in_child
 
             ok = call_in_child(TFLM_FITS, model_path.read_bytes(), entry["arena_bytes_host"],

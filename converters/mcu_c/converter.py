@@ -15,7 +15,6 @@ verify    gcc builds it with -Wall -Wextra -Werror; its outputs equal TFLM's ref
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeserve._deps import installed
 from edgeserve.atomic import write_bytes, write_json, write_text
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
@@ -207,7 +207,7 @@ class McuCConverter(Converter):
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise VerificationError(f"the generated C did not build or run on the host: {first[:400]}; "
                                     "please report this model") from exc
-        if importlib.util.find_spec("ai_edge_litert") is None and importlib.util.find_spec("tflite_micro") is None:
+        if not installed("ai_edge_litert") and not installed("tflite_micro"):
             return {"method": "compiled-only", "note": "neither LiteRT nor tflite-micro is installed to compare with"}
         with ctx.progress.step("mcu-c: the reference kernels on the same inputs"):
             reference_name, reference = call_in_child("edgeserve.converters.mcu_c.reference:reference_outputs",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import require
+from edgeserve._deps import installed, require
 from edgeserve.atomic import write_bytes
 from edgeserve.errors import ManifestError, ModelFileError, VerificationError
 from edgeserve.onnx_check import SESSION_CONFIG, validate_onnx
@@ -110,7 +109,7 @@ def placement(model: bytes) -> dict[str, Any]:
     from edgeserve.runtime.backend_onnx import PROVIDERS, OnnxRuntimeBackend
 
     available = set(ort.get_available_providers())
-    plugin = importlib.util.find_spec("onnxruntime_ep_openvino") is not None
+    plugin = installed("onnxruntime_ep_openvino")
     report: dict[str, Any] = {}
     for backend_name, kind, provider in PROVIDERS:
         name = f"onnxruntime:{backend_name}"

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgeserve._deps import TORCH_TRACING, package_version, require
+from edgeserve._deps import TORCH_TRACING, installed, package_version, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import InputError, MissingDependencyError, SourceModelError, first_line
 
@@ -89,9 +89,7 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
 def _slim(model: Any) -> tuple[Any, str]:
     """Constant folding and dead-node removal with onnxslim (checked afterwards, as every
     artifact is, against the source in ONNX Runtime)."""
-    import importlib.util
-
-    if importlib.util.find_spec("onnxslim") is None:
+    if not installed("onnxslim"):
         return model, "not simplified: onnxslim is not installed"
     import onnxslim
 
@@ -141,10 +139,8 @@ def _fix_io(onnx: Any, model: Any, source: Any, dynamic_batch: bool) -> Any:
 
 
 def _tf2onnx(args: list[str], out: Path, source: Any) -> Any:
-    import importlib.util
-
     onnx = require("onnx", "the onnx target")
-    if importlib.util.find_spec("tf2onnx") is None:  # it runs in the child; here only check it is there
+    if not installed("tf2onnx"):  # it runs in the child; here only check it is there
         raise MissingDependencyError("tf2onnx", "convert", "the onnx target")
     command = [sys.executable, "-m", "tf2onnx.convert", *args, "--opset", str(OPSET), "--output", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeserve import _deps
 from edgeserve._deps import package_version, require
 from edgeserve.console import quiet_libraries
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
@@ -36,9 +37,7 @@ MIN_FLOAT_SQNR_DB = 60.0
 
 
 def installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("onnx2tf") is not None
+    return _deps.installed("onnx2tf")
 
 
 def version() -> str | None:

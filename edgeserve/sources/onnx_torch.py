@@ -36,9 +36,11 @@ class OnnxOpError(UnsupportedOpError):
         self.op, self.target, self.supported = op, "onnx source", sorted(OPS)
         self.node = node
         EdgeServeError.__init__(self, (
-            f"ONNX operator {op} (node '{node}') {detail}. Route tried: ONNX -> edgeserve's ONNX reader -> "
-            f"torch.export -> litert-torch. What to do: re-export the model without it (for example with another "
-            f"opset), or convert the model the ONNX file was exported from"))
+            # The reader stops here, before torch.export and whatever tool comes after it (litert-torch,
+            # coremltools, ExecuTorch): the route named is the part every one of them shares.
+            f"ONNX operator {op} (node '{node}') {detail}. Route tried: ONNX -> edgeserve's ONNX reader. What to "
+            f"do: re-export the model without it (for example with another opset), or convert the model the ONNX "
+            f"file was exported from"))
 
 
 def node_name(node: Any) -> str:
