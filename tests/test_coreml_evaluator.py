@@ -178,6 +178,7 @@ def test_normalization_activations_reductions_and_shapes_match(tmp_path: Path) -
                                        begin_mask=[False, False, False, True], end_mask=[True, False, True, False],
                                        squeeze_mask=[True, False, False, False]),
             "slice_size": mb.slice_by_size(x=x, begin=[0, 1, 3, 2], size=[1, 2, -1, 4]),
+            "crop": mb.crop(x=x, crop_height=[1, 2], crop_width=[3, 0]),  # Keras's Cropping1D (SpliceAI)
             "concat": mb.concat(values=[x, mb.mul(x=x, y=2.0)], axis=1),
             "upsample": mb.upsample_nearest_neighbor(x=x, scale_factor_height=2, scale_factor_width=3),
             # What coremltools makes of F.interpolate(bilinear) (MediaPipe's pose detector, via ONNX).
@@ -204,7 +205,7 @@ def test_normalization_activations_reductions_and_shapes_match(tmp_path: Path) -
         "softmax": torch.softmax(tx, 1), "mean": tx.mean((2, 3), keepdim=True), "max": tx.amax(1),
         "transpose": tx.permute(0, 2, 3, 1), "pad_reflect": F.pad(tx, (0, 1, 1, 2), mode="reflect"),
         "pad_const": F.pad(tx, (1, 1, 2, 0), value=3.0), "slice": tx[0, 1:3, 2::2, :5],
-        "slice_size": tx[:, 1:3, 3:, 2:6], "concat": torch.cat([tx, 2 * tx], 1),
+        "slice_size": tx[:, 1:3, 3:, 2:6], "crop": tx[:, :, 1:7, 3:], "concat": torch.cat([tx, 2 * tx], 1),
         "upsample": tx.repeat_interleave(2, 2).repeat_interleave(3, 3),
         "bilinear": F.interpolate(tx, scale_factor=(2, 3), mode="bilinear", align_corners=False),
         "bilinear_corners": F.interpolate(tx, size=(18, 13), mode="bilinear", align_corners=True),
@@ -216,7 +217,8 @@ def test_normalization_activations_reductions_and_shapes_match(tmp_path: Path) -
     for name, value in expected.items():
         np.testing.assert_allclose(out[name], value.numpy(), atol=2e-5, err_msg=name)
     counts = program.op_counts()
-    for op in ("layer_norm", "batch_norm", "gelu", "softmax", "pad", "slice_by_index", "split", "linear", "matmul"):
+    for op in ("layer_norm", "batch_norm", "gelu", "softmax", "pad", "slice_by_index", "split", "linear", "matmul",
+               "crop"):
         assert op in counts, op
 
 

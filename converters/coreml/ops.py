@@ -505,6 +505,14 @@ def _pad(p: Params) -> np.ndarray:
     return np.pad(x, widths, mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
 
 
+@op("crop")
+def _crop(p: Params) -> np.ndarray:
+    """[top, bottom] rows and [left, right] columns off the last two axes (Keras's Cropping1D, as
+    coremltools writes it on the rank-4 form of a Conv1D's activations: SpliceAI, found by the trial)."""
+    x, (top, bottom), (left, right) = p["x"], _ints(p["crop_height"]), _ints(p["crop_width"])
+    return x[..., top:x.shape[-2] - bottom, left:x.shape[-1] - right]
+
+
 @op("slice_by_index")
 def _slice_by_index(p: Params) -> np.ndarray:
     x = p["x"]
