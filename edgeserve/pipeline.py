@@ -298,8 +298,9 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                                                     {n: ctx.artifacts[n].get("sha256") for n in needed})
             return True
 
-        def build(converter: Any) -> tuple[dict[str, Any], float, list[tuple[str, float]]]:
-            """In a thread of its own with --jobs: the entry, or the target's refusal raised."""
+        def build(converter: Any) -> tuple[dict[str, Any] | EdgeServeError, float, list[tuple[str, float]]]:
+            """In a thread of its own with --jobs: the entry, or the target's refusal, with its
+            seconds and steps either way (anything else raised is a bug, and ends the run)."""
             key, began = keys[converter.name], time.monotonic()
             why_not = reuse.reusable(previous.get(converter.name), key, out) if loading is not None else "--no-reuse"
             cached = None
@@ -323,18 +324,16 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                         with budget((options or {}).get("target_budget_s", DEFAULT_TARGET_BUDGET_S)):
                             entry = _with_judge(converter.convert(ctx.for_target(converter.name))) | {"reuse_key": key}
                 except EdgeServeError as exc:
-                    exc.timing = (time.monotonic() - began, list(steps))  # type: ignore[attr-defined]
-                    raise
+                    return exc, time.monotonic() - began, list(steps)
             return entry, time.monotonic() - began, list(steps)
 
         def settle(converter: Any, built: "concurrent.futures.Future[Any]") -> None:
-            try:
-                entry, seconds, steps = built.result()
-            except EdgeServeError as exc:
+            entry, seconds, steps = built.result()
+            if isinstance(entry, EdgeServeError):
                 # One target's refusal (its tool missing, TFLM refusing the model, an operator it
                 # lacks) does not throw away the others' work: it is recorded and the run goes on
                 # (and ends with exit 1). Errors about the run itself were raised before this loop.
-                seconds, steps = getattr(exc, "timing", (0.0, []))
+                exc = entry
                 refused.append((converter.name, exc))
                 timing["targets"][converter.name] = {"seconds": round(seconds, 2), "steps": _steps(steps),
                                                      "refused": True}

@@ -98,17 +98,21 @@ def cache_dir() -> Path:
     return Path(base) / "registry"
 
 
-def _wheel_glob(requirement: str) -> str:
+def _cached_wheel(directory: Path, requirement: str) -> Path | None:
+    """The wheel of ``requirement`` in ``directory``: its file name spelled as the index spells the
+    project ("CapSpot", "Resemblyzer"), whatever case the requirement uses."""
     name, version = requirement.split("==")
-    return f"{name.replace('-', '_')}-{version}-*.whl"
+    prefix = f"{name.replace('-', '_')}-{version}-".lower()
+    found = sorted(p for p in directory.glob("*.whl") if p.name.lower().startswith(prefix))
+    return found[0] if found else None
 
 
 def fetch_wheel(requirement: str) -> Path | None:
     """The cached wheel of ``requirement``, downloading it with pip when missing; None when pip cannot."""
     directory = cache_dir()
-    found = sorted(directory.glob(_wheel_glob(requirement)))
-    if found:
-        return found[0]
+    found = _cached_wheel(directory, requirement)
+    if found is not None:
+        return found
     directory.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", requirement, "--no-deps", "--only-binary=:all:",
                "--python-version", "3.11", "--platform", PLATFORM, "--platform", "manylinux_2_35_x86_64",
@@ -117,8 +121,7 @@ def fetch_wheel(requirement: str) -> Path | None:
         subprocess.run(command, check=True, timeout=600, capture_output=True)
     except (subprocess.SubprocessError, OSError):
         return None
-    found = sorted(directory.glob(_wheel_glob(requirement)))
-    return found[0] if found else None
+    return _cached_wheel(directory, requirement)
 
 
 def required_wheel(requirement: str) -> Path:
