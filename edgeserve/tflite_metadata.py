@@ -45,10 +45,17 @@ def unpack_model(data: bytes | bytearray) -> Any:
     return model
 
 
-def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
-    """Return ``model`` with ``payload`` (JSON) stored under the metadata name "edgeserve"."""
+def pack_model(model: Any, size_hint: int = 0) -> bytes:
+    """The bytes of an unpacked ``ModelT`` (``unpack_model``), as a .tflite file."""
     import flatbuffers
 
+    builder = flatbuffers.Builder(size_hint + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
+    """Return ``model`` with ``payload`` (JSON) stored under the metadata name "edgeserve"."""
     schema = schema_module()
     obj = unpack_model(model)
     # metadata_buffer (a deprecated list of buffers holding metadata) can outlive the buffers
@@ -66,6 +73,4 @@ def add_metadata(model: bytes, payload: dict[str, Any]) -> bytes:
     entry.buffer = len(obj.buffers) - 1
     obj.metadata = [m for m in (obj.metadata or []) if m.name not in (METADATA_NAME, METADATA_NAME.encode())]
     obj.metadata.append(entry)
-    builder = flatbuffers.Builder(len(model) + 4096)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return pack_model(obj, len(model))

@@ -1,7 +1,8 @@
 """The reader's operator translations against ONNX Runtime, one node at a time: Resize,
 ConvTranspose, DepthToSpace/SpaceToDepth, Clip, Split, and the operators real models from PyPI
 wheels needed (openwakeword's melspectrogram and DNSMOS: ReduceMax; PP-OCRv6: Erf; a YOLOv8
-detector: Range; magika: ReduceSum; a dynamo-exported transformer: LayerNormalization)."""
+detector: Range; magika: ReduceSum; a dynamo-exported transformer: LayerNormalization; BirdNET
+through tf2onnx: ReverseSequence and auto_pad SAME)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,36 @@ def test_a_backward_slice_equals_onnx_runtime(starts: list[int], ends: list[int]
 def test_lp_normalization_equals_onnx_runtime(p: int) -> None:
     """A Keras hotword embedder ends in tf.math.l2_normalize, exported as LpNormalization."""
     assert reader_vs_ort(one_node("LpNormalization", [], [1, 5, 7], [1, 5, 7], opset=13, axis=1, p=p), [1, 5, 7]) < 1e-5
+
+
+@pytest.mark.parametrize(("time_axis", "batch_axis", "shape", "lengths"), [
+    (0, 1, [5, 3, 2], [5, 2, 0]),  # partial, whole and empty reversals side by side
+    (1, 0, [3, 5, 4], [1, 5, 3]),
+    (1, 0, [2, 6, 3], [6, 6]),  # tf2onnx's ReverseV2: every length the whole axis
+])
+def test_reverse_sequence_equals_onnx_runtime(time_axis: int, batch_axis: int, shape: list[int],
+                                              lengths: list[int]) -> None:
+    from onnx import TensorProto, helper
+
+    lens = helper.make_tensor("lens", TensorProto.INT64, [len(lengths)], lengths)
+    model = one_node("ReverseSequence", ["lens"], shape, shape, initializers=[lens],
+                     time_axis=time_axis, batch_axis=batch_axis)
+    assert reader_vs_ort(model, shape) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize(("size", "kernel", "strides"), [
+    ([7, 8], [3, 3], [2, 2]),  # odd total padding on one axis: where the extra one goes
+    ([9, 6], [4, 2], [1, 3]),
+    ([6, 11], [5, 3], [2, 2]),
+])
+def test_auto_pad_same_equals_onnx_runtime(mode: str, size: list[int], kernel: list[int], strides: list[int]) -> None:
+    from onnx import TensorProto, helper
+
+    weights = np.random.default_rng(2).standard_normal((3, 2, *kernel)).astype(np.float32)
+    w = helper.make_tensor("w", TensorProto.FLOAT, list(weights.shape), weights.reshape(-1))
+    conv = one_node("Conv", ["w"], [1, 2, *size], [], initializers=[w], auto_pad=mode, strides=strides)
+    assert reader_vs_ort(conv, [1, 2, *size]) < 1e-5
+    if all(k >= s for k, s in zip(kernel, strides)):  # ONNX Runtime refuses a pool stride past its kernel
+        pool = one_node("MaxPool", [], [1, 2, *size], [], auto_pad=mode, strides=strides, kernel_shape=kernel)
+        assert reader_vs_ort(pool, [1, 2, *size]) == 0.0

@@ -101,6 +101,11 @@ PARAMS: dict[str, tuple[StructSize, ...]] = {
     # Read from builtin_op_data.h (Nov 2026), not probed: one int block_size each.
     "TfLiteDepthToSpaceParams": row((4, 4), (4, 4)),
     "TfLiteSpaceToDepthParams": row((4, 4), (4, 4)),
+    # Read from builtin_op_data.h (Nov 2026), not probed: SHAPE's one TfLiteType enum and
+    # L2_NORMALIZATION's one activation enum (one byte on Arm, as TfLiteMulParams); PACK's two ints.
+    "TfLiteShapeParams": row((4, 4), (1, 1)),
+    "TfLiteL2NormParams": row((4, 4), (1, 1)),
+    "TfLitePackParams": row((8, 4), (8, 4)),
 }
 
 #: The structs kernels allocate in Init (each kernel's OpData), by their TFLM name and the
@@ -138,6 +143,8 @@ OP_DATA: dict[str, tuple[StructSize, ...]] = {
     "StridedSliceParams": row((84, 4), (84, 4)),
     "VarHandleOpData": row((4, 4), (4, 4)),  # var_handle.cc: int32 resource_id
     "CallOnceOpData": row((8, 4), (8, 4)),  # call_once.cc: int init_subgraph_index, bool has_run
+    # kernels/internal/types.h L2NormalizationParams: one int32 input_zero_point (read, not probed).
+    "L2NormalizationParams": row((4, 4), (4, 4)),
     # assign_variable.cc: Init exists only with USE_TFLM_COMPRESSION (int scratch_index);
     # size 0 means no Init, so no allocation.
     "AssignVariableOpData": row((0, 4), (0, 4), (4, 4), (4, 4)),
@@ -363,6 +370,14 @@ KERNELS: dict[str, KernelData] = {
     "SLICE": KernelData(None, None, _fixed("i0 i1 i2 o0"), source="slice.cc"),
     "STRIDED_SLICE": KernelData("TfLiteStridedSliceParams", "StridedSliceParams", _fixed("i0 i1 i2 i3 o0"),
                                 source="strided_slice.cc, strided_slice_common.cc"),
+    # An EfficientNet-style squeeze-excite block's shape arithmetic (SHAPE -> STRIDED_SLICE ->
+    # PACK -> RESHAPE) and an embedding's last L2_NORMALIZATION (a hotword model of the issue 48
+    # trial). SHAPE has no Init and a Prepare that fetches nothing; PACK has neither; L2NormInit
+    # allocates its params, L2NormPrepare fetches input and output.
+    "SHAPE": KernelData("TfLiteShapeParams", None, _fixed(""), source="shape.cc"),
+    "PACK": KernelData("TfLitePackParams", None, _fixed(""), source="pack.cc"),
+    "L2_NORMALIZATION": KernelData("TfLiteL2NormParams", "L2NormalizationParams", _fixed("i0 o0"),
+                                   source="l2norm.cc"),
     "SPLIT_V": KernelData("TfLiteSplitVParams", None, _fixed("i2"), source="split_v.cc"),  # the axis only
     # State. CALL_ONCE and VAR_HANDLE fetch no TfLiteTensor in Prepare; READ_VARIABLE the
     # handle, ASSIGN_VARIABLE the value. ASSIGN_VARIABLE's Prepare also allocates the

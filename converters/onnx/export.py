@@ -58,12 +58,18 @@ def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
         made = _tf2onnx(["--saved-model", str(directory)], ctx.workdir / "tf2onnx.onnx", source)
         result = FloatOnnx(made, "batch-1 SavedModel -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
     elif source.kind == "tflite-float":
+        from edgeserve.converters.onnx.tflite_dft import dft_as_matmul
+
         path = source.path
-        if source.rewrites:  # tf2onnx reads no sparse tensor and no MediaPipe op: the rewritten bytes
+        # tf2onnx reads no sparse tensor, no MediaPipe op, and an RFFT2D only straight into a
+        # COMPLEX_ABS: the rewritten bytes (the targets are still judged against the file as given)
+        readable, dft = dft_as_matmul(source.readable)
+        if source.rewrites or dft:
             path = ctx.workdir / "readable.tflite"
-            path.write_bytes(source.readable)
+            path.write_bytes(readable)
         made = _tf2onnx(["--tflite", str(path)], ctx.workdir / "tf2onnx.onnx", source)
-        result = FloatOnnx(made, "float .tflite -> tf2onnx", {"tf2onnx": package_version("tf2onnx")})
+        result = FloatOnnx(made, "float .tflite" + (" (RFFT2D as matrix products)" if dft else "") + " -> tf2onnx",
+                           {"tf2onnx": package_version("tf2onnx")}, (dft,) if dft else ())
     elif source.framework == "pytorch":
         result = _torch_export(source, ctx.workdir / "torch.onnx", dynamic_batch)
     elif source.kind == "onnx":

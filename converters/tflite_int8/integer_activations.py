@@ -1,4 +1,5 @@
-"""Make integer the operators ai-edge-quantizer leaves in float: PRELU, LEAKY_RELU, DEPTH_TO_SPACE.
+"""Make integer the operators ai-edge-quantizer leaves in float: PRELU, LEAKY_RELU, DEPTH_TO_SPACE,
+SPACE_TO_DEPTH, SHAPE, L2_NORMALIZATION.
 
 ai-edge-quantizer 0.10 has no quantization rule for PRELU or LEAKY_RELU (neither its
 opcode map nor its default policy names them), so it leaves each such operator in float
@@ -35,12 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _FLOAT32, _INT8 = 0, 9
 _DEQUANTIZE, _LEAKY_RELU, _PRELU, _QUANTIZE = 6, 98, 54, 114
 _DEPTH_TO_SPACE, _SPACE_TO_DEPTH = 5, 26
+_SHAPE, _L2_NORMALIZATION = 77, 11
+# LiteRT's and TFLM's int8 L2_NORMALIZATION write their output on this fixed scale, zero point 0.
+L2_OUTPUT_SCALE = 1.0 / 128.0
 ACTIVATIONS = {_PRELU: "PRELU", _LEAKY_RELU: "LEAKY_RELU"}
 MOVES = {_DEPTH_TO_SPACE: "DEPTH_TO_SPACE", _SPACE_TO_DEPTH: "SPACE_TO_DEPTH"}
 
@@ -48,15 +52,14 @@ MOVES = {_DEPTH_TO_SPACE: "DEPTH_TO_SPACE", _SPACE_TO_DEPTH: "SPACE_TO_DEPTH"}
 def integerize_activations(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with its float PRELU/LEAKY_RELU in the pattern above made int8, and how many
     of each were; the bytes come back unchanged when there were none."""
-    return rewrite_graphs(model_bytes, lambda model, graph: _rewrite_graph(model, graph) + _rewrite_moves(model, graph))
+    return rewrite_graphs(model_bytes, lambda model, graph: _rewrite_graph(model, graph) + _rewrite_moves(model, graph)
+                          + _rewrite_shapes(model, graph) + _rewrite_l2_norms(model, graph))
 
 
 def rewrite_graphs(model_bytes: bytes, rewrite: Callable[[Any, Any], list[str]]) -> tuple[bytes, dict[str, int]]:
     """The model with ``rewrite(model, graph)`` applied to each graph (it edits the graph in place
     and returns the kinds it rewrote), and how many of each kind; the bytes come back unchanged
     when nothing was rewritten. Shared with integer_comparisons.py."""
-    import flatbuffers
-
     model = unpack_model(model_bytes)
     done: dict[str, int] = {}
     for graph in model.subgraphs or []:
@@ -64,9 +67,7 @@ def rewrite_graphs(model_bytes: bytes, rewrite: Callable[[Any, Any], list[str]])
             done[name] = done.get(name, 0) + 1
     if not done:
         return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+    return pack_model(model, len(model_bytes)), done
 
 
 def _code(model: Any, op: Any) -> int:
@@ -145,6 +146,63 @@ def _rewrite_moves(model: Any, graph: Any) -> list[str]:
         if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
             removed.add(id(dequantize))
         rewritten.append(kind)
+    _remove(model, graph, ops, removed)
+    return rewritten
+
+
+def _rewrite_shapes(model: Any, graph: Any) -> list[str]:
+    """SHAPE of a DEQUANTIZE's float output reads the int8 tensor instead: the same dimensions
+    (EfficientNet-style squeeze-excite blocks take the shape of their pooled vector for a
+    RESHAPE), and the DEQUANTIZE goes when nothing else reads it."""
+    ops, producer, readers, graph_outputs = _wiring(graph)
+    removed: set[int] = set()
+    rewritten: list[str] = []
+    for op in ops:
+        if _code(model, op) != _SHAPE or not _float(graph, int(op.inputs[0])):
+            continue
+        x = int(op.inputs[0])
+        dequantize = producer.get(x)
+        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
+            continue
+        op.inputs[0] = int(dequantize.inputs[0])
+        readers[x] = [r for r in readers.get(x, []) if r is not op]
+        if not readers[x] and x not in graph_outputs:
+            removed.add(id(dequantize))
+        rewritten.append("SHAPE")
+    _remove(model, graph, ops, removed)
+    return rewritten
+
+
+def _rewrite_l2_norms(model: Any, graph: Any) -> list[str]:
+    """int8 x -> DEQUANTIZE -> float L2_NORMALIZATION -> QUANTIZE(s), or -> a float model output
+    in a model whose inputs are int8 (int8 I/O), as int8 x -> L2_NORMALIZATION -> int8 y on the
+    kernels' fixed output scale 1/128 (an embedding's last step, a hotword model in the issue
+    48 trial): each QUANTIZE requantizes y; a model output becomes int8 like the model's others.
+    The gate judges the precision it costs, as for every artifact."""
+    ops, producer, readers, graph_outputs = _wiring(graph)
+    int8_io = bool(len(graph.inputs)) and all(graph.tensors[int(i)].type == _INT8 for i in graph.inputs)
+    removed: set[int] = set()
+    rewritten: list[str] = []
+    for op in ops:
+        if _code(model, op) != _L2_NORMALIZATION or not _float(graph, int(op.inputs[0])):
+            continue
+        x, y = int(op.inputs[0]), int(op.outputs[0])
+        dequantize = producer.get(x)
+        if dequantize is None or _code(model, dequantize) != _DEQUANTIZE:
+            continue
+        source = graph.tensors[int(dequantize.inputs[0])]
+        consumers = readers.get(y, [])
+        as_output = y in graph_outputs and not consumers and int8_io
+        if source.type != _INT8 or not _per_tensor(source) or not (as_output or (
+                consumers and y not in graph_outputs and all(_code(model, c) == _QUANTIZE for c in consumers))):
+            continue
+        params = schema_module().QuantizationParametersT()
+        params.scale, params.zeroPoint = [L2_OUTPUT_SCALE], [0]
+        graph.tensors[y].type, graph.tensors[y].quantization = _INT8, params
+        op.inputs[0] = int(dequantize.inputs[0])
+        if all(r is op for r in readers.get(x, [])) and x not in graph_outputs:
+            removed.add(id(dequantize))
+        rewritten.append("L2_NORMALIZATION")
     _remove(model, graph, ops, removed)
     return rewritten
 

@@ -260,6 +260,29 @@ def _space_to_depth(args: list[Value], attrs: dict[str, Any]) -> Value:
     return y.reshape(n, c * b * b, h // b, w // b)
 
 
+def _reverse_sequence(args: list[Value], attrs: dict[str, Any]) -> Value:
+    """ReverseSequence: along ``time_axis``, each batch entry's first ``sequence_lens[b]`` steps
+    in reverse order and the rest as they are (tf2onnx writes TensorFlow's ReverseV2 this way:
+    BirdNET's spectrogram flips its frequency axis, every length the whole axis)."""
+    x, lengths = args
+    if not isinstance(lengths, np.ndarray):
+        raise ValueError("needs its sequence_lens known before the model runs (a constant)")
+    time_axis, batch_axis = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
+    steps = int(x.shape[time_axis])
+    # One gather index per (time, batch) position: reversed below the entry's length, as is after it.
+    index = np.empty((steps, len(lengths)), np.int64)
+    for b, length in enumerate(np.asarray(lengths, np.int64).reshape(-1)):
+        length = min(max(int(length), 0), steps)
+        index[:, b] = np.concatenate([np.arange(length)[::-1], np.arange(length, steps)])
+    shape = [1] * x.ndim
+    shape[time_axis], shape[batch_axis] = steps, len(lengths)
+    index = index.reshape(shape) if time_axis < batch_axis else index.T.reshape(shape)
+    index = np.broadcast_to(index, tuple(x.shape))
+    if isinstance(x, np.ndarray):
+        return np.take_along_axis(x, index, axis=time_axis)
+    return _torch().gather(x, time_axis, _torch().from_numpy(np.ascontiguousarray(index)))
+
+
 OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "Split": _split,
     "Reshape": _reshape,
@@ -280,4 +303,5 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "Transpose": _transpose,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
+    "ReverseSequence": _reverse_sequence,
 }

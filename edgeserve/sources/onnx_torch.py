@@ -14,7 +14,7 @@ error naming it and its node.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -199,10 +199,30 @@ def _check_auto_pad(attrs: dict[str, Any]) -> None:
         raise NotImplementedError(f"auto_pad {mode} is not supported (pads must be explicit)")
 
 
+def _explicit_pads(attrs: dict[str, Any], spatial: Sequence[int], kernel: Sequence[int]) -> dict[str, Any]:
+    """``attrs`` with auto_pad SAME_UPPER / SAME_LOWER written as the pads the ONNX specification
+    gives them (output size ceil(input / stride); an odd total padding puts the extra one at the
+    end for SAME_UPPER, at the start for SAME_LOWER): tf2onnx writes TensorFlow's "SAME" so."""
+    mode = _text(attrs, "auto_pad", "NOTSET")
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        return attrs
+    rank = len(kernel)
+    strides = list(attrs.get("strides", [1] * rank))
+    dilations = list(attrs.get("dilations", [1] * rank))
+    begins, ends = [], []
+    for size, k, stride, dilation in zip(spatial, kernel, strides, dilations):
+        total = max((-(-int(size) // stride) - 1) * stride + (k - 1) * dilation + 1 - int(size), 0)
+        small, large = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else large)
+        ends.append(large if mode == "SAME_UPPER" else small)
+    return {**attrs, "auto_pad": "NOTSET", "pads": begins + ends}
+
+
 def _conv(args: list[Value], attrs: dict[str, Any]) -> Value:
     torch = _torch()
-    _check_auto_pad(attrs)
     x, w = _tensor(args[0]), _tensor(args[1])
+    attrs = _explicit_pads(attrs, x.shape[2:], w.shape[2:])
+    _check_auto_pad(attrs)
     b = _tensor(args[2]) if len(args) > 2 and args[2] is not None else None
     rank = w.dim() - 2
     sym, flat = _spatial_pads(list(attrs.get("pads", [])), rank)
@@ -295,8 +315,9 @@ def _resize(args: list[Value], attrs: dict[str, Any]) -> Value:
 def _pool(kind: str) -> Callable[..., Value]:
     def run(args: list[Value], attrs: dict[str, Any]) -> Value:
         torch = _torch()
-        _check_auto_pad(attrs)
         x = _tensor(args[0])
+        attrs = _explicit_pads(attrs, x.shape[2:], list(attrs["kernel_shape"]))
+        _check_auto_pad(attrs)
         kernel = list(attrs["kernel_shape"])
         rank = len(kernel)
         if rank != 2:
