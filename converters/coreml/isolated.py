@@ -68,6 +68,7 @@ def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, l
     from edgeserve.converters.coreml.frontend import convert_prepared, deployment_target, prepared
 
     kind, path = carrier
+    saturated = 0
     if kind == "keras":
         from edgeserve.sources import load_source
 
@@ -76,16 +77,23 @@ def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, l
         source: Any = load_source(path)
     else:
         torch = require("torch", "Core ML conversion of a PyTorch model")
+        from edgeserve.converters.coreml.fp16_range import FP16_MAX, saturate_constants
+
         program = torch.export.load(path) if kind == "pt2" else None
         module = program.module() if program is not None else torch.jit.load(path).eval()
+        saturated = saturate_constants(program if program is not None else module)
+        if program is not None and saturated:
+            module = program.module()
         source = SimpleNamespace(framework="pytorch", program=program, module=module, path=Path(name), kind=kind)
     ct = toolchain.coremltools()
     model, frontend = prepared(source, plans)
+    notes = [f"edgeserve: {saturated} constant tensor(s) beyond fp16's range saturated to ±{FP16_MAX:g} "
+             "(fp16_range.py)"] if saturated else []
     with toolchain.captured() as said:
         mlmodel = convert_prepared(ct, model, frontend, plans, target=deployment_target(ct, target_name),
                                    labels=labels, name=name)
         mlmodel.save(package)
-    return said.messages
+    return notes + said.messages
 
 
 def finish_step(converted: str, package: str, precision: str, stats: Any, metadata: dict[str, str]) -> list[str]:
