@@ -1,11 +1,14 @@
 """Operators ai-edge-quantizer leaves float that have exact or standard int8 forms, made int8 in
 tflite-int8 (converters/tflite_int8/integer_activations.py), so the microcontroller target takes
 the model: SHAPE of a squeeze-excite block's pooled vector (it reads the int8 tensor: the same
-dimensions) and an embedding's last L2_NORMALIZATION (int8 on the kernels' fixed 1/128 scale).
-A hotword embedding model of issue 48's trial (efficientword-net) was refused by mcu for both."""
+dimensions) and an embedding's last L2_NORMALIZATION (int8 on the kernels' fixed 1/128 scale);
+mcu-c runs the L2 norm with its own kernel (firmware/kernels/es_l2norm.c) and needs no code for
+the shape arithmetic. A hotword embedding model of issue 48's trial (efficientword-net) was
+refused by mcu and mcu-c for both."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +58,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     assert {"SHAPE", "PACK", "L2_NORMALIZATION"} <= set(op_types(source.read_bytes()))
     calib = root / "calib.npz"
     np.savez(calib, x=np.random.default_rng(0).uniform(0, 1, (48, 16, 16, 1)).astype(np.float32))
-    result = convert(source, ["tflite-int8", "mcu"], root / "out", calib=calib)
+    result = convert(source, ["tflite-int8", "mcu", "mcu-c"], root / "out", calib=calib)
     return root / "out", {a["target"]: a for a in result.manifest["artifacts"]}
 
 
@@ -82,3 +85,17 @@ def test_the_microcontroller_build_takes_it_and_matches_tflm(converted: tuple[Pa
     mcu = entries["mcu"]
     assert mcu["status"] == "ok", mcu.get("reason")
     assert {"SHAPE", "PACK", "L2_NORMALIZATION"} <= set(mcu["ops"])
+
+
+def test_plain_c_runs_it_bit_exact_with_tflm_with_no_code_for_the_shape_arithmetic(
+        converted: tuple[Path, dict]) -> None:
+    out, entries = converted
+    entry = entries["mcu-c"]
+    assert entry["status"] == "ok", entry.get("reason")
+    verification = entry["verification"]
+    assert verification["bit_exact"] and verification["distinct_reference_outputs"] > 1
+    assert verification["cortex_m4"]["matches_host"]
+    model_c = (out / "mcu-c" / "embedder.c").read_text()
+    assert "es_l2_normalization(" in model_c
+    assert not re.search(r"\d+: (SHAPE|STRIDED_SLICE|PACK) \*/", model_c)  # each call is commented "N: OP"
+    assert (out / "mcu-c" / "kernels" / "es_l2norm.c").exists()

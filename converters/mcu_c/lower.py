@@ -63,7 +63,10 @@ class Lowering(DataMovement, Activations):
                     f"{tensor.dtype_name.lower()}. Convert with --io int8")
         steps = []
         self.folded = self._foldable_pads()
+        shape_only = self._shape_arithmetic()
         for op in self.graph.operators:
+            if op.index in shape_only:
+                continue
             kinds = set()
             # RESHAPE's shape input is read for its shape only (and may be an empty tensor nothing writes).
             read = op.inputs[:1] if op.op_name == "RESHAPE" else op.inputs
@@ -131,6 +134,33 @@ class Lowering(DataMovement, Activations):
                                    "size or from a constant")
         return Step(op.index, op.op_name, "memcpy", None, {"name": variable.name}, [], (value,), -1,
                     state=variable.index)
+
+    def _shape_arithmetic(self) -> set[int]:
+        """Operators that only compute a RESHAPE's new shape (SHAPE -> STRIDED_SLICE -> PACK in a
+        squeeze-excite block that keeps a free batch): int32 values every reader of which is such
+        an operator or a RESHAPE's shape input. RESHAPE is an alias on its output's static shape,
+        so they need no code; TFLM's interpreter, which runs them, checks the same model."""
+        ops = self.graph.operators
+        readers: dict[int, list[tuple[Operator, int]]] = {}
+        for op in ops:
+            for position, index in enumerate(op.inputs):
+                readers.setdefault(index, []).append((op, position))
+        arithmetic = ("SHAPE", "PACK", "STRIDED_SLICE", "SLICE", "CONCATENATION", "GATHER", "CAST")
+        found: set[int] = set()
+        for op in reversed(ops):  # readers come after their producers: decided before them
+            outputs = [i for i in op.outputs if i >= 0]
+            if op.op_name not in arithmetic or not outputs or any(
+                    self.tensor(i).dtype_name != "int32" or i in self.graph.outputs for i in outputs):
+                continue
+            if all((reader.op_name == "RESHAPE" and position == 1) or reader.index in found
+                   for i in outputs for reader, position in readers.get(i, [])):
+                found.add(op.index)
+        return found
+
+    def _shape(self, op: Operator) -> None:
+        raise _refuse(op, "except as a RESHAPE's new shape (its value is used at run time here)")
+
+    _pack = _shape
 
     def _foldable_pads(self) -> dict[int, tuple[int, int, int]]:
         """PADs a convolution can do itself: padded tensor -> (unpadded tensor, top, left).

@@ -164,6 +164,21 @@ class Activations:
                     [ConstArray(f"t{op.index}", "int8_t", alpha.reshape(-1))], (op.inputs[0],), op.outputs[0],
                     InPlace("start", "es_prelu"), KERNEL_SOURCES[op.op_name])
 
+    def _l2_normalization(self, op: Operator) -> Step:
+        """Along the last axis; TFLite's int8 kernels write the output on 1/128, zero point 0
+        (LiteRT refuses another), so the C assumes that scale and this checks it."""
+        x, y = self._data_input(op), self.tensor(op.outputs[0])
+        if self._wide(op) or x.dtype_name != "int8":
+            raise _refuse(op, "on int16 tensors (its kernel here is int8)")
+        (_, zx), (sy, zy) = _q(x), _q(y)
+        if abs(sy - 1.0 / 128.0) > 1e-9 or zy != 0:
+            raise _refuse(op, f"with output scale {sy:g} and zero point {zy} (its int8 kernels write 1/128 and 0)")
+        depth = int(x.shape[-1]) if x.shape else 1
+        params = {"rows": int(np.prod(x.shape)) // max(depth, 1), "depth": depth, "in_offset": -zx}
+        return Step(op.index, op.op_name, "es_l2_normalization", "es_l2_normalization_params", params, [],
+                    (op.inputs[0],), op.outputs[0], InPlace("start", "es_l2_normalization"),
+                    KERNEL_SOURCES[op.op_name])
+
     def _mean(self, op: Operator) -> Step:
         x, y = self._data_input(op), self.tensor(op.outputs[0])
         if len(x.shape) > 4:

@@ -41,6 +41,7 @@ KERNEL_SOURCES = {
     "MAXIMUM": "es_elementwise.c",
     "MINIMUM": "es_elementwise.c",
     "PRELU": "es_prelu.c",
+    "L2_NORMALIZATION": "es_l2norm.c",
     "SPLIT_V": "es_copy.c",
     "SPLIT": "es_copy.c",
     "GATHER_ND": "es_copy.c",  # constant indices: a reflect pad of edgeserve's ONNX reader
@@ -51,6 +52,10 @@ KERNEL_SOURCES = {
     **{op: "es_elementwise.c" for op in ("GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL",
                                          "SELECT", "SELECT_V2")},
     "RESHAPE": None,  # an alias of its input
+    # Shape arithmetic read only as a RESHAPE's new shape (a squeeze-excite block's SHAPE ->
+    # STRIDED_SLICE -> PACK): no code, the RESHAPE takes its output's static shape (lower.py).
+    "SHAPE": None,
+    "PACK": None,
     "SQUEEZE": None,
     "EXPAND_DIMS": None,
     # State (state.py): buffers outside the arena.

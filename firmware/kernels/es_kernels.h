@@ -229,6 +229,15 @@ typedef struct {
 /* out may equal in. */
 void es_prelu(const es_prelu_params *p, const int8_t *in, int8_t *out);
 
+/* L2_NORMALIZATION along the last axis: rows x depth values; the output is on the fixed scale
+ * 1/128, zero point 0, as TFLite's int8 kernels write it. out may equal in: each row is read
+ * whole before it is written. */
+typedef struct {
+  int32_t rows, depth, in_offset;  /* in_offset: minus the input's zero point */
+} es_l2_normalization_params;
+
+void es_l2_normalization(const es_l2_normalization_params *p, const int8_t *in, int8_t *out);
+
 /* MEAN: reduce[a] marks the reduced axes of the (left-padded) 4-D input. */
 typedef struct {
   int32_t dims[4], strides[4], reduce[4];
