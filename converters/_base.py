@@ -36,7 +36,7 @@ class ConversionContext:
     calibration: SampleSet | None  # None for a .tflite source: it is already quantized
     evaluation: SampleSet | None
     preprocess: PreprocessSpec | None
-    profile: Any  # edgeserve.profiles.Profile | None
+    profile: Any  # edgeserve.device_profiles.Profile | None
     options: Mapping[str, Any]
     progress: Progress
     workdir: Path
@@ -134,6 +134,9 @@ class Converter(abc.ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    # The module whose print_entry(console, entry) prints this target's manifest entry for
+    # `convert` and `inspect` (edgeserve.report collects it); None: the lines every target shares.
+    report_lines: ClassVar[str | None] = None
 
     def requires(self, source_kind: str) -> tuple[str, ...]:
         """Targets whose artifacts this one is built from, for a source of ``source_kind``."""

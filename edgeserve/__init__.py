@@ -9,6 +9,21 @@ from __future__ import annotations
 from edgeserve.errors import EdgeServeError, MissingDependencyError
 from edgeserve.preprocess import PreprocessSpec
 
-__version__ = "0.2.2"
+__version__ = "0.2.3"
 
-__all__ = ["EdgeServeError", "MissingDependencyError", "PreprocessSpec", "__version__"]
+__all__ = ["EdgeServeError", "MissingDependencyError", "PreprocessSpec", "Session", "__version__", "convert"]
+
+# The two entry points, imported when first asked for (PEP 562), so that ``import edgeserve``
+# loads neither the conversion pipeline nor the runtime: ``from edgeserve import convert, Session``.
+_LAZY = {"convert": ("edgeserve.pipeline", "convert"), "Session": ("edgeserve.runtime.session", "Session")}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'edgeserve' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # once found, an ordinary attribute
+    return value

@@ -372,7 +372,7 @@ def profiles(ctx: click.Context, json_out: bool) -> None:
     """List device profiles, or `profiles show NAME`."""
     if ctx.invoked_subcommand is not None:
         return
-    from edgeserve.profiles import list_profiles, load_profile
+    from edgeserve.device_profiles import list_profiles, load_profile
 
     rows = [load_profile(n) for n in list_profiles()]
     if json_out:
@@ -388,7 +388,7 @@ def profiles(ctx: click.Context, json_out: bool) -> None:
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def profiles_show(name: str, json_out: bool) -> None:
     """Show one profile (a bundled NAME or a path to a .toml file)."""
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     profile = load_profile(name)
     if json_out:

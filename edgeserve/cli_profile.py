@@ -61,7 +61,7 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
     Idle baseline first, then back-to-back inference for --duration seconds. Energy is
     null (with the reason) when no power source exists; an estimate is marked so.
     """
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
     from edgeserve.profiling.power import check_source_name
     from edgeserve.profiling.run import profile_run
 

@@ -165,7 +165,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                  for n, f in split_stack(name, array, model_shape, takes_images))
         if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
             # Pipelined: the next frame decodes and preprocesses while this one runs.
-            from edgeserve.runtime.pipeline import StreamStats
+            from edgeserve.runtime.video_pipeline import StreamStats
 
             live = not Path(inputs[0]).is_file()
             names: dict[int, str] = {}

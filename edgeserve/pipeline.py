@@ -95,7 +95,7 @@ def convert(
         written, with the failing artifact marked) when a target misses its accuracy bound.
     """
     from edgeserve.converters import get_converter
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     for target in targets:
         get_converter(target)  # unknown names fail before any work

@@ -108,5 +108,5 @@ class BackendOptions:
     """What a factory may use to open a model."""
 
     threads: int | None
-    profile: Any  # edgeserve.profiles.Profile | None
+    profile: Any  # edgeserve.device_profiles.Profile | None
     libraries: Mapping[str, str]  # delegate library overrides by backend name ("npu" -> path)

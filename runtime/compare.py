@@ -18,7 +18,7 @@ import numpy as np
 
 from edgeserve.errors import EdgeServeError
 from edgeserve.manifest import load_manifest
-from edgeserve.profiles import load_profile
+from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.loop_energy import LoopEnergy
 
 # Targets that build for a microcontroller: their figures come from the emulated board.

@@ -96,7 +96,7 @@ class Session:
 
     Args:
         artifact: a manifest.json (or its directory), or a .tflite / .onnx / .mlpackage file.
-        profile: a profile name, path or :class:`~edgeserve.profiles.Profile`; gives the
+        profile: a profile name, path or :class:`~edgeserve.device_profiles.Profile`; gives the
             backend chain, the thread count and the delegate libraries.
         preprocess: a PreprocessSpec (or dict / .toml path) for camera frames; default: the
             manifest's, or the one edgeserve stamped into the .tflite.
@@ -321,10 +321,10 @@ class Session:
     def stream(self, source: Any, *, live: bool = False, depth: int = 2,
                stats: Any = None) -> Any:
         """Pipelined inference over frames: ``(index, outputs)`` in input order while the next
-        frame is captured and preprocessed in another thread (see runtime/pipeline.py).
+        frame is captured and preprocessed in another thread (see runtime/video_pipeline.py).
         ``live=True`` (cameras): the newest frame wins when the model is slower than the
         source. Break out of the loop (or Ctrl-C) to stop; the producer thread is joined."""
-        from edgeserve.runtime.pipeline import stream
+        from edgeserve.runtime.video_pipeline import stream
 
         return stream(self, source, live=live, depth=depth, stats=stats)
 
@@ -658,7 +658,7 @@ def _gone(session: Session) -> BackendError:
 def _load_profile(profile: Any) -> Any:
     if profile is None or not isinstance(profile, (str, Path)):
         return profile
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     return load_profile(str(profile))
 

@@ -31,8 +31,8 @@ import pytest
 
 MEDIAPIPE = "mediapipe==0.10.14"
 RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
-# rapidocr 3 ships PaddleOCR's v6 models; its text detector pads with auto_pad SAME_UPPER, which
-# edgeserve's ONNX reader does not take, so it reaches LiteRT through onnx2tf (test_onnx2tf_route.py).
+# rapidocr 3 ships PaddleOCR's v6 models; its text detector pads with auto_pad SAME_UPPER (which
+# edgeserve's ONNX reader once refused): test_onnx2tf_route.py takes it through onnx2tf.
 RAPIDOCR3 = "rapidocr==3.10.0"
 # nudenet ships a YOLOv8n detector in ONNX: boxes and class scores in one [1, 22, anchors] output.
 NUDENET_PACKAGE = "nudenet==3.4.2"

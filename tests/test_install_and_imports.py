@@ -38,6 +38,20 @@ def test_import_edgeserve_imports_no_framework(tmp_path: Path) -> None:
     assert _heavy_after("import edgeserve, edgeserve.converters, edgeserve.runtime", tmp_path) == []
 
 
+def test_convert_and_session_come_from_the_package_and_import_no_framework(tmp_path: Path) -> None:
+    """``from edgeserve import convert, Session``: the pipeline's and the runtime's own objects,
+    loaded when asked for (``import edgeserve`` alone loads neither module)."""
+    statement = ("import edgeserve\nassert 'edgeserve.pipeline' not in sys.modules\n"
+                 "from edgeserve import convert, Session\n"
+                 "import edgeserve.pipeline, edgeserve.runtime.session\n"
+                 "assert convert is edgeserve.pipeline.convert and Session is edgeserve.runtime.session.Session")
+    assert _heavy_after(statement, tmp_path) == []
+    import edgeserve
+
+    with pytest.raises(AttributeError, match="no attribute 'Convert'"):
+        edgeserve.Convert  # noqa: B018 - a misspelt name is an AttributeError, not an import
+
+
 @pytest.mark.parametrize("args", [["--help"], ["convert", "--help"], ["targets"], ["profiles"]])
 def test_cli_commands_that_do_no_conversion_import_no_framework(args: list[str], tmp_path: Path) -> None:
     statement = f"""
@@ -112,7 +126,7 @@ def test_install_maps_converters_and_runtime_into_the_package(tmp_path: Path, ed
     code = """
 import json
 import edgeserve, edgeserve.converters, edgeserve.runtime
-from edgeserve.profiles import list_profiles
+from edgeserve.device_profiles import list_profiles
 from edgeserve.converters import target_names
 print(json.dumps({"converters": edgeserve.converters.__file__, "runtime": edgeserve.runtime.__file__,
                   "profiles": list_profiles(), "targets": target_names()}))

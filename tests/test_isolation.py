@@ -21,7 +21,7 @@ def test_results_and_exceptions_come_back_from_the_child():
     big = np.arange(3_000_000, dtype=np.int32)  # 12 MB: more than a pipe holds at once
     assert np.array_equal(run_isolated("numpy:multiply", big, 2, tool="t", what="w"), big * 2)
     with pytest.raises(ProfileError):  # an edgeserve error comes back as itself
-        run_isolated("edgeserve.profiles:load_profile", "no-such-board", tool="t", what="w")
+        run_isolated("edgeserve.device_profiles:load_profile", "no-such-board", tool="t", what="w")
     with pytest.raises(EdgeServeError, match="t failed while w: ValueError: math domain error"):
         run_isolated("math:sqrt", -1.0, tool="t", what="w")
     # An error whose __init__ takes other arguments than its message (UnsupportedOpError, the

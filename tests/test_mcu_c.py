@@ -357,7 +357,7 @@ def test_firmware_runs_on_an_emulated_cortex_m4(testdata, tmp_path):
 
 def test_fit_check_places_the_arena_in_the_fastest_ram_that_holds_it(testdata):
     from edgeserve.converters.mcu_c.converter import fit
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     _, vww = _generate(testdata, "mlperf-tiny/vww_96_int8.tflite")
     _, mbv2 = _generate(testdata, "tflm/mobilenet_v2_quantized_1x3x224x224.tflite")

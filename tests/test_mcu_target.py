@@ -281,7 +281,7 @@ def test_mcu_and_mcu_c_place_the_arena_in_the_same_ram_region(arena, region):
 
     from edgeserve.converters.mcu.memory import check_fit, memory_report
     from edgeserve.converters.mcu_c.converter import fit
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     profile = load_profile("esp32-s3")
     tflm = memory_report(model_bytes=1_000_000, core_code_bytes=30_000, op_code_bytes=20_000, op_count=10,

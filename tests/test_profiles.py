@@ -1,4 +1,4 @@
-"""Tests for edgeserve.profiles: the bundled device profiles and the strict loader."""
+"""Tests for edgeserve.device_profiles: the bundled device profiles and the strict loader."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from edgeserve import profiles
+from edgeserve import device_profiles as profiles
 from edgeserve.errors import ProfileError
-from edgeserve.profiles import (
+from edgeserve.device_profiles import (
     Profile,
     list_profiles,
     load_profile,

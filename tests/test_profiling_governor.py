@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import InputError
-from edgeserve.profiles import load_profile
+from edgeserve.device_profiles import load_profile
 from edgeserve.profiling.clock import ManualClock, SimClock
 from edgeserve.profiling.governor import ThermalGovernor
 from edgeserve.profiling.plant import PlantParams, SimulatedPlant, SimulatedSession

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgeserve.errors import InputError
-from edgeserve.profiles import load_profile
+from edgeserve.device_profiles import load_profile
 from edgeserve.profiling.power import (
     SOURCE_ORDER,
     ActivityMeter,
@@ -263,7 +263,7 @@ def test_estimate_is_marked_and_needs_the_profile_to_allow_it(tmp_path: Path) ->
 
 
 def test_auto_order_is_the_profiles_power_source_vocabulary() -> None:
-    from edgeserve.profiles import POWER_SOURCES
+    from edgeserve.device_profiles import POWER_SOURCES
 
     assert SOURCE_ORDER == POWER_SOURCES
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgeserve.profiles import load_profile
+from edgeserve.device_profiles import load_profile
 from edgeserve.profiling.clock import SYSTEM_CLOCK, SimClock
 from edgeserve.profiling.plant import PlantParams, SimulatedPlant, SimulatedSession
 from edgeserve.profiling.run import measure

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.profiles import load_profile
+from edgeserve.device_profiles import load_profile
 from edgeserve.profiling.clock import SimClock
 from edgeserve.profiling.power import PowerReading
 from edgeserve.profiling.sampler import Sampler

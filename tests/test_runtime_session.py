@@ -34,7 +34,7 @@ def chain_session(manifest: Path, chain: list[str], **kwargs: object) -> Session
     """A Session whose profile lists ``chain`` (the host profile with its backends replaced)."""
     import dataclasses
 
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     host = load_profile("host")
     profile = dataclasses.replace(host, runtime=dataclasses.replace(host.runtime, backends=tuple(chain)))

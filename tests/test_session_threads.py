@@ -83,7 +83,7 @@ def _profile_with_only(name: str) -> object:
     """The host profile with its backend chain replaced by ``name`` alone."""
     import dataclasses
 
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
 
     host = load_profile("host")
     return dataclasses.replace(host, runtime=dataclasses.replace(host.runtime, backends=(name,)))

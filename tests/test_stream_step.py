@@ -162,7 +162,7 @@ def test_close_and_engines_that_lend_no_views(alexa, speech_frames):
 def _chain_session(model, chain):
     import dataclasses
 
-    from edgeserve.profiles import load_profile
+    from edgeserve.device_profiles import load_profile
     from edgeserve.runtime import Session
 
     host = load_profile("host")

@@ -137,6 +137,7 @@ class Verification:
 @register
 class CoreMLConverter(Converter):
     name = "coreml"
+    report_lines = "edgeserve.converters.coreml.report"
     summary = "Core ML package (fp16 / int8 weights / w8a8), verified numerically on Linux too"
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:

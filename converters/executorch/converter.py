@@ -59,6 +59,7 @@ DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and line
 
 
 class _ExecutorchBase(Converter):
+    report_lines = "edgeserve.converters.executorch.report"
     precision = "fp32"
     artifact = "model.pte"
 

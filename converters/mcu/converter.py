@@ -148,6 +148,7 @@ def default_name(stem: str) -> str:
 @register
 class McuConverter(Converter):
     name = "mcu"
+    report_lines = "edgeserve.converters.mcu.report"
     summary = "TFLM build: C array, exact op resolver, computed tensor arena, fit check"
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from edgeserve.tflite_metadata import unpack_model
+from edgeserve.tflite_metadata import pack_model, unpack_model
 
 # (model, graph, operator) -> (what was rewritten, the operators in its place), or None to keep it
 Replace = Callable[[Any, Any, Any], "tuple[str, list[Any]] | None"]
@@ -17,8 +17,6 @@ def replace_operators(model_bytes: bytes, replace: Replace, kinds: Collection[st
     """The model with each operator ``replace`` rewrites put in its place, and how many of each
     kind; the bytes come back unchanged when ``replace`` kept every operator. A model with no
     operator of ``kinds`` is not unpacked at all (every mcu build passes through here)."""
-    import flatbuffers
-
     from edgeserve.tflite_model import TfliteModel
 
     if not set(kinds) & set(TfliteModel.from_bytes(model_bytes).op_counts_all()):
@@ -38,6 +36,4 @@ def replace_operators(model_bytes: bytes, replace: Replace, kinds: Collection[st
         graph.operators = operators
     if not done:
         return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+    return pack_model(model, len(model_bytes)), done

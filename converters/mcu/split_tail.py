@@ -15,15 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from edgeserve.errors import InputError
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
 
 def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:
     """The model with each float output made by a CONCATENATION of DEQUANTIZEd integer tensors
     replaced by those tensors, and a record per split output (name, axis, the parts' names
     and shapes); the bytes come back unchanged, with [], when no output is such a join."""
-    import flatbuffers
-
     schema = schema_module()
     model = unpack_model(model_bytes)
     graph = model.subgraphs[0]
@@ -81,9 +79,7 @@ def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:
                 part.name, part.tensorIndex = graph.tensors[t].name, t
                 entries.append(part)
         signature.outputs = entries
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), splits
+    return pack_model(model, len(model_bytes)), splits
 
 
 def _refuse_a_tail_of_several_joins(schema: Any, graph: Any, ops: list[Any], producer: dict[int, int],

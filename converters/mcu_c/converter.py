@@ -114,6 +114,7 @@ def _sha256(data: bytes) -> str:
 @register
 class McuCConverter(Converter):
     name = "mcu-c"
+    report_lines = "edgeserve.converters.mcu_c.report"
     summary = "plain C99, no interpreter: static arena below TFLM's, bit-exact, run on an emulated Cortex-M4"
 
     def requires(self, source_kind: str) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, An
 @register
 class OnnxConverter(Converter):
     name = "onnx"
+    report_lines = "edgeserve.converters.onnx.report"
     summary = "float ONNX (opset 17+, batch 1) for ONNX Runtime, checked against the source"
 
     def uses_calibration(self, options: Mapping[str, Any]) -> bool:

@@ -63,6 +63,7 @@ def _reader(names: list[str], samples: Iterator[list[np.ndarray]]) -> Any:
 @register
 class OnnxInt8Converter(Converter):
     name = "onnx-int8"
+    report_lines = "edgeserve.converters.onnx.report"
     summary = "static INT8 ONNX (QDQ, per-channel weights) for ONNX Runtime, with the run's calibration"
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:

@@ -42,7 +42,7 @@ from edgeserve.converters.tflite_int8.quantizable_forms import (
 )
 from edgeserve.errors import SourceModelError
 from edgeserve.tflite_edit import builtin_code
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
 SIGNATURE_KEY = "serving_default"
 # TensorType values of the TFLite schema.
@@ -67,8 +67,6 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
     and outputs and its signature entries to the source's names: litert-torch calls them
     ``args_0`` and ``output_0``, and an ONNX file's ``probs`` should stay ``probs``.
     """
-    import flatbuffers
-
     schema = schema_module()
     try:
         model = unpack_model(data)
@@ -86,9 +84,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
                          _add_signature(schema, model)) if s]
     if not steps:
         return Prepared(data, ())
-    builder = flatbuffers.Builder(len(data) * 2 + 1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return Prepared(bytes(builder.Output()), tuple(steps))
+    return Prepared(pack_model(model, len(data) * 2), tuple(steps))
 
 
 def _densify_ops(model: Any) -> list[tuple[Any, Any]]:
@@ -195,23 +191,17 @@ def runnable(data: bytes) -> tuple[bytes, tuple[str, ...]]:
     MediaPipe's custom ops rewritten as builtins (LiteRT cannot run the file otherwise), then
     DENSIFY folded by LiteRT (tf2onnx reads no sparse tensor). The bytes come back as given
     when nothing was needed."""
-    import flatbuffers
-
     if b"Convolution2DTransposeBias" not in data and not _densify_ops(unpack_model(data)):
         return data, ()
     model = unpack_model(data)
     steps = [rewrite_mediapipe_ops(model)]
     if steps[0]:  # LiteRT densifies below, so it must be able to run the model first
-        builder = flatbuffers.Builder(len(data) * 2 + 1024)
-        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        data = bytes(builder.Output())
+        data = pack_model(model, len(data) * 2)
         model = unpack_model(data)
     steps.append(_fold_densify(model, data))
     if not steps[1]:
         return data, tuple(s for s in steps if s)
-    builder = flatbuffers.Builder(len(data) * 2 + 1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), tuple(s for s in steps if s)
+    return pack_model(model, len(data) * 2), tuple(s for s in steps if s)
 
 
 def _restore_op_codes(model: Any) -> str | None:

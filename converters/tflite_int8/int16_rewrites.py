@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
 # BuiltinOperator values of the TFLite schema.
 _ADD, _DEPTH_TO_SPACE, _MUL, _RELU, _RESHAPE, _SPACE_TO_DEPTH = 0, 5, 18, 19, 22, 26
@@ -44,8 +44,6 @@ REWRITTEN = {_PRELU: "PRELU", _LEAKY_RELU: "LEAKY_RELU", _DEPTH_TO_SPACE: "DEPTH
 def rewrite_for_int16(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The float model with the operators above rewritten, and how many of each were; the
     bytes come back unchanged when there were none."""
-    import flatbuffers
-
     if not _has_any(model_bytes):
         return model_bytes, {}
     model = unpack_model(model_bytes)
@@ -63,9 +61,7 @@ def rewrite_for_int16(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
         graph.operators = rewritten
     if not done:
         return model_bytes, {}
-    builder = flatbuffers.Builder(len(model_bytes) * 2 + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), done
+    return pack_model(model, len(model_bytes) * 2), done
 
 
 def _has_any(model_bytes: bytes) -> bool:
@@ -142,7 +138,6 @@ def _rewrite(model: Any, graph: Any, op: Any, code: int) -> list[Any] | None:
 
 class _Builder:
     """New tensors and operators in one graph, named after the operator they replace."""
-
     def __init__(self, model: Any, graph: Any, op: Any) -> None:
         self.model, self.graph = model, graph
         name = graph.tensors[op.outputs[0]].name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.tflite_metadata import schema_module, unpack_model
+from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
 _UINT8, _INT8 = 3, 9
 _QUANTIZE = 114
@@ -21,8 +21,6 @@ _QUANTIZE = 114
 def uint8_io(model_bytes: bytes) -> bytes:
     """The model with uint8 graph inputs and outputs (each int8 one requantized by a QUANTIZE op)."""
     import copy
-
-    import flatbuffers
 
     schema = schema_module()
     model = unpack_model(model_bytes)
@@ -61,9 +59,7 @@ def uint8_io(model_bytes: bytes) -> bytes:
     for signature in model.signatureDefs or []:
         for entry in [*(signature.inputs or []), *(signature.outputs or [])]:
             entry.tensorIndex = remap.get(entry.tensorIndex, entry.tensorIndex)
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return pack_model(model, len(model_bytes))
 
 
 def _quantize_opcode(schema: Any, model: Any) -> int:

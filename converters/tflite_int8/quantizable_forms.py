@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import schema_module
+from edgeserve.tflite_metadata import pack_model, schema_module
 
 
 #: The largest constant a folded value-moving operator may write: 64 K elements (64 KB in int8).
@@ -105,17 +105,14 @@ def _fixed(tensor: Any) -> bool:
 def _tensor_values(model: Any, indices: list[int]) -> dict[int, np.ndarray]:
     """The values of main-subgraph tensors ``indices`` as LiteRT computes them on zero inputs
     (they depend on no input), every intermediate kept."""
-
-    import flatbuffers
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from edgeserve.console import capture_native_stderr, quiet_warnings
 
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    packed = pack_model(model, 1024)
     # "preserve_all_tensors is for debugging" (a warning): it is what is wanted here.
     with quiet_warnings(), capture_native_stderr():
-        interpreter = Interpreter(model_content=bytes(builder.Output()), experimental_preserve_all_tensors=True,
+        interpreter = Interpreter(model_content=packed, experimental_preserve_all_tensors=True,
                                   experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         interpreter.allocate_tensors()
         for detail in interpreter.get_input_details():

@@ -50,7 +50,7 @@ from edgeserve.profiling.rate_model import ArtifactState, RateModel, learn
 from edgeserve.profiling.sysfs import SensorError
 
 if TYPE_CHECKING:
-    from edgeserve.profiles import Profile
+    from edgeserve.device_profiles import Profile
     from edgeserve.profiling.sampler import Sampler
     from edgeserve.profiling.thermal_model import LoadModel, ThermalModel
 

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from edgeserve.errors import InputError, did_you_mean
-from edgeserve.profiles import POWER_SOURCES
+from edgeserve.device_profiles import POWER_SOURCES
 from edgeserve.profiling.sysfs import SensorError, SourceUnavailable
 
 if TYPE_CHECKING:
-    from edgeserve.profiles import Profile
+    from edgeserve.device_profiles import Profile
 
 log = logging.getLogger(__name__)
 

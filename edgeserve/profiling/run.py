@@ -44,7 +44,7 @@ from edgeserve.profiling.thermal_model import (
 )
 
 if TYPE_CHECKING:
-    from edgeserve.profiles import Profile
+    from edgeserve.device_profiles import Profile
 
 log = logging.getLogger(__name__)
 

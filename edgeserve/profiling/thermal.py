@@ -25,7 +25,7 @@ from edgeserve.profiling.sysfs import (
 )
 
 if TYPE_CHECKING:
-    from edgeserve.profiles import Profile
+    from edgeserve.device_profiles import Profile
 
 __all__ = ["THROTTLE_BITS", "ThermalReader", "ThermalReading", "ThermalZone", "decode_throttled", "parse_throttled"]
 

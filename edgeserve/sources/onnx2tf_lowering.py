@@ -120,10 +120,8 @@ def restore_outputs(model_bytes: bytes, matches: Sequence[tuple[int, tuple[int, 
                     names: Sequence[str]) -> bytes:
     """The model with the ONNX model's outputs: in its order, each in its axis order (a
     TRANSPOSE appended where onnx2tf moved the axes) and named as ONNX names it."""
-    import flatbuffers
-
     from edgeserve.tflite_edit import add_tensor, new_operator
-    from edgeserve.tflite_metadata import schema_module, unpack_model
+    from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
 
     schema = schema_module()
     model = unpack_model(model_bytes)
@@ -154,6 +152,4 @@ def restore_outputs(model_bytes: bytes, matches: Sequence[tuple[int, tuple[int, 
                 entry.name, entry.tensorIndex = name.encode(), tensor
                 entries.append(entry)
             signature.outputs = entries
-    builder = flatbuffers.Builder(len(model_bytes) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return pack_model(model, len(model_bytes))

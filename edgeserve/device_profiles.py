@@ -11,7 +11,7 @@ missing keys, wrong types and impossible values raise :class:`~edgeserve.errors.
 naming the file and the key.
 
 Example:
-    >>> from edgeserve.profiles import load_profile
+    >>> from edgeserve.device_profiles import load_profile
     >>> pi = load_profile("raspberry-pi-5")
     >>> pi.runtime.backends[0]
     'litert:xnnpack'
