@@ -35,7 +35,17 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "torch": ("torch", "torch"),
     "matplotlib": ("matplotlib", "report"),
     "cryptography": ("cryptography", "sign"),
+    "ai_edge_quantizer": ("ai-edge-quantizer", "convert"),
+    "litert_torch": ("litert-torch", "torch"),
+    "onnxscript": ("onnxscript", "torch"),
+    "executorch": ("executorch", "executorch"),
+    "torchao": ("torchao", "executorch"),
 }
+
+
+def extra_of(module: str) -> str:
+    """The edgeserve extra that installs the top-level package of ``module`` ("all" if none names it)."""
+    return _EXTRAS.get(module.split(".")[0], (module, "all"))[1]
 
 
 def require(module: str, feature: str = "") -> ModuleType:

@@ -20,6 +20,7 @@ from edgeserve.cli_common import emit_json, preprocess_options, progress_for, sp
 from edgeserve.errors import AccuracyError, EdgeServeError
 from edgeserve.detection_gate import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
 from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+from edgeserve.runtime.decoders import DECODERS
 
 log = logging.getLogger("edgeserve")
 
@@ -184,7 +185,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
               help="ONNX sources: the input or output NAME carries the batch at AXIS (a recurrent state laid out "
                    "[layers, batch, units]: state=1); every artifact takes and gives it batch-first (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="onnx, onnx-int8: leave the batch dimension free (default: 1).")
-@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
+@click.option("--decoder", type=click.Choice(DECODERS),
               help="Record the detector's decoder in the manifest (`run` then gives boxes with no flag); a named "
                    "family also records its preprocessing unless given.")
 @click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -13,6 +13,7 @@ import click
 from edgeserve.cli_common import emit_json, preprocess_options, spec_overrides
 from edgeserve.cli_profile import governor_for, thermal_budget_options
 from edgeserve.errors import InputError
+from edgeserve.runtime.decoders import DECODERS
 
 _KINDS = ("npu", "gpu", "cpu")
 # bench keeps one latency per frame (--frames 10**12 asked for 7.28 TiB), and a thread count far
@@ -73,7 +74,7 @@ def _is_number(text: str) -> bool:
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Classes to report.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop a video or camera after this many frames.")
 @click.option("--outputs", "show_outputs", is_flag=True, help="Include every dequantized output in the JSON.")
-@click.option("--decoder", type=click.Choice(["mediapipe-face-short", "mediapipe-face-full", "ssd-anchors", "ssd-postprocess", "yolo"]),
+@click.option("--decoder", type=click.Choice(DECODERS),
               help="Decode detector outputs into boxes in frame pixels (a named family also brings its preprocessing).")
 @click.option("--decoder-options", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TOML: score_threshold, iou_threshold, and for ssd-anchors MediaPipe's anchor options.")

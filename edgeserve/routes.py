@@ -11,21 +11,23 @@ import dataclasses
 import importlib.util
 from typing import Any
 
-# The import name of each tool a route uses, and the edgeserve extra that installs it.
+from edgeserve._deps import extra_of
+
+# A route's step -> the module it needs (its extra: _deps.extra_of, the one map of extras).
 _TOOLS = {
-    "tensorflow": ("tensorflow", "convert"),
-    "ai-edge-quantizer": ("ai_edge_quantizer", "convert"),
-    "litert-torch": ("litert_torch", "torch"),
-    "torch": ("torch", "torch"),
-    "torch.export": ("torch", "torch"),
-    "onnx": ("onnx", "convert"),
-    "tf2onnx": ("tf2onnx", "convert"),
-    "torch.onnx.export": ("onnxscript", "torch"),
-    "onnxruntime.quantization": ("onnxruntime", "onnx"),
-    "coremltools": ("coremltools", "convert"),
-    "tflite-micro": ("tflite_micro", "convert"),
-    "executorch (XNNPACK)": ("executorch", "executorch"),
-    "torchao PT2E": ("torchao", "executorch"),
+    "tensorflow": "tensorflow",
+    "ai-edge-quantizer": "ai_edge_quantizer",
+    "litert-torch": "litert_torch",
+    "torch": "torch",
+    "torch.export": "torch",
+    "onnx": "onnx",
+    "tf2onnx": "tf2onnx",
+    "torch.onnx.export": "onnxscript",
+    "onnxruntime.quantization": "onnxruntime",
+    "coremltools": "coremltools",
+    "tflite-micro": "tflite_micro",
+    "executorch (XNNPACK)": "executorch",
+    "torchao PT2E": "torchao",
 }
 
 _KERAS = ("keras", "keras-h5")
@@ -61,9 +63,9 @@ class Route:
         """Tools of this route that are not installed, as 'package (extra)'."""
         out = []
         for step in self.steps:
-            tool = _TOOLS.get(step)
-            if tool and importlib.util.find_spec(tool[0]) is None:
-                out.append(f"{step} (pip install 'edgeserve[{tool[1]}]')")
+            module = _TOOLS.get(step)
+            if module and importlib.util.find_spec(module) is None:
+                out.append(f"{step} (pip install 'edgeserve[{extra_of(module)}]')")
         return out
 
     def to_dict(self) -> dict[str, Any]:
