@@ -1,4 +1,5 @@
-"""The shape of the house: no module past 800 lines, and no import cycle between modules.
+"""The shape of the house: no module past 800 lines, no import cycle between modules, and the
+report's lines for each target in the target's own folder (issue 49).
 
 The import graph is read statically with ``ast`` from every import statement anywhere in a
 module, including imports inside functions and under ``if TYPE_CHECKING:``: a lazy import
@@ -117,5 +118,56 @@ def test_the_cycle_finder_finds_cycles() -> None:
     try:
         path.write_text(tree)
         assert imports_of("edgeserve.x", path, modules) == {"edgeserve.y"}
+    finally:
+        path.unlink()
+
+
+def target_tests_in(path: Path) -> set[str]:
+    """The registered target names ``path`` compares an entry's "target" with (``entry["target"]
+    == "mcu"``, ``... in ("onnx", "onnx-int8")``): knowledge of a target outside its folder."""
+    from edgeserve.converters import target_names
+
+    names = set(target_names())
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if not any(isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "target"
+                   for n in sides):
+            continue
+        for side in sides:
+            for constant in ast.walk(side):
+                if isinstance(constant, ast.Constant) and constant.value in names:
+                    found.add(constant.value)
+    return found
+
+
+def test_the_report_collects_each_targets_lines_from_its_folder() -> None:
+    """edgeserve/report.py tests no entry for a target name: each converter with lines of its own
+    points at its module (report_lines), which is in the converter's own folder and has print_entry."""
+    import importlib
+
+    from edgeserve.converters import get_converter, target_names
+
+    assert target_tests_in(ROOT / "edgeserve" / "report.py") == set()
+    own = {}
+    for name in target_names():
+        module = get_converter(name).report_lines
+        if module is not None:
+            folder = type(get_converter(name)).__module__.rsplit(".", 1)[0]
+            assert module.startswith(folder + "."), (name, module)
+            assert callable(importlib.import_module(module).print_entry)
+            own[name] = module
+    assert {"mcu", "mcu-c", "coreml", "onnx", "onnx-int8", "executorch", "executorch-int8"} <= set(own)
+
+
+def test_the_target_test_finder_finds_them() -> None:
+    """The check above can fail: the dispatch report.py had before is caught."""
+    path = Path(__file__).parent / "_house_names_probe.py"
+    try:
+        path.write_text('if entry["target"] == "mcu-c":\n    pass\nif entry["target"] in ("onnx", "onnx-int8"):\n'
+                        '    pass\nif info["kind"] == "coreml":\n    pass\n')
+        assert target_tests_in(path) == {"mcu-c", "onnx", "onnx-int8"}
     finally:
         path.unlink()
