@@ -66,23 +66,49 @@ def require(module: str, feature: str = "") -> ModuleType:
         raise MissingDependencyError(package, extra, feature) from exc
 
 
+# Modules found installed: an installed package does not go away during a run, and a target
+# thread then never has to look it up while another thread is importing (see installed()).
+_FOUND: set[str] = set()
+# The modules the targets ask installed() about, looked up in the calling thread before any
+# target runs (remember_installed).
+TARGET_MODULES = ("executorch", "coremltools", "torch", "onnx", "onnxruntime", "tf2onnx", "onnx2tf", "onnxslim",
+                  "tflite_micro", "ai_edge_quantizer", "litert_torch", "onnxscript", "torchao")
+
+
 def installed(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it. Seen once with four targets side
-    by side (--jobs): ExecuTorch, a namespace package another target's coremltools was importing
-    at that moment, looked up as absent; not reproduced since. So a module already imported counts,
-    and a miss is looked up again with importlib's path caches cleared before it is believed."""
+    """Whether ``module`` can be imported, without importing it. Twice, with targets side by side
+    (--jobs), ExecuTorch (a namespace package: found by walking sys.path) was looked up as absent
+    while another target's thread was importing coremltools or torch, and the target was refused
+    as "not installed". So a module found once stays found, ``remember_installed`` looks the
+    targets' modules up before any target thread starts, and a miss is looked up again, with
+    importlib's path caches cleared, before it is believed."""
     import importlib.util
     import sys
+    import threading
+    import time
 
-    if sys.modules.get(module) is not None:
+    if module in _FOUND or sys.modules.get(module) is not None:
+        _FOUND.add(module)
         return True
-    try:
-        if importlib.util.find_spec(module) is not None:
-            return True
+    # Only a target's thread can race another's import; the calling thread looks once.
+    tries = 1 if threading.current_thread() is threading.main_thread() else 3
+    for attempt in range(tries):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                _FOUND.add(module)
+                return True
+        except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+            pass
         importlib.invalidate_caches()
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
-        return False
+        if attempt < tries - 1:
+            time.sleep(0.05)
+    return False
+
+
+def remember_installed(modules: tuple[str, ...] = TARGET_MODULES) -> None:
+    """Look ``modules`` up now, in the calling thread, so that target threads find them in _FOUND."""
+    for module in modules:
+        installed(module)
 
 
 def _quiet_tensorflow() -> None:

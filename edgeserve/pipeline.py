@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from edgeserve._deps import remember_installed
 from edgeserve.atomic import read_settings
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
@@ -355,6 +356,7 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
             if entry["status"] != "ok":
                 failures.append(entry)
 
+        remember_installed()  # before any target thread: see _deps.installed
         in_dependency_order(converters, lambda c: c.name, lambda c: c.requires(model.kind), build, settle,
                             jobs=jobs or default_jobs(), wanted=wanted)
         # Targets side by side end in any order: the manifest lists them in the order asked for.

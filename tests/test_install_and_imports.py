@@ -218,3 +218,36 @@ def test_installed_says_what_can_be_imported_without_importing_it() -> None:
     assert installed("json") and installed("edgeserve.schedule")
     assert not installed("edgeserve_no_such_module") and not installed("edgeserve_no_such_module.sub")
     assert "edgeserve_no_such_module" not in sys.modules
+
+
+def test_a_module_once_found_stays_found_and_a_target_thread_looks_again(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Targets side by side (--jobs) once saw ExecuTorch as "not installed" while another thread
+    was importing: a module the calling thread found stays found, and a target thread's miss is
+    looked up again (here the module's folder comes back on sys.path between the two looks)."""
+    import importlib
+    import threading
+
+    from edgeserve import _deps
+
+    (tmp_path / "es_probe_found.py").write_text("")
+    (tmp_path / "es_probe_later.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _deps.remember_installed(("es_probe_found",))
+    sys.path.remove(str(tmp_path))
+    importlib.invalidate_caches()
+    assert _deps.installed("es_probe_found")  # remembered
+    assert not _deps.installed("es_probe_later")  # the calling thread looks once and believes it
+    real = importlib.invalidate_caches
+
+    def path_back() -> None:
+        if str(tmp_path) not in sys.path:
+            sys.path.insert(0, str(tmp_path))
+        real()
+
+    monkeypatch.setattr(importlib, "invalidate_caches", path_back)
+    seen: list[bool] = []
+    thread = threading.Thread(target=lambda: seen.append(_deps.installed("es_probe_later")))
+    thread.start()
+    thread.join()
+    assert seen == [True]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve._deps import TORCH_TRACING, installed, package_version
+from edgeserve._deps import TORCH_TRACING, extra_of, installed, package_version
 from edgeserve.atomic import write_bytes, write_json
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
@@ -71,7 +71,7 @@ class _ExecutorchBase(Converter):
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         if not installed("executorch"):
-            raise MissingDependencyError("executorch", "convert", f"the {self.name} target")
+            raise MissingDependencyError("executorch", extra_of("executorch"), f"the {self.name} target")
         if ctx.evaluation is None:
             raise SourceModelError(f"{ctx.source.path.name} is a full-integer .tflite; the {self.name} target "
                                    "lowers a float PyTorch program (a PyTorch, ONNX or float .tflite source)")
