@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.table import Table
 
-from edgeserve.report_parts import drop_text, float_layers, macs, plain, print_quality, print_unverified
+from edgeserve.report_parts import float_layers, macs, metric_line, plain, print_quality, print_unverified
 
 
 def _console() -> Console:
@@ -66,10 +66,7 @@ def _print_one(console: Console, entry: dict[str, Any]) -> None:
     print_unverified(console, entry)
     m = entry.get("metrics")
     if m:
-        label = m["metric"] + ("" if m["labelled"] else " vs float")
-        unit = " points" if m["metric"] == "top1" else " %"
-        console.print(f"  {label}: float {m['float']:.4f}  quantized {m['quantized']:.4f}  {drop_text(m, unit)} "
-                      f"on {m['samples']} samples")
+        console.print(metric_line(m, "float", "quantized"))
     print_quality(console, entry)
     agree = entry.get("agreement") or {}
     if agree:

@@ -27,6 +27,15 @@ def drop_text(m: dict, unit: str) -> str:
     return f"drop {m['drop_points']:.2f}{unit} (not the gate: {judged_by} judges this output)"
 
 
+def metric_line(m: dict, reference: str, artifact: str, tail: str = "") -> str:
+    """"  top1 vs float: source 0.9806  coreml 0.9806  drop 0.00 points (max 1.0) on 10 samples":
+    the task metric of the reference and of the artifact, and the drop."""
+    label = m["metric"] + ("" if m["labelled"] else " vs float")
+    unit = " points" if m["metric"] == "top1" else " %"
+    return (f"  {label}: {reference} {m['float']:.4f}  {artifact} {m['quantized']:.4f}  {drop_text(m, unit)} "
+            f"on {m['samples']} samples{tail}")
+
+
 def macs(macs: dict | None) -> str:
     """", MACs 99.2 % int8, 0.8 % float": where the arithmetic runs (nothing for a model without any)."""
     if not macs or not macs.get("total"):

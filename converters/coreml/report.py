@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from edgeserve.report_parts import drop_text, macs, print_quality, print_unverified
+from edgeserve.report_parts import macs, metric_line, print_quality, print_unverified
 
 
 def print_entry(console: Console, entry: dict[str, Any]) -> None:
@@ -35,10 +35,7 @@ def print_entry(console: Console, entry: dict[str, Any]) -> None:
         console.print(f"  classifier: {len(labels)} labels ({', '.join(labels[:5])}{more})")
     m = entry.get("metrics")
     if m:
-        label = m["metric"] + ("" if m["labelled"] else " vs float")
-        unit = " points" if m["metric"] == "top1" else " %"
-        console.print(f"  {label}: source {m['float']:.4f}  coreml {m['quantized']:.4f}  "
-                      f"{drop_text(m, unit)} on {m['samples']} samples")
+        console.print(metric_line(m, "source", "coreml"))
     print_quality(console, entry)
     v = entry["verification"]
     top1 = f", top-1 agreement {v['top1_agreement']:.2%}" if v.get("top1_agreement") is not None else ""

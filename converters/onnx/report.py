@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from edgeserve.report_parts import drop_text, macs, plain, print_quality, print_unverified
+from edgeserve.report_parts import macs, metric_line, plain, print_quality, print_unverified
 
 
 def print_entry(console: Console, entry: dict[str, Any]) -> None:
@@ -17,10 +17,7 @@ def print_entry(console: Console, entry: dict[str, Any]) -> None:
     console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
     print_unverified(console, entry)
     m = entry["metrics"]
-    label = m["metric"] + ("" if m["labelled"] else " vs float")
-    unit = " points" if m["metric"] == "top1" else " %"
-    console.print(f"  {label}: source {m['float']:.4f}  {entry['target']} {m['quantized']:.4f}  "
-                  f"{drop_text(m, unit)} on {m['samples']} samples, ONNX Runtime CPU")
+    console.print(metric_line(m, "source", entry["target"], ", ONNX Runtime CPU"))
     print_quality(console, entry)
     note = (entry.get("host_kernels") or {}).get("note")
     if note:
