@@ -58,15 +58,19 @@ def test_a_mask_bias_beyond_fp16_is_saturated_and_the_package_agrees(tmp_path: P
     assert entry["agreement"]["sqnr_db"] > 40 and entry["agreement"]["max_abs_diff"] < 1e-2
 
 
-def test_saturation_leaves_infinities_and_small_values_alone() -> None:
+def test_saturation_takes_stand_ins_for_infinity_and_leaves_data_alone() -> None:
+    """-1e30 and float32's extremes are saturated; a batch-norm variance of 1e8 (DBNet's, which
+    coremltools folds in float32) is data and stays, as do infinities, NaNs and integers."""
     import torch
 
     from edgeserve.converters.coreml.fp16_range import saturate_constants
 
     module = torch.nn.Module()
-    module.register_buffer("b", torch.tensor([LOWEST, -float("inf"), 1e5, -7.0, float("nan")]))
+    module.register_buffer("b", torch.tensor([LOWEST, -float("inf"), 1e8, -7.0, float("nan"), -1e30, 7e4]))
+    module.register_buffer("variance", torch.tensor([1.05e7, 9.79e7]))
     module.register_buffer("ids", torch.tensor([10**6]))  # integers are not fp16 values
     assert saturate_constants(module) == 1
     got = module.b.tolist()
-    assert got[0] == -65504.0 and got[1] == -float("inf") and got[2] == 65504.0 and got[3] == -7.0
-    assert np.isnan(got[4]) and module.ids.item() == 10**6
+    assert got[0] == -65504.0 and got[1] == -float("inf") and got[2] == np.float32(1e8) and got[3] == -7.0
+    assert np.isnan(got[4]) and got[5] == -65504.0 and got[6] == 7e4
+    assert module.variance.tolist() == [np.float32(1.05e7), np.float32(9.79e7)] and module.ids.item() == 10**6

@@ -87,8 +87,8 @@ def convert_step(carrier: tuple[str, str], plans: list[Any], target_name: str, l
         source = SimpleNamespace(framework="pytorch", program=program, module=module, path=Path(name), kind=kind)
     ct = toolchain.coremltools()
     model, frontend = prepared(source, plans)
-    notes = [f"edgeserve: {saturated} constant tensor(s) beyond fp16's range saturated to ±{FP16_MAX:g} "
-             "(fp16_range.py)"] if saturated else []
+    notes = [f"edgeserve: {saturated} constant tensor(s) holding stand-ins for infinity (|x| >= 1e30) saturated to "
+             f"±{FP16_MAX:g}, fp16's largest (fp16_range.py)"] if saturated else []
     with toolchain.captured() as said:
         mlmodel = convert_prepared(ct, model, frontend, plans, target=deployment_target(ct, target_name),
                                    labels=labels, name=name)
