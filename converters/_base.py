@@ -87,13 +87,13 @@ class ConversionContext:
 
     def mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
         """Source outputs whose float values join ranges one int8 scale cannot hold
-        (edgeserve.quality.mixed_range_outputs), found once before any target quantizes; a
+        (edgeserve.quality.gate.mixed_range_outputs), found once before any target quantizes; a
         classifier's first output is judged by its top-1, not by its ranges, and is skipped."""
         return self.once("mixed_range_outputs", self._find_mixed_range_outputs)
 
     def _find_mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
-        from edgeserve.metrics import choose_metric
-        from edgeserve.quality import mixed_range_outputs
+        from edgeserve.quality.metrics import choose_metric
+        from edgeserve.quality.gate import mixed_range_outputs
 
         reference = self.reference_outputs()
         assert self.evaluation is not None

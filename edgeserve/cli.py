@@ -18,8 +18,8 @@ import click
 from edgeserve import __version__
 from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError, EdgeServeError
-from edgeserve.detection_gate import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+from edgeserve.quality.detections import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
+from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 from edgeserve.runtime.decoders import DECODERS
 
 log = logging.getLogger("edgeserve")

@@ -16,7 +16,7 @@ import numpy as np
 
 from edgeserve.atomic import NOT_REGULAR, sha256_file, special_file
 from edgeserve.errors import CalibrationDataError
-from edgeserve.fixtures import ArraysOnDemand
+from edgeserve.quality.fixtures import ArraysOnDemand
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import TensorInfo
 from edgeserve.sources.base import random_samples

@@ -12,8 +12,8 @@ from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError
 from edgeserve.manifest import MANIFEST_NAME, load_manifest
 from edgeserve.routes import Route, routes_for
-from edgeserve.tflite_metadata import METADATA_NAME
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.metadata import METADATA_NAME
+from edgeserve.tflite.model import TfliteModel
 
 
 def inspect_path(path: str | Path) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def _custom_checked(routes: list[Route], path: Path, model: TfliteModel, ops: li
     is not installed to ask (the routes then say LiteRT is missing)."""
     from edgeserve.errors import EdgeServeError, MissingDependencyError, first_line
     from edgeserve.sources.tflite_custom_ops import litert_refusal, refusal_reason
-    from edgeserve.tflite_verify import validate_tflite
+    from edgeserve.tflite.verify import validate_tflite
 
     try:
         validate_tflite(model.file_bytes)  # LiteRT is asked in this process: only what it can trust

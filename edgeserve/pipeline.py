@@ -199,7 +199,7 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
         else:
             evaluation, judged = None, None
         if evaluation is not None and evaluation.labels is not None and model.signature.outputs:
-            from edgeserve.metrics import check_labels
+            from edgeserve.quality.metrics import check_labels
 
             check_labels(evaluation.labels, tuple(model.signature.outputs[0].shape), str(eval_data or calib))
 

@@ -182,7 +182,7 @@ def _embedded_spec(path: Path) -> PreprocessSpec | None:
     """The PreprocessSpec edgeserve stamped into a .tflite's metadata, if any."""
     if path.suffix.lower() != ".tflite":
         return None
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     try:
         raw = TfliteModel.from_file(path).metadata.get("edgeserve")

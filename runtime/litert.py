@@ -91,7 +91,7 @@ class TfliteRunner:
     """
 
     def __init__(self, model: bytes, *, reference_kernels: bool = False, num_threads: int | None = None) -> None:
-        from edgeserve.tflite_model import TfliteModel
+        from edgeserve.tflite.model import TfliteModel
 
         TfliteModel.from_bytes(model)  # raises ModelFileError before the C++ side sees bad bytes
         mod = interpreter_module()

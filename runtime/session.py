@@ -504,7 +504,7 @@ class Session:
         key = id(artifact)
         if key not in self._validated:
             if artifact.engine == "litert":
-                from edgeserve.tflite_verify import validate_tflite
+                from edgeserve.tflite.verify import validate_tflite
 
                 validate_tflite(data)
             elif artifact.engine == "onnxruntime":

@@ -17,7 +17,7 @@ def write_model_mutants(testdata: Path, folder: Path, per_model: int,
     """``per_model`` mutants of each model in MODELS with an input .npy each; the plan and strategy counts."""
     from test_model_validation import _Layout, mutant
 
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     folder.mkdir(parents=True, exist_ok=True)
     plan: Plan = []

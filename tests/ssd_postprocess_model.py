@@ -17,7 +17,7 @@ def build(path: Path, anchors: np.ndarray, classes: int) -> Path:
     import flatbuffers
     from flatbuffers import flexbuffers
 
-    from edgeserve.tflite_metadata import schema_module
+    from edgeserve.tflite.metadata import schema_module
 
     schema = schema_module()
     fbb = flexbuffers.Builder()

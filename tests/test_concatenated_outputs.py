@@ -1,5 +1,5 @@
 """An output that concatenates ranges one int8 scale cannot hold (a YOLOv8 head's boxes and class
-scores) is judged channel group by channel group (edgeserve/quality.py small_range_channels).
+scores) is judged channel group by channel group (edgeserve/quality/gate.py small_range_channels).
 
 The unit tests build such outputs with a known quantization; the real model is nudenet's
 YOLOv8n (ONNX, from its wheel), whose all-INT8 model keeps the boxes and flattens every class
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality import DEFAULT_MIN_SQNR_DB, judge, mixed_range_outputs, small_range_channels
+from edgeserve.quality.gate import DEFAULT_MIN_SQNR_DB, judge, mixed_range_outputs, small_range_channels
 
 
 def _detector_output(samples: int = 16) -> np.ndarray:
@@ -75,9 +75,9 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     from edgeserve.runtime.litert import TfliteRunner
     from registry_models import YOLOV8N, registry_model
 
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
     from edgeserve.pipeline import convert
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     source = registry_model(YOLOV8N, tmp_path)
     x = views((320, 320), 24).transpose(0, 3, 1, 2).astype(np.float32)  # YOLOv8 takes RGB in [0, 1]
@@ -167,7 +167,7 @@ def test_the_tflite_tail_follows_the_same_axes(tmp_path: Path, monkeypatch: pyte
     pytest.importorskip("litert_torch")
     from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
     from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     monkeypatch.setenv(ROUTE_ENV, "reader")
     (tmp_path / "joins.onnx").write_bytes(_joins_model())

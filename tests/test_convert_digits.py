@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.manifest import stamp
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 pytestmark = pytest.mark.slow
 

@@ -48,7 +48,7 @@ def floor(sqnr_db: float | None = None, top1: float | None = None, **exact: obje
 # otherwise a phrase its reason must contain.
 EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
     # The three SSD detectors: the decoder's outputs judged by detections matched to the float
-    # model's (edgeserve/detection_gate.py); "detection_match" floors the matched share, "sqnr_db" the worst output.
+    # model's (edgeserve/quality/detections.py); "detection_match" floors the matched share, "sqnr_db" the worst output.
     "blazeface": {
         "tflite-int8": (OK, floor(sqnr_db=9.0, detection_match=0.95)),  # 10.6 dB, 100 % (score error 0.05)
         "mcu": (OK, floor(bit_exact=True)),

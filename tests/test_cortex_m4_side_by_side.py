@@ -26,7 +26,7 @@ def test_the_same_model_in_every_cortex_m4_column(testdata: Path, tflm_cortex_m4
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
     from edgeserve.pipeline import convert
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     model = TfliteModel.from_file(testdata / MODEL)
     # The two TFLM builds hold these operators' kernels only (tests/tflm_build.py).
@@ -111,7 +111,7 @@ CMSIS_NN_SMALLEST = {
 def test_the_cmsis_nn_arena_plan_against_the_smallest_that_works(testdata: Path, rel: str) -> None:
     from edgeserve.converters.mcu.arena import plan_head
     from edgeserve.converters.mcu.persistent import estimate_arena
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     model = TfliteModel.from_file(testdata / rel)
     head = plan_head(model, pointer_bytes=4, kernels="cmsis-nn")

@@ -23,7 +23,7 @@ def _with_custom_op(data: bytes, code: str) -> bytes:
     """``data`` with its second FULLY_CONNECTED made the custom operator ``code``."""
     import flatbuffers
 
-    from edgeserve.tflite_metadata import schema_module, unpack_model
+    from edgeserve.tflite.metadata import schema_module, unpack_model
 
     schema = schema_module()
     model = unpack_model(data)
@@ -75,7 +75,7 @@ def test_a_custom_operator_litert_has_is_no_reason_to_refuse(tmp_path: Path) -> 
     from ssd_postprocess_model import build
 
     from edgeserve.sources.tflite_custom_ops import check_runnable, custom_ops
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     anchors = np.random.default_rng(0).uniform(0.1, 0.9, (16, 4)).astype(np.float32)
     path = build(tmp_path / "ssd_post.tflite", anchors, classes=3)

@@ -53,7 +53,7 @@ def test_labels_that_cannot_score_the_output_are_refused_before_any_work() -> No
     """--eval labels that were fractions or text ended after 27 s in "cannot reshape"; class
     indices past the output's classes scored top1 0.0 and passed without a word."""
     from edgeserve.errors import InputError
-    from edgeserve.metrics import check_labels
+    from edgeserve.quality.metrics import check_labels
 
     ten = (None, 10)
     check_labels(np.arange(10), ten, "eval.npz")
@@ -215,7 +215,7 @@ def test_a_stream_step_on_a_float_model_refuses_nan_on_lent_views(testdata: Path
 def test_whole_number_labels_stored_as_floats_score_as_classes() -> None:
     """check_labels lets class indices stored as floats through; the metric then took them for
     regression targets and ended in "cannot reshape array of size 16 into shape (16,12)"."""
-    from edgeserve.metrics import choose_metric, evaluate
+    from edgeserve.quality.metrics import choose_metric, evaluate
 
     out = np.random.default_rng(3).random((16, 12)).astype(np.float32)
     labels = out.argmax(axis=1).astype(np.float32)

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.metrics import degenerate, evaluate
+from edgeserve.quality.metrics import degenerate, evaluate
 
 
 def test_degenerate_means_no_spread_over_the_samples() -> None:

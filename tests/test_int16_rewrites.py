@@ -57,7 +57,7 @@ def _samples(count: int, seed: int) -> np.ndarray:
 
 def test_each_rewrite_computes_the_original_operator_exactly(four_ops: bytes) -> None:
     from edgeserve.converters.tflite_int8.int16_rewrites import rewrite_for_int16
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     before = TfliteModel.from_bytes(four_ops).op_counts_all()
     assert {name: before.get(name) for name in ("PRELU", "LEAKY_RELU", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH")} == \
@@ -86,8 +86,8 @@ def test_hard_swish_is_rewritten_to_float_rounding_and_then_quantizes_to_int16()
     from edgeserve.converters.tflite_int8.int16_rewrites import rewrite_for_int16
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet
-    from edgeserve.metrics import sqnr_db
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.quality.metrics import sqnr_db
+    from edgeserve.tflite.model import TfliteModel
 
     inputs = keras.Input((8, 8, 4), batch_size=1)
     h = keras.layers.Activation("hard_swish")(keras.layers.Conv2D(8, 3, padding="same")(inputs))
@@ -120,8 +120,8 @@ def test_the_int16x8_remedy_quantizes_a_model_it_could_not_before(four_ops: byte
     the model is integer-only, int16 between int8-weight kernels, and close to float."""
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet
-    from edgeserve.metrics import sqnr_db
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.quality.metrics import sqnr_db
+    from edgeserve.tflite.model import TfliteModel
 
     route = QuantizerRoute(four_ops, SampleSet((_samples(32, 1),), None, "npz", None, None), "float")
     model = route.emit_scheme("int16x8")
@@ -149,7 +149,7 @@ def test_the_microcontroller_targets_name_what_an_int16x8_model_leaves_them(tmp_
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet
     from edgeserve.errors import UnsupportedOpError
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     inputs = keras.Input((8, 8, 4), batch_size=1)
     h = keras.layers.UpSampling2D(2, interpolation="bilinear")(keras.layers.Conv2D(4, 3, padding="same")(inputs))

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.mac_share import mac_share
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 # MLPerf Tiny's reference models, MACs as the benchmark's paper gives them (Banbury et al.,
 # "MLPerf Tiny Benchmark", NeurIPS 2021 datasets track, Table 1): 7.6 M, 12.5 M, 2.7 M, 0.27 M.

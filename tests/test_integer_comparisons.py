@@ -49,7 +49,7 @@ def test_a_float_comparison_becomes_int8_and_answers_the_same_for_every_int8_val
     of x, for thresholds inside the range, on a step, between steps, and past either end (where
     the strict or non-strict form is what still says "never" or "always")."""
     from edgeserve.converters.tflite_int8.integer_comparisons import integerize_comparisons
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     cases = [(1 / 256, -128, np.array([[0.5]])),  # a LOGISTIC's output: openwakeword's gate
              (0.02, 3, np.array([[0.7]])),  # between two steps
@@ -244,7 +244,7 @@ def test_a_select_on_a_first_axis_condition_is_refused_by_mcu_c_naming_the_shape
     the C has no kernel for it, and says so with the shapes instead of computing something else."""
     from edgeserve.converters.mcu_c.lower import Lowering
     from edgeserve.errors import EdgeServeError
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     model = tflite([("x", [2, 4], INT8, None, (0.02, 3)), ("y", [2, 4], INT8, None, (0.02, 3)),
                     ("a", [2], INT8, None, (0.02, 3)), ("b", [2], INT8, None, (0.02, 3)),

@@ -17,7 +17,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_quantizer")
 
-from edgeserve.tflite_model import TfliteModel  # noqa: E402
+from edgeserve.tflite.model import TfliteModel  # noqa: E402
 
 
 def squeeze_excite_embedder() -> bytes:

@@ -122,7 +122,7 @@ def test_a_damaged_fixture_is_one_reason_never_an_exception(tmp_path: Path) -> N
     import numpy as np
 
     from edgeserve.errors import ManifestError
-    from edgeserve.fixtures import load_arrays
+    from edgeserve.quality.fixtures import load_arrays
 
     np.savez(tmp_path / "good.npz", inputs_0=np.ones(2, np.float32))
     good = (tmp_path / "good.npz").read_bytes()

@@ -6,7 +6,7 @@ import pytest
 
 from edgeserve.errors import ModelFileError
 from edgeserve.converters.mcu.arena import PlannedBuffer, _place_greedy, align_up, plan_head
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 from mcu_models import INT8_MODELS  # tests/ is on sys.path
 

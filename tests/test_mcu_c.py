@@ -24,7 +24,7 @@ from edgeserve.converters.mcu.arena import plan_head
 from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 from tools_required import require_compiler, require_qemu
 
 MODELS = {  # file -> TFLM arena head from ../shared/testdata/README.md (32-bit plan equals it)

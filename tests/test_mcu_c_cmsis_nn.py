@@ -30,7 +30,7 @@ from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.cmsis_nn import FUNCTIONS
 from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 from edgeserve.converters.mcu_c.generate import Generated, generate
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 from tools_required import require_compiler, require_qemu
 
 MODELS = ("mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/vww_96_int8.tflite",

@@ -12,7 +12,7 @@ def _constant_reshape_model() -> bytes:
     """y = x + reshape(c): x int8 [1, 4], c an int8 constant [4], reshaped to [1, 4]."""
     import flatbuffers
 
-    from edgeserve.tflite_metadata import schema_module
+    from edgeserve.tflite.metadata import schema_module
 
     schema = schema_module()
     model = schema.ModelT()
@@ -52,7 +52,7 @@ def test_a_reshape_of_a_constant_is_refused_by_name() -> None:
     pytest.importorskip("flatbuffers")
     from edgeserve.converters.mcu_c.lower import Lowering
     from edgeserve.errors import EdgeServeError
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     model = TfliteModel.from_bytes(_constant_reshape_model())
     assert [op.op_name for op in model.subgraphs[0].operators] == ["RESHAPE", "ADD"]

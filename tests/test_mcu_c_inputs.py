@@ -17,7 +17,7 @@ from tools_required import require_compiler  # noqa: E402
 
 from edgeserve.converters.mcu_c import check  # noqa: E402
 from edgeserve.converters.mcu_c.generate import generate  # noqa: E402
-from edgeserve.tflite_model import TfliteModel  # noqa: E402
+from edgeserve.tflite.model import TfliteModel  # noqa: E402
 
 SAMPLES = 12
 

@@ -18,7 +18,7 @@ from edgeserve.converters.mcu.check import sample_inputs
 from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import generate
 from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 from tools_required import require_compiler, require_qemu
 
 SAMPLES = 50

@@ -18,7 +18,7 @@ from tools_required import require_compiler
 
 from edgeserve.cli import cli
 from edgeserve.converters.mcu_c.reference import reference_outputs
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 ARM_FLAGS = "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -O2"
 

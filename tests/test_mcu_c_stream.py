@@ -20,7 +20,7 @@ import registry_models
 from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import generate
 from edgeserve.converters.mcu_c.reference import reference_outputs, reference_tensor
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 MODELS = ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")
 FRAMES = 100

@@ -20,7 +20,7 @@ from edgeserve.errors import InputError
 from edgeserve.converters.mcu import toolchain
 from edgeserve.converters.mcu.carray import render_model_data, symbol_names
 from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 MODELS = {
     "hello_world": "tflm/hello_world_int8.tflite",

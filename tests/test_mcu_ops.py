@@ -33,7 +33,7 @@ from edgeserve.converters.mcu.ops import (
 )
 from edgeserve.converters.mcu.ops_header import render_ops_header
 from edgeserve.converters.mcu.toolchain import find_compiler
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 from mcu_models import INT8_MODELS  # noqa: E402  (tests/ is on sys.path)
 from tflm_build import STRICT_CXX, TflmBuild  # noqa: E402
@@ -335,7 +335,7 @@ def test_the_table_lists_every_builtin_kernel_of_the_tflm_wheel():
 
 # --- table consistency and import weight -----------------------------------------------------
 def test_table_rows_are_consistent():
-    from edgeserve.tflite_model import BUILTIN_OPS
+    from edgeserve.tflite.model import BUILTIN_OPS
 
     assert len(SUPPORTED) == 100
     for name, op in SUPPORTED.items():

@@ -22,7 +22,7 @@ import pytest
 from edgeserve.errors import UnsupportedOpError
 from edgeserve.converters.mcu import tflm
 from edgeserve.converters.mcu.persistent import ArenaBudget, estimate_arena
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 REQUIRED = [
     "mlperf-tiny/kws_ref_model", "mlperf-tiny/vww_96_int8", "mlperf-tiny/pretrainedResnet_quant",

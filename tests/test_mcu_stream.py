@@ -22,7 +22,7 @@ from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
 from edgeserve.converters.mcu.arena import plan_head
 from edgeserve.converters.mcu.child import call_in_child
 from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 pytest.importorskip("tflite_micro")
 MODELS = ("alexa", "hey_jarvis", "hey_mycroft", "okay_nabu")

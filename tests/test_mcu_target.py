@@ -11,7 +11,7 @@ import pytest
 from edgeserve.errors import DoesNotFitError, InputError
 from edgeserve.converters.mcu import tflm
 from edgeserve.pipeline import convert
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 INT8_MODELS = {
     # name: path under ../shared/testdata

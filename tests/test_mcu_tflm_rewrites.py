@@ -25,7 +25,7 @@ pytest.importorskip("tflite_micro")
 tf = pytest.importorskip("tensorflow")
 
 from edgeserve.cli import cli  # noqa: E402
-from edgeserve.tflite_model import TfliteModel  # noqa: E402
+from edgeserve.tflite.model import TfliteModel  # noqa: E402
 
 
 def _float_tflite(path: Path, resize_before_pick: bool) -> Path:

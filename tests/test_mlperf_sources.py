@@ -188,7 +188,7 @@ def _confident(float_out: np.ndarray) -> np.ndarray:
 
 # ----- 1. the manifest -----------------------------------------------------------------------
 def test_converts_to_full_int8(converted: Converted) -> None:
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     entry = converted.entry
     assert entry["status"] == "ok", entry["attempts"]

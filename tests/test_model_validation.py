@@ -27,12 +27,14 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import EdgeServeError, ModelFileError
-from edgeserve import onnx_check, tflite_flatbuffer, tflite_schema
+from edgeserve import onnx_check
+from edgeserve.tflite import flatbuffer as tflite_flatbuffer
+from edgeserve.tflite import schema as tflite_schema
 from edgeserve.onnx_check import validate_onnx
 from edgeserve.runtime import probe
 from edgeserve.runtime.probe import probe_in_subprocess
-from edgeserve.tflite_verify import validate_tflite
-from edgeserve.tflite_model import BUILTIN_OPS
+from edgeserve.tflite.verify import validate_tflite
+from edgeserve.tflite.model import BUILTIN_OPS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,7 +117,7 @@ def test_returns_the_parsed_model_and_accepts_bytearray(testdata: Path) -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, edgeserve, edgeserve.tflite_verify, edgeserve.onnx_check, edgeserve.runtime.probe; print(sorted({m.split('.')[0] "
+    code = ("import sys, edgeserve, edgeserve.tflite.verify, edgeserve.onnx_check, edgeserve.runtime.probe; print(sorted({m.split('.')[0] "
             "for m in sys.modules} & {'tensorflow', 'onnx', 'onnxruntime', 'ai_edge_litert', "
             "'flatbuffers', 'google', 'torch', 'coremltools'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -747,7 +749,7 @@ _FUZZ_CHILD = textwrap.dedent("""
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # LiteRT's own error chatter
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from edgeserve.errors import ModelFileError
-    from edgeserve.tflite_verify import validate_tflite
+    from edgeserve.tflite.verify import validate_tflite
     RESOLVERS = [OpResolverType.AUTO, OpResolverType.BUILTIN_REF,
                  OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES]
 
@@ -804,7 +806,7 @@ def _run_fuzz_child(script: str, folder: Path, timeout: float) -> list[dict[str,
 def test_fuzz_2000_tflite_mutants_raise_only_edgeserve_errors(testdata: Path,
                                                               tmp_path: Path) -> None:
     pytest.importorskip("ai_edge_litert.interpreter")
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     folder = tmp_path / "mutants"
     folder.mkdir()

@@ -75,7 +75,7 @@ def test_onnx2tf_model_keeps_the_sources_layout_and_numbers(head: Path, tmp_path
 def test_hard_sigmoid_and_shape_ops_become_quantizable(head: Path, tmp_path: Path) -> None:
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
     from edgeserve.sources.onnx_file import OnnxSource
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     made = OnnxSource(head).onnx2tf_tflite(tmp_path, None)
     ops = TfliteModel.from_bytes(made.model).op_counts_all()

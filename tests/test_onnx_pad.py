@@ -54,7 +54,7 @@ def test_a_reflect_pad_lowers_to_one_gather_with_constant_indices(tmp_path: Path
     from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
 
     monkeypatch.setenv(ROUTE_ENV, "reader")  # the reader's lowering, not onnx2tf's
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     path = tmp_path / "pad.onnx"
     path.write_bytes(_pad_model("reflect", [0, 0, 0, 32, 0, 0, 0, 32], [1, 1, 1, 576]))

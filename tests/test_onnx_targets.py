@@ -157,7 +157,7 @@ def test_pytorch_to_onnx_and_onnx_int8(tmp_path: Path) -> None:
     # This machine's fused integer kernels are measured too, and a loss is said, not hidden.
     kernels = entries["onnx-int8"]["host_kernels"]
     fused = _ort(tmp_path / "out" / entries["onnx-int8"]["path"], x)
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     assert kernels["sqnr_db_vs_exact"][0] == sqnr_db(got, fused) or kernels["sqnr_db_vs_exact"][0] is None
     lost = (entries["onnx-int8"]["output_sqnr_db"]["output_0"] or 999) - (kernels["sqnr_db_vs_source"][0] or 999)

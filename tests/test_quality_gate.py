@@ -1,4 +1,4 @@
-"""The quality gate (edgeserve/quality.py): every output judged, each by what fits it.
+"""The quality gate (edgeserve/quality/gate.py): every output judged, each by what fits it.
 
 The unit tests work each rule on arrays whose SQNR is known by construction. The
 conversion tests take a two-headed Keras model (a softmax classifier and a regression
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge, relative_rmse
+from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge, relative_rmse
 
 
 def _noisy(reference: np.ndarray, sqnr_db: float, seed: int = 0) -> np.ndarray:
@@ -109,7 +109,7 @@ def test_exact_and_silent_outputs() -> None:
     assert relative_rmse(np.array([0.0, 2.0]), np.array([0.0, 3.0])) == pytest.approx(np.sqrt(0.5), abs=1e-5)
 
 
-# ----- detections (edgeserve/detection_gate.py) ------------------------------------------
+# ----- detections (edgeserve/quality/detections.py) ------------------------------------------
 def _blazeface_heads(faces: list[list[int]], samples: int = 4) -> list[np.ndarray]:
     """BlazeFace-shaped raw outputs (896 anchors: 16 box values, 1 logit) with a 20x20-pixel
     face at each listed anchor of each sample: logit +6 there, -6 everywhere else."""
@@ -122,7 +122,7 @@ def _blazeface_heads(faces: list[list[int]], samples: int = 4) -> list[np.ndarra
 
 
 def _gate(bound: float = 80.0):
-    from edgeserve.detection_gate import DetectionGate
+    from edgeserve.quality.detections import DetectionGate
 
     return DetectionGate("mediapipe-face-short", {}, (128, 128), bound)
 
@@ -183,7 +183,7 @@ def test_scores_that_all_sag_fail_although_every_detection_is_still_found() -> N
 
 
 def test_matching_is_greedy_by_score_within_a_class() -> None:
-    from edgeserve.detection_gate import match
+    from edgeserve.quality.detections import match
     from edgeserve.runtime.decoders.boxes import Detection
 
     reference = [Detection((0, 0, 10, 10), 0.9, 0), Detection((1, 1, 11, 11), 0.8, 0),
@@ -245,7 +245,7 @@ def test_one_broken_layer_scale_fails_the_gate_naming_that_output(two_heads: Pat
 
     from edgeserve.converters.tflite_int8.converter import TfliteInt8Converter
     from edgeserve.errors import AccuracyError
-    from edgeserve.tflite_metadata import unpack_model
+    from edgeserve.tflite.metadata import unpack_model
 
     original = TfliteInt8Converter.emit
 

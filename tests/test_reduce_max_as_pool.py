@@ -33,11 +33,11 @@ def _global_max_pool(axes: list[int], out_shape: list[int]) -> bytes:
 
 def test_a_global_max_pool_is_rewritten_exactly_and_quantizes(tmp_path: Path) -> None:
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
     from edgeserve.pipeline import convert
     from edgeserve.runtime.litert import TfliteRunner
     from edgeserve.sources import load_source
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     (tmp_path / "gmp.onnx").write_bytes(_global_max_pool([2, 3], [1, 6]))
     float_model = load_source(tmp_path / "gmp.onnx").float_tflite(tmp_path).model
@@ -65,9 +65,9 @@ def test_a_global_max_pool_is_rewritten_exactly_and_quantizes(tmp_path: Path) ->
 def test_a_reduction_over_axes_that_are_not_neighbours_is_left_alone(tmp_path: Path) -> None:
     from edgeserve.converters.tflite_int8.quantizable_forms import reduce_max_as_max_pool
     from edgeserve.sources import load_source
-    from edgeserve.tflite_metadata import unpack_model
+    from edgeserve.tflite.metadata import unpack_model
 
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     (tmp_path / "spread.onnx").write_bytes(_global_max_pool([1, 3], [1, 12]))
     data = load_source(tmp_path / "spread.onnx").float_tflite(tmp_path).model

@@ -36,7 +36,7 @@ def test_the_kept_operators_stay_float_and_the_rest_is_int8(testdata: Path) -> N
     stays float, every other FULLY_CONNECTED is int8."""
     pytest.importorskip("ai_edge_quantizer")
     from edgeserve.converters.tflite_int8.quantizer_route import quantize_step
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     data = (testdata / "tflm" / "hello_world_float.tflite").read_bytes()
     float_model = TfliteModel.from_bytes(data)

@@ -56,7 +56,7 @@ def test_one_more_target_keeps_the_others_and_builds_that_one(testdata: Path, tm
 
 def _copy_changed(source: Path, folder: Path) -> Path:
     """The model with one weight byte changed: the same graph, another file."""
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     data = bytearray(source.read_bytes())
     model = TfliteModel.from_bytes(bytes(data))

@@ -186,7 +186,7 @@ def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
     got = TfliteRunner((tmp_path / "out" / entry["path"]).read_bytes()).predict([images, sides])[0]
     with torch.no_grad():
         expected = [t.numpy() for t in module(torch.from_numpy(images), torch.from_numpy(sides))]
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     # Over all 64 samples, the 16 held back from calibration (and judged on) among them: their
     # values past the calibrated ranges clip, so the bound sits below the 25 dB of the rest.
@@ -248,7 +248,7 @@ def test_mobilenet_v3_small_reaches_tflite_int8_and_coreml(tmp_path: Path) -> No
         expected = module(torch.from_numpy(images)).numpy()
     assert len(np.unique(expected.argmax(1))) > 5  # the outputs tell images apart
 
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
     from edgeserve.pipeline import convert
     from edgeserve.runtime.litert import TfliteRunner
 

@@ -105,7 +105,7 @@ def test_inspect_a_float_tflite_shows_its_routes(digits_floats: Path) -> None:
 @pytest.mark.parametrize("io, dtype", [("uint8", "uint8"), ("float", "float32")])
 def test_uint8_and_float_model_io_keep_integer_kernels(io: str, dtype: str, digits_floats: Path,
                                                        digits_example: Path, tmp_path: Path) -> None:
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     targets = ["tflite-int8", "mcu"] if io == "uint8" else ["tflite-int8"]  # mcu needs integer I/O
     entries = _convert(digits_floats / "digits.tflite", targets, tmp_path, digits_example / "calib.npz",
@@ -190,7 +190,7 @@ def blazeface(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_blazeface_preparations_are_exact(blazeface: Path) -> None:
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     original = blazeface.read_bytes()
     prepared = prepare_float_tflite(original)
@@ -221,7 +221,7 @@ def test_blazeface_reaches_tflite_int8_mcu_and_mcu_c_with_an_sqnr_floor(blazefac
     # Independently, on 30 faces the quantizer never saw (measured: 18.0 dB, 11.5 dB).
     with np.load(blazeface.parent / "faces.npz") as data:
         x = data["x"]
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     reference = _litert(blazeface.read_bytes(), x)
     quantized = _litert((tmp_path / int8["path"]).read_bytes(), x)
@@ -293,7 +293,7 @@ def test_prelu_the_quantizer_leaves_float_is_made_int8_and_each_one_matches_floa
         s, z = t["quantization"]
         return (interpreter.get_tensor(index).astype(np.float64) - z) * s, s, z
 
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     graph = TfliteModel.from_bytes(model).subgraphs[0]
     prelus = [op for op in graph.operators if op.op_name == "PRELU"]
@@ -322,7 +322,7 @@ def test_an_operator_the_quantizer_has_no_rule_for_stays_float_and_microcontroll
     import keras
 
     from edgeserve.runtime.litert import TfliteRunner
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     inputs = keras.Input((8,))
     model = keras.Model(inputs, keras.layers.Dense(4)(keras.ops.exp(keras.layers.Dense(8)(inputs))))
@@ -352,7 +352,7 @@ def test_an_operator_the_quantizer_has_no_rule_for_stays_float_and_microcontroll
         expected.set_tensor(expected.get_input_details()[0]["index"], row[None])
         expected.invoke()
         reference.append(expected.get_tensor(expected.get_output_details()[0]["index"])[0])
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     assert sqnr_db(np.array(reference), TfliteRunner(artifact).predict([x])[0][0]) > 20.0  # measured 37 dB
     assert source.read_bytes() == before
@@ -364,7 +364,7 @@ def test_tensors_sharing_a_name_are_renamed_and_nothing_else_changes(digits_floa
     import flatbuffers
 
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
-    from edgeserve.tflite_metadata import schema_module
+    from edgeserve.tflite.metadata import schema_module
 
     schema = schema_module()
     data = (digits_floats / "digits.tflite").read_bytes()
@@ -379,7 +379,7 @@ def test_tensors_sharing_a_name_are_renamed_and_nothing_else_changes(digits_floa
 
     prepared = prepare_float_tflite(clashing)
     assert any("renamed 2 tensor(s)" in step for step in prepared.steps), prepared.steps
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     names = [t.name for t in TfliteModel.from_bytes(prepared.model).subgraphs[0].tensors]
     assert len(names) == len(set(names))
@@ -455,7 +455,7 @@ def test_mediapipes_transposed_convolution_custom_op_becomes_the_builtin(tmp_pat
     from skimage import data, transform
 
     from edgeserve.converters.tflite_int8.float_prep import runnable
-    from edgeserve.tflite_metadata import unpack_model
+    from edgeserve.tflite.metadata import unpack_model
 
     original = registry_model(SELFIE, tmp_path).read_bytes()
     model, steps = runnable(original)
@@ -484,7 +484,7 @@ def test_sparse_weights_are_densified_by_litert_itself(tmp_path: Path) -> None:
     """MediaPipe's pose detector keeps 38 weight tensors sparse behind DENSIFY: folded into
     dense constants (LiteRT's own densify), the model computes exactly what the file does."""
     from edgeserve.converters.tflite_int8.float_prep import runnable
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     original = registry_model(POSE, tmp_path).read_bytes()
     model, steps = runnable(original)

@@ -12,7 +12,7 @@ tf = pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_litert")
 
 from edgeserve.converters.onnx.tflite_dft import dft_as_matmul  # noqa: E402
-from edgeserve.tflite_model import TfliteModel  # noqa: E402
+from edgeserve.tflite.model import TfliteModel  # noqa: E402
 
 READ_AS = {"abs": tf.abs, "cast": lambda c: tf.cast(c, tf.float32), "real": tf.math.real, "imag": tf.math.imag}
 
@@ -70,7 +70,7 @@ def test_the_comparison_tells_a_wrong_spectrum_apart() -> None:
     """The check above fails on a rewrite that is off by one bin (the matrices' columns shifted)."""
     data = spectrum_model("abs", 64, 64, squeeze=True)
     rewritten, _ = dft_as_matmul(data)
-    from edgeserve.tflite_metadata import pack_model, unpack_model
+    from edgeserve.tflite.metadata import pack_model, unpack_model
 
     model = unpack_model(rewritten)
     graph = model.subgraphs[0]

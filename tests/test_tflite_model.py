@@ -1,4 +1,4 @@
-"""Tests of edgeserve.tflite_model.
+"""Tests of edgeserve.tflite.model.
 
 Real models are checked against LiteRT's interpreter and against the flatbuffers-generated
 schema reader (both only in the tests; the module itself must not import them). Hand-made
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import ModelFileError
-from edgeserve.tflite_model import BUILTIN_OPS, TENSOR_TYPES, TfliteModel
+from edgeserve.tflite.model import BUILTIN_OPS, TENSOR_TYPES, TfliteModel
 
 from conftest import DATA_SKIP_PREFIX, TESTDATA
 
@@ -207,7 +207,7 @@ def test_views_share_the_file_bytes_without_copying() -> None:
 
 
 def test_module_imports_no_ml_framework() -> None:
-    code = ("import sys, edgeserve.tflite_model; "
+    code = ("import sys, edgeserve.tflite.model; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'tensorflow', 'flatbuffers', 'ai_edge_litert', 'tflite_micro', 'keras'}))")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

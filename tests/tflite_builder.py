@@ -18,7 +18,7 @@ def tflite(tensors: list[tuple[str, list[int], int, Any, tuple[float, int] | Non
     (scale, zero point) or None), operators as (builtin name, inputs, outputs, options)."""
     import flatbuffers
 
-    from edgeserve.tflite_metadata import schema_module
+    from edgeserve.tflite.metadata import schema_module
 
     schema = schema_module()
     model = schema.ModelT()

@@ -28,28 +28,28 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 
 from edgeserve.atomic import sha256_file, write_bytes, write_json
-from edgeserve.detection_gate import DetectionGate
+from edgeserve.quality.detections import DetectionGate
 from edgeserve.errors import (
     InputError,
     ModelFileError,
     SourceModelError,
     UnsupportedOpError,
 )
-from edgeserve.fixtures import load_arrays
+from edgeserve.quality.fixtures import load_arrays
 from edgeserve.manifest import (
     check_file,
     edgeserve_version,
     file_record,
     package_versions,
 )
-from edgeserve.metrics import (
+from edgeserve.quality.metrics import (
     MetricResult,
     agreement,
     choose_metric,
     degenerate,
 )
 from edgeserve.converters._torch_source import ROUTE_FROM_TFLITE, torch_source
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
+from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
 
 ARTIFACT_NAME = "model.mlpackage"
 FIXTURE_SAMPLES = 32

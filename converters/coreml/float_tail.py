@@ -4,7 +4,7 @@ coremltools quantizes activations around convolutions, linear layers, pools and 
 concat is computed in float between them. edgeserve gives a concat's inputs and output one
 shared range (converters/coreml/quantize.py), so that a device that keeps the join in int8
 needs no rescaling; for an output that joins a detector's boxes in pixels and its class scores
-under 1 (found before quantizing: edgeserve.quality.mixed_range_outputs), one range leaves
+under 1 (found before quantizing: edgeserve.quality.gate.mixed_range_outputs), one range leaves
 every score at 0 or one step. The concats found here (converters/join_tail.py: the channel
 joins behind layout ops, through the anchor joins) keep each part's own range instead.
 """

@@ -29,8 +29,8 @@ from edgeserve.converters.onnx.check import read_fixture, write_fixture
 from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import degenerate
-from edgeserve.quality import GateOptions
+from edgeserve.quality.metrics import degenerate
+from edgeserve.quality.gate import GateOptions
 
 FIXTURE_SAMPLES = 32
 # A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only

@@ -110,7 +110,7 @@ def _simulated_sqnr(program: Any, inputs: list[np.ndarray], reference: dict[int,
     samples of ``inputs`` (as many as the reference holds); an output with no signal is left out."""
     import torch
 
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     module = program.module()
     count = min(len(r) for r in reference.values())

@@ -34,7 +34,7 @@ import struct
 from collections.abc import Sequence
 
 from edgeserve.errors import ModelFileError, UnsupportedOpError
-from edgeserve.tflite_model import Operator, Subgraph, Tensor, TfliteModel
+from edgeserve.tflite.model import Operator, Subgraph, Tensor, TfliteModel
 
 ALIGNMENT = 16  # MicroArenaBufferAlignment(): every planned buffer starts and ends on it
 _OFFLINE_METADATA = "OfflineMemoryAllocation"

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,8 +27,8 @@ from edgeserve.converters.mcu.arena import HeadPlan, plan_head
 from edgeserve.converters.mcu.names import c_identifier
 from edgeserve.converters.mcu.select_v2 import select_as_v2
 from edgeserve.converters.mcu.split_tail import split_float_tail
-from edgeserve.tflite_model import TfliteModel
-from edgeserve.tflite_verify import validate_tflite
+from edgeserve.tflite.model import TfliteModel
+from edgeserve.tflite.verify import validate_tflite
 
 OUT_DIR = "mcu"
 # The two reference implementations agree bit for bit on every shared test model but
@@ -105,7 +105,7 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
     from edgeserve.converters.tflite_int8.converter import Attempt, Remedy, TfliteInt8Converter
     from edgeserve.converters.tflite_int8.converter import Options as GateOptions
     from edgeserve.errors import UnsupportedOpError
-    from edgeserve.metrics import choose_metric
+    from edgeserve.quality.metrics import choose_metric
 
     named = ", ".join([f"{count} {op} in int8" for op, count in islands.items()]
                       + [f"{count} {op} as a lookup table" for op, count in lookups.items()])

@@ -31,7 +31,7 @@ from edgeserve.errors import InputError
 from edgeserve.converters.mcu.names import c_identifier
 
 if TYPE_CHECKING:
-    from edgeserve.tflite_model import Tensor
+    from edgeserve.tflite.model import Tensor
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class TensorDesc:
 
     @classmethod
     def from_tensor(cls, tensor: Tensor) -> TensorDesc:
-        """Describe a tensor of :class:`edgeserve.tflite_model.TfliteModel`."""
+        """Describe a tensor of :class:`edgeserve.tflite.model.TfliteModel`."""
         quant = tensor.quantization
         scale = quant.scale[0] if quant is not None and len(quant.scale) == 1 else 0.0
         zero_point = quant.zero_point[0] if quant is not None and len(quant.zero_point) == 1 else 0

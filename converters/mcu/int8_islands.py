@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgeserve.converters.mcu.op_rewrite import replace_operators
-from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _INT8, _INT16 = 9, 7

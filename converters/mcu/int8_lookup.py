@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.converters.mcu.op_rewrite import replace_operators
-from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name, zero_point
+from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name, zero_point
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _INT32, _INT8 = 2, 9

@@ -35,7 +35,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from edgeserve.tflite_model import Operator, Subgraph, Tensor
+from edgeserve.tflite.model import Operator, Subgraph, Tensor
 
 #: Builds the size tables describe, in column order.
 COLUMNS = ("lp64", "arm32", "lp64+compression", "arm32+compression")

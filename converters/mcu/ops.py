@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, NoReturn
 from edgeserve.errors import UnsupportedOpError
 
 if TYPE_CHECKING:
-    from edgeserve.tflite_model import Operator, Subgraph, TfliteModel
+    from edgeserve.tflite.model import Operator, Subgraph, TfliteModel
 
 TARGET = "mcu"
 TFLM_COMMIT = "90b983c2b3f1480642e040bbd2ddb37b998f3424"
@@ -54,7 +54,7 @@ class TflmOp:
     """One builtin operator TFLM can run.
 
     Attributes:
-        builtin: BuiltinOperator name, as :attr:`edgeserve.tflite_model.Operator.op_name`.
+        builtin: BuiltinOperator name, as :attr:`edgeserve.tflite.model.Operator.op_name`.
         resolver_method: the ``tflite::MicroMutableOpResolver`` method that registers it.
         max_version: the highest operator version whose feature the TFLM kernel implements.
         code_bytes: estimated Cortex-M4 flash the kernel adds (method beside the table).

@@ -60,7 +60,7 @@ from edgeserve.converters.mcu.kernel_data import (
     kernels_for,
     row,
 )
-from edgeserve.tflite_model import Subgraph, Tensor, TfliteModel
+from edgeserve.tflite.model import Subgraph, Tensor, TfliteModel
 
 ALIGNMENT = 16  # MicroArenaBufferAlignment()
 _REQUESTS_PER_OP = 12  # kMaxScratchBuffersPerOp: request slots kept free for the next node

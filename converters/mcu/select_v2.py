@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgeserve.converters.mcu.op_rewrite import replace_operators
-from edgeserve.tflite_edit import new_operator
+from edgeserve.tflite.edit import new_operator
 
 _SELECT, _SELECT_V2 = 64, 123
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgeserve.errors import InputError
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 
 def split_float_tail(model_bytes: bytes) -> tuple[bytes, list[dict[str, Any]]]:

@@ -19,7 +19,7 @@ import numpy as np
 from edgeserve._deps import require
 from edgeserve.console import capture_native_stderr
 from edgeserve.errors import EdgeServeError, ModelFileError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 _TOTALS = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
 _ITEM = re.compile(

@@ -28,7 +28,7 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.errors import DoesNotFitError, InputError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 OUT_DIR = "mcu-c"
 HOST_SAMPLES = 50
@@ -134,7 +134,7 @@ class McuCConverter(Converter):
         from edgeserve.converters.mcu.memory import mcu_profile_limits
         from edgeserve.converters.mcu.split_tail import split_float_tail
         from edgeserve.converters.mcu_c.generate import generate
-        from edgeserve.tflite_verify import validate_tflite
+        from edgeserve.tflite.verify import validate_tflite
 
         opts = Options.from_mapping(ctx.options)
         cmsis_nn = _cmsis_nn_for(ctx.options, ctx.profile)

@@ -15,7 +15,7 @@ import numpy as np
 from edgeserve.converters.mcu_c.planner import Plan
 from edgeserve.converters.mcu_c.state import Variable
 from edgeserve.converters.mcu_c.steps import Ref, Step
-from edgeserve.tflite_model import Tensor
+from edgeserve.tflite.model import Tensor
 
 VALUES_PER_LINE = 24
 # Kernel files every build needs; the operators' own .c files are added to these.

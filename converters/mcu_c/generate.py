@@ -15,7 +15,7 @@ from edgeserve.converters.mcu_c.steps import Step
 from edgeserve.converters.mcu_c.planner import Plan, plan
 from edgeserve.converters.mcu_c.project import project_files
 from edgeserve.errors import InputError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 
 @dataclasses.dataclass

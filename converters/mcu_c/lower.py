@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import InputError
-from edgeserve.tflite_model import Operator, Subgraph, Tensor, TfliteModel
+from edgeserve.tflite.model import Operator, Subgraph, Tensor, TfliteModel
 from edgeserve.converters.mcu_c import int16, quant, state
 from edgeserve.converters.mcu_c.lower_activations import Activations
 from edgeserve.converters.mcu_c.lower_base import (KERNEL_SOURCES, SUPPORTED, UnsupportedOperatorError,  # noqa: F401

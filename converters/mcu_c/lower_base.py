@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgeserve.errors import InputError
-from edgeserve.tflite_model import Operator, Tensor
+from edgeserve.tflite.model import Operator, Tensor
 
 # Operator -> firmware source file holding its kernel.
 KERNEL_SOURCES = {

@@ -25,7 +25,7 @@ TFLM_LARGEST_ARENA = 1 << 30
 def input_splitter(model_bytes: bytes) -> Callable[[np.ndarray], list[np.ndarray]]:
     """Turns one sample of the generated C's input buffer into the model's inputs: several
     inputs lie back to back in it (generate.py), one is the sample as it is."""
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     graph = TfliteModel.from_bytes(model_bytes).subgraphs[0]
     shapes = [tuple(graph.tensors[index].shape) for index in graph.inputs]

@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from edgeserve.errors import InputError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,7 +84,7 @@ def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[
 
 
 def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    from edgeserve.fixtures import load_arrays
+    from edgeserve.quality.fixtures import load_arrays
 
     fx = load_arrays(path)
     try:

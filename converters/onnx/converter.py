@@ -18,11 +18,11 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.export import float_onnx
-from edgeserve.detection_gate import DetectionGate
+from edgeserve.quality.detections import DetectionGate
 from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest import check_file, edgeserve_version, file_record
-from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import GateOptions, judge
+from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
+from edgeserve.quality.gate import GateOptions, judge
 
 ARTIFACT_NAME = "model.onnx"
 FIXTURE_SAMPLES = 32

@@ -32,7 +32,7 @@ from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
 from edgeserve.converters.onnx.float_tail import concat_tail
 from edgeserve.errors import VerificationError, clip_words, first_line
 from edgeserve.manifest import edgeserve_version, file_record
-from edgeserve.metrics import degenerate
+from edgeserve.quality.metrics import degenerate
 
 ARTIFACT_NAME = "model_int8.onnx"
 MAX_EXCLUDED = 3  # nodes kept in float, one more per attempt, before giving up
@@ -250,7 +250,7 @@ class OnnxInt8Converter(Converter):
 def _host_kernels(data: bytes, ctx: ConversionContext, exact: list[np.ndarray]) -> dict[str, Any]:
     """The same samples through ONNX Runtime's fused integer kernels on this machine, against
     the float source and against the model as written; a note when this CPU loses accuracy."""
-    from edgeserve.metrics import sqnr_db
+    from edgeserve.quality.metrics import sqnr_db
 
     fused = check.run(check.session(data), list(ctx.evaluation.inputs))
     reference = ctx.reference_outputs()

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 _FLOAT32, _INT32 = 0, 2  # TensorType codes
 
@@ -45,7 +45,7 @@ def dft_as_matmul(data: bytes) -> tuple[bytes, str | None]:
 
 
 def _has_rfft(data: bytes) -> bool:
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     return any(op.op_name == "RFFT2D" for g in TfliteModel.from_bytes(data).subgraphs for op in g.operators)
 

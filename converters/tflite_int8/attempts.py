@@ -11,8 +11,8 @@ import numpy as np
 
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.errors import InputError
-from edgeserve.metrics import MetricResult
-from edgeserve.quality import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict
+from edgeserve.quality.metrics import MetricResult
+from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict
 
 IO_TYPES = ("int8", "uint8", "float")
 

@@ -8,7 +8,7 @@ emit       one .tflite per attempt: int8 first, then the remedies (an output's f
            found before quantization; int16 activations with int8 weights where the profile
            allows it; then the worst layers kept in float)
 verify     run each attempt with LiteRT, check every operator runs on integer tensors,
-           judge every output against the float source (edgeserve/quality.py); keep the first
+           judge every output against the float source (edgeserve/quality/gate.py); keep the first
            that passes
 """
 
@@ -34,7 +34,7 @@ from edgeserve.converters.tflite_int8.output_order import source_order, upstream
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
-from edgeserve.detection_gate import DetectionGate
+from edgeserve.quality.detections import DetectionGate
 from edgeserve.mac_share import mac_share
 from edgeserve.isolation import BudgetExceededError, budget
 from edgeserve.errors import (
@@ -46,10 +46,10 @@ from edgeserve.errors import (
     first_line,
 )
 from edgeserve.manifest import edgeserve_version, file_record
-from edgeserve.metrics import agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality import judge
+from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
+from edgeserve.quality.gate import judge
 from edgeserve.sources.onnx_file import ROUTE_ONNX2TF
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 ARTIFACT_NAME = "model_int8.tflite"
 FIXTURE_SAMPLES = 32
@@ -438,7 +438,7 @@ class TfliteInt8Converter(Converter):
             "route": self._route_record,
             "preprocess": ctx.preprocess.to_dict() if ctx.preprocess else None,
         }
-        from edgeserve.tflite_metadata import add_metadata
+        from edgeserve.tflite.metadata import add_metadata
 
         model = add_metadata(best.model, provenance)
         out = ctx.out_dir

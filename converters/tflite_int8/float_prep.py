@@ -41,8 +41,8 @@ from edgeserve.converters.tflite_int8.quantizable_forms import (
     variance_as_mean_of_squares,
 )
 from edgeserve.errors import SourceModelError
-from edgeserve.tflite_edit import builtin_code
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.edit import builtin_code
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 SIGNATURE_KEY = "serving_default"
 # TensorType values of the TFLite schema.
@@ -72,7 +72,7 @@ def prepare_float_tflite(data: bytes, io_names: tuple[list[str], list[str]] | No
         model = unpack_model(data)
     except Exception as exc:  # the generated reader raises struct/index errors on bad bytes
         raise SourceModelError(f"cannot read the float .tflite: {exc}") from exc
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     external = sum(1 for b in TfliteModel.from_bytes(data).buffers if b.external)
     inlined = f"moved {external} weight buffer(s) stored after the flatbuffer into it" if external else None

@@ -8,7 +8,7 @@ scores from 2.9 dB to over 30 dB). The other remedy, int16 activations, moves th
 to int16 kernels, which XNNPACK does not have.
 
 Which outputs need it is read from the float model's outputs before anything is quantized
-(edgeserve.quality.mixed_range_outputs); this module finds the operators to keep in float.
+(edgeserve.quality.gate.mixed_range_outputs); this module finds the operators to keep in float.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from edgeserve.converters.join_tail import Step, join_tail, reshaped_axis, transposed_axis
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 #: Operators that only move values: the concatenations may sit behind them.
 _LAYOUT = {"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 # BuiltinOperator values of the TFLite schema.
 _ADD, _DEPTH_TO_SPACE, _MUL, _RELU, _RESHAPE, _SPACE_TO_DEPTH = 0, 5, 18, 19, 22, 26
@@ -65,7 +65,7 @@ def rewrite_for_int16(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
 
 
 def _has_any(model_bytes: bytes) -> bool:
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     return any(name in TfliteModel.from_bytes(model_bytes).op_counts_all() for name in REWRITTEN.values())
 
@@ -167,7 +167,7 @@ class _Builder:
         return self._add(suffix, list(values.shape), dtype, values.reshape(-1) if values.ndim else values.reshape(1))
 
     def op(self, builtin: int, inputs: list[int], outputs: list[int], options: str | None = None) -> Any:
-        from edgeserve.tflite_edit import builtin_code
+        from edgeserve.tflite.edit import builtin_code
 
         op = self.schema.OperatorT()
         op.opcodeIndex = builtin_code(self.model, builtin, version=1)

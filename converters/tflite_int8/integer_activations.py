@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 # TensorType and BuiltinOperator values of the TFLite schema.
 _FLOAT32, _INT8 = 0, 9

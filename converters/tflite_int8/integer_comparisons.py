@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.converters.tflite_int8.integer_activations import _code, _per_tensor, _remove, _wiring, rewrite_graphs
-from edgeserve.tflite_edit import add_tensor, builtin_code, tensor_name, zero_point
+from edgeserve.tflite.edit import add_tensor, builtin_code, tensor_name, zero_point
 
 # BuiltinOperator and TensorType values of the TFLite schema.
 _LESS, _GREATER, _GREATER_EQUAL, _LESS_EQUAL = 58, 61, 62, 63
@@ -41,7 +41,7 @@ _VALUES = np.arange(-128, 128)
 def integerize_comparisons(model_bytes: bytes) -> tuple[bytes, dict[str, int]]:
     """The model with each float comparison of a dequantized int8 tensor against a constant made
     an int8 comparison, and how many of each; the bytes come back unchanged when there were none."""
-    from edgeserve.tflite_model import TfliteModel
+    from edgeserve.tflite.model import TfliteModel
 
     if not set(COMPARISONS.values()) & set(TfliteModel.from_bytes(model_bytes).op_counts_all()):
         return model_bytes, {}  # most models: not even unpacked

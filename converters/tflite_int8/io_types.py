@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
 _UINT8, _INT8 = 3, 9
 _QUANTIZE = 114

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 _NUMBERED = re.compile(r"^output_(\d+)$")
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import pack_model, schema_module
+from edgeserve.tflite.metadata import pack_model, schema_module
 
 
 #: The largest constant a folded value-moving operator may write: 64 K elements (64 KB in int8).
@@ -148,7 +148,7 @@ def _rewrite_each(model: Any, builtin: int, rewrite: Any) -> int:
 
 def relu_0_to_1_as_mul(model: Any) -> str | None:
     """Each RELU_0_TO_1 written as MUL by 6 with a fused RELU6, then MUL by 1/6."""
-    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+    from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
 
     schema = schema_module()
 
@@ -170,7 +170,7 @@ def relu_0_to_1_as_mul(model: Any) -> str | None:
 def reduce_max_as_max_pool(model: Any) -> str | None:
     """Each REDUCE_MAX over neighbouring axes (constant axes, float input of known shape) written
     as RESHAPE to [lead, block, 1, rest], MAX_POOL_2D with a [block, 1] window, RESHAPE back."""
-    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+    from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
 
     schema = schema_module()
     f32, i32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
@@ -205,7 +205,7 @@ def reduce_max_as_max_pool(model: Any) -> str | None:
 def divide_by_sqrt_as_rsqrt(model: Any) -> str | None:
     """Each DIV of a constant by SQRT(z) (RESHAPEs between allowed), where the SQRT and the
     RESHAPEs feed nothing else, written as RSQRT(z) and MUL by the constant."""
-    from edgeserve.tflite_edit import new_operator
+    from edgeserve.tflite.edit import new_operator
 
     schema = schema_module()
     rewritten = 0
@@ -246,7 +246,7 @@ def variance_as_mean_of_squares(model: Any) -> str | None:
     """Each SUB(MEAN(x*x), MEAN(x)*MEAN(x)) over the same axes written as MEAN(d*d) with
     d = x - MEAN(x) (MEAN(x) reshaped to keep its reduced axes when the MEAN drops them); the
     square of x and of its mean are removed when nothing else reads them."""
-    from edgeserve.tflite_edit import add_tensor, new_operator, tensor_name
+    from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
 
     schema = schema_module()
     op_type = schema.BuiltinOperator

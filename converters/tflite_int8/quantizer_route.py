@@ -28,7 +28,7 @@ from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.converters.tflite_int8.tensor_errors import tensor_errors
 from edgeserve.errors import InputError, UnquantizableOpError, VerificationError
 from edgeserve.isolation import run_isolated
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 NAME = "ai-edge-quantizer"
 

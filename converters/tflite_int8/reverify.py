@@ -12,10 +12,10 @@ import numpy as np
 
 from edgeserve.converters._base import Check, VerifyResult
 from edgeserve.errors import ModelFileError
-from edgeserve.fixtures import load_arrays
+from edgeserve.quality.fixtures import load_arrays
 from edgeserve.manifest import check_file
-from edgeserve.metrics import agreement
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.quality.metrics import agreement
+from edgeserve.tflite.model import TfliteModel
 
 TARGET = "tflite-int8"
 # Re-verification on another machine may use other kernels (XNNPACK vs ARM NEON vs
@@ -114,7 +114,7 @@ def _unsound(model: bytes) -> str | None:
     """Why the .tflite cannot be loaded in this process, or None: the validator every command
     uses, then one load and invoke in a child, so a kernel that crashes costs a child."""
     from edgeserve.runtime.probe import probe_in_subprocess
-    from edgeserve.tflite_verify import validate_tflite
+    from edgeserve.tflite.verify import validate_tflite
 
     try:
         validate_tflite(model)

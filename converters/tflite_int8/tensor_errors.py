@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
-from edgeserve.tflite_model import TfliteModel
+from edgeserve.tflite.model import TfliteModel
 
 
 def _interpreter(model: bytes):  # noqa: ANN202 - LiteRT's Interpreter

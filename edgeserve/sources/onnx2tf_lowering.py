@@ -120,8 +120,8 @@ def restore_outputs(model_bytes: bytes, matches: Sequence[tuple[int, tuple[int, 
                     names: Sequence[str]) -> bytes:
     """The model with the ONNX model's outputs: in its order, each in its axis order (a
     TRANSPOSE appended where onnx2tf moved the axes) and named as ONNX names it."""
-    from edgeserve.tflite_edit import add_tensor, new_operator
-    from edgeserve.tflite_metadata import pack_model, schema_module, unpack_model
+    from edgeserve.tflite.edit import add_tensor, new_operator
+    from edgeserve.tflite.metadata import pack_model, schema_module, unpack_model
 
     schema = schema_module()
     model = unpack_model(model_bytes)

@@ -238,7 +238,7 @@ class OnnxSource(SourceModel):
     def onnx2tf_tflite(self, workdir: Path, fallback: str | None) -> FloatTflite:
         """onnx2tf's model with the source's layout at its edges, checked against ONNX Runtime on
         two random samples (every output within MIN_FLOAT_SQNR_DB); ``fallback``: why not the reader's."""
-        from edgeserve.metrics import sqnr_db
+        from edgeserve.quality.metrics import sqnr_db
         from edgeserve.sources import onnx2tf_lowering as lowering
 
         inputs, outputs = self.signature.inputs, self.signature.outputs

@@ -22,8 +22,8 @@ from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceMod
 
 class TfliteSource(SourceModel):
     def __init__(self, path: Path) -> None:
-        from edgeserve.tflite_model import TfliteModel
-        from edgeserve.tflite_verify import validate_tflite
+        from edgeserve.tflite.model import TfliteModel
+        from edgeserve.tflite.verify import validate_tflite
 
         data = path.read_bytes()
         self.model = TfliteModel.from_bytes(data)

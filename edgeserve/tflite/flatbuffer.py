@@ -1,7 +1,7 @@
 """Walk a .tflite flatbuffer by the TFLite schema, verifying every byte before it is used.
 
-The one walk over a model file's bytes: :class:`edgeserve.tflite_model.TfliteModel` is built
-from the tables it decodes, and :mod:`edgeserve.tflite_verify` checks their meaning. A
+The one walk over a model file's bytes: :class:`edgeserve.tflite.model.TfliteModel` is built
+from the tables it decodes, and :mod:`edgeserve.tflite.verify` checks their meaning. A
 truncated or corrupted file raises :class:`~edgeserve.errors.ModelFileError` naming the
 structure (``model.subgraphs[0].tensors[5].quantization``) and the byte at fault.
 """
@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from edgeserve.errors import ModelFileError, model_file_guard
-from edgeserve.tflite_schema import DEFAULTS, DTYPES, SCHEMA, STRUCTS, UNION_MEMBERS
+from edgeserve.tflite.schema import DEFAULTS, DTYPES, SCHEMA, STRUCTS, UNION_MEMBERS
 
 __all__ = ["verify_flatbuffer"]
 

@@ -2,7 +2,7 @@
 
 A corrupted model must raise :class:`~edgeserve.errors.ModelFileError`, never crash the
 process inside C++. :func:`validate_tflite` verifies the flatbuffer against the TFLite
-schema (:mod:`edgeserve.tflite_schema`) the way the flatbuffers ``Verifier`` does (every
+schema (:mod:`edgeserve.tflite.schema`) the way the flatbuffers ``Verifier`` does (every
 table, vtable, vector, string and union in bounds and aligned, the file identifier, nesting
 depth and table count), then checks what LiteRT and TFLM dereference without checking:
 indices (tensor, buffer, operator code, subgraph), shapes, constant buffer sizes,
@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from edgeserve.errors import ModelFileError, model_file_guard
-from edgeserve.tflite_flatbuffer import _Table
-from edgeserve.tflite_model import INTEGER_DTYPES, TENSOR_TYPES, TfliteModel, read_model
+from edgeserve.tflite.flatbuffer import _Table
+from edgeserve.tflite.model import INTEGER_DTYPES, TENSOR_TYPES, TfliteModel, read_model
 
 __all__ = ["validate_tflite"]
 

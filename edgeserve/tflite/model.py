@@ -6,11 +6,11 @@ inspect a model on a device and to plan a TFLM tensor arena offline: operators i
 order with their versions, tensors with shapes, dtypes, byte sizes and quantization, and the
 constant data.
 
-The bytes are walked once, by :mod:`edgeserve.tflite_flatbuffer`, which verifies every
+The bytes are walked once, by :mod:`edgeserve.tflite.flatbuffer`, which verifies every
 offset, length and alignment against the schema before use; this module builds the model
 from the tables it decoded and checks indices, shapes and types. A truncated or corrupted
 file raises :class:`~edgeserve.errors.ModelFileError` naming the structure and the byte
-offset at fault; no other exception escapes. :func:`edgeserve.tflite_verify.validate_tflite`
+offset at fault; no other exception escapes. :func:`edgeserve.tflite.verify.validate_tflite`
 adds what the interpreters trust, on the same tables.
 
 Example:
@@ -32,8 +32,8 @@ from typing import Any, NamedTuple, NoReturn
 import numpy as np
 
 from edgeserve.errors import ModelFileError, model_file_guard
-from edgeserve.tflite_flatbuffer import _Table, verify_flatbuffer
-from edgeserve.tflite_schema import SCHEMA
+from edgeserve.tflite.flatbuffer import _Table, verify_flatbuffer
+from edgeserve.tflite.schema import SCHEMA
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -375,7 +375,7 @@ class TfliteModel:
 
 def read_model(data: bytes | bytearray | memoryview) -> tuple[TfliteModel, _Table]:
     """Verify ``data`` and build the model from the one walk; also return the decoded root
-    table, which :mod:`edgeserve.tflite_verify` checks further without reading the bytes again.
+    table, which :mod:`edgeserve.tflite.verify` checks further without reading the bytes again.
 
     Raises:
         ModelFileError: The data is not a well-formed TFLite model.

@@ -14,7 +14,7 @@ judged on its own:
   agreement" refused every real classifier of the corpus (fer's emotion model at 96.9 %).
 * **By detections matched to the float model's** (``--min-detection-match``): the outputs a
   recorded decoder reads (``convert --decoder``), decoded on both sides
-  (``edgeserve.detection_gate``).
+  (``edgeserve.quality.detections``).
 * **By SQNR against the float model** (``--min-sqnr``): every other output, and the first
   one when nothing above applies (regression, landmarks, embeddings, detector heads with
   no labels). "Percent more error than the float model" is no bound there: the float
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.detection_gate import DetectionGate, DetectionMatch
-from edgeserve.metrics import MetricResult, evaluate, sqnr_db
+from edgeserve.quality.detections import DetectionGate, DetectionMatch
+from edgeserve.quality.metrics import MetricResult, evaluate, sqnr_db
 
 DEFAULT_MIN_SQNR_DB = 10.0
 #: A channel whose values stay under 1/64 of an output's largest channel gets at most 4 of the

@@ -1,7 +1,7 @@
 """The TFLite flatbuffer schema (schema.fbs, LiteRT 2.3) as data, for a schema-driven walk.
 
 One table per line, in field-id order, parsed once at import into :data:`SCHEMA`; the
-verifier in :mod:`edgeserve.tflite_verify` walks a file by it. Kept as text rather than
+verifier in :mod:`edgeserve.tflite.verify` walks a file by it. Kept as text rather than
 generated code so a schema update is a diff of a few lines, checked by a test against
 ai_edge_litert's generated reader.
 """

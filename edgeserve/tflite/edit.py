@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite_metadata import schema_module
+from edgeserve.tflite.metadata import schema_module
 
 
 def builtin_code(model: Any, builtin: int, version: int) -> int:
