@@ -51,10 +51,11 @@ def _has_rfft(data: bytes) -> bool:
 
 
 def _op_name(model: Any, op: Any, schema: Any) -> str:
+    from edgeserve.tflite.model import BUILTIN_OPS  # the reader's table of builtin names
+
     code = model.operatorCodes[op.opcodeIndex]
     builtin = max(code.builtinCode or 0, code.deprecatedBuiltinCode or 0)
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    return "CUSTOM" if code.customCode else names.get(builtin, str(builtin))
+    return "CUSTOM" if code.customCode else BUILTIN_OPS[builtin] if builtin < len(BUILTIN_OPS) else str(builtin)
 
 
 def _shape(tensor: Any) -> list[int]:
