@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from corpus import CORPUS, TARGETS
+from corpus import CORPUS, TARGETS, clear_when_settled
 
 pytestmark = pytest.mark.slow
 
@@ -252,6 +252,29 @@ def test_the_corpus_holds_the_models_and_source_kinds_the_issue_names() -> None:
     assert set(SECONDS) | {"alexa_wake_word"} == {m.name for m in CORPUS}  # the order knows every model
     if "EDGESERVE_CORPUS" not in os.environ:
         assert {m.name for m in SELECTED} == {m.name for m in CORPUS}  # make test takes them all
+
+
+def test_a_settled_models_folder_is_cleared_and_an_unsettled_one_kept(tmp_path: Path, monkeypatch) -> None:
+    """The corpus frees a model's disk once its row says every cell is ok or refused by name,
+    keeping the manifest; a failed cell, an error, or EDGESERVE_KEEP_CORPUS keeps it all."""
+    monkeypatch.delenv("EDGESERVE_KEEP_CORPUS", raising=False)
+
+    def folder(name: str) -> Path:
+        (tmp_path / name / "out" / "verify").mkdir(parents=True)
+        (tmp_path / name / "out" / "manifest.json").write_text('{"artifacts": []}')
+        (tmp_path / name / "out" / "verify" / "onnx.npz").write_bytes(b"x" * 1000)
+        return tmp_path / name
+
+    settled = {"cells": {"onnx": {"status": "ok"}, "mcu": {"status": "refused"}}}
+    assert clear_when_settled(folder("a"), settled)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["manifest.json"]
+    assert (tmp_path / "a" / "manifest.json").read_text() == '{"artifacts": []}'
+    failed = {"cells": {"onnx": {"status": "ok"}, "mcu": {"status": "traceback"}}}
+    assert not clear_when_settled(folder("b"), failed)
+    assert not clear_when_settled(folder("c"), {"outcome": "error", "message": "exit 1"})
+    monkeypatch.setenv("EDGESERVE_KEEP_CORPUS", "1")
+    assert not clear_when_settled(folder("d"), settled)
+    assert all((tmp_path / n / "out" / "verify" / "onnx.npz").is_file() for n in "bcd")
 
 
 @pytest.mark.parametrize("model", SELECTED, ids=[m.name for m in SELECTED])
