@@ -135,7 +135,7 @@ class Converter(abc.ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     # The module whose print_entry(console, entry) prints this target's manifest entry for
-    # `convert` and `inspect` (edgeserve.report collects it); None: the lines every target shares.
+    # `convert` and `inspect` (edgeserve.cli.report collects it); None: the lines every target shares.
     report_lines: ClassVar[str | None] = None
 
     def requires(self, source_kind: str) -> tuple[str, ...]:

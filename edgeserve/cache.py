@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeserve.manifest import file_records
-from edgeserve.staging import pid_alive
+from edgeserve.manifest.record import file_records
+from edgeserve.manifest.staging import pid_alive
 
 DEFAULT_MAX_BYTES = 2 << 30
 _ENTRY = "entry.json"

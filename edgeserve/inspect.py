@@ -10,7 +10,7 @@ from typing import Any
 
 from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError
-from edgeserve.manifest import MANIFEST_NAME, load_manifest
+from edgeserve.manifest.record import MANIFEST_NAME, load_manifest
 from edgeserve.routes import Route, routes_for
 from edgeserve.tflite.metadata import METADATA_NAME
 from edgeserve.tflite.model import TfliteModel

@@ -20,7 +20,7 @@ from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shap
 from edgeserve.isolation import budget
 from edgeserve.schedule import default_jobs, in_dependency_order
 from edgeserve.source_outputs import label_outputs
-from edgeserve.staging import check_output_path, staged_output
+from edgeserve.manifest.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
     CalibrationDataError,
@@ -29,7 +29,7 @@ from edgeserve.errors import (
     PreprocessSpecError,
     first_line,
 )
-from edgeserve.manifest import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
+from edgeserve.manifest.record import MANIFEST_NAME, merge_into_existing, new_manifest, upsert_artifact, write_manifest
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.sources import SourceModel, TensorInfo, load_source
 
@@ -75,7 +75,7 @@ def convert(
     """Convert one source model to each target and verify every artifact.
 
     Everything is written into a staging folder beside ``out_dir`` that replaces it only
-    when the run ends (see :mod:`edgeserve.staging`): an error, Ctrl-C or a kill leaves
+    when the run ends (see :mod:`edgeserve.manifest.staging`): an error, Ctrl-C or a kill leaves
     ``out_dir`` as it was. A run that completes with a target under its accuracy bound is
     published, so the report of every attempt is there to read.
 
@@ -206,14 +206,14 @@ def _convert_loaded(model: SourceModel, targets: Sequence[str], out: Path, calib
     if (options or {}).get("labels") and not read_labels(options["labels"]):  # checked before any work
         raise InputError(f"labels file {options['labels']} holds no labels; expected one class name per line")
     if sign_key is not None:  # a bad key is an error before the conversion, not after it
-        from edgeserve.signing import _load_key
+        from edgeserve.manifest.signing import _load_key
 
         _load_key(sign_key, private=True)
     _warm_isolated_imports(converters, model.kind)
     with staged_output(out) as staging:
         manifest, failures = _convert_into(staging, model, converters, calibration, evaluation, spec, prof,
                                            profile, options, progress, loading, judged, use_cache, jobs)
-        from edgeserve.signing import sign_manifest, signature_path
+        from edgeserve.manifest.signing import sign_manifest, signature_path
 
         if sign_key is not None:
             sign_manifest(staging / MANIFEST_NAME, sign_key)
@@ -476,7 +476,7 @@ def _in_target_order(manifest: dict[str, Any], timing: dict[str, Any], order: li
 
 
 def _remove_files_of(out: Path, entry: dict[str, Any]) -> None:
-    from edgeserve.manifest import inside
+    from edgeserve.manifest.record import inside
 
     records = [entry, *(entry.get("files") or []), *([entry["report"]] if isinstance(entry.get("report"), dict) else [])]
     for record in records:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeserve.manifest import check_file, file_records, package_versions
+from edgeserve.manifest.record import check_file, file_records, package_versions
 
 # The distributions whose versions can change what a target writes or how it is checked.
 TOOLS = ("numpy", "tensorflow-cpu", "tensorflow", "keras", "ai-edge-litert", "ai-edge-quantizer", "litert-torch",
@@ -153,7 +153,7 @@ def code_digest() -> str:
 def previous_entries(manifest_path: Path, source_sha256: str | None) -> dict[str, dict[str, Any]]:
     """The previous run's entries by target, when it converted the same source file."""
     from edgeserve.errors import ManifestError
-    from edgeserve.manifest import load_manifest
+    from edgeserve.manifest.record import load_manifest
 
     if not manifest_path.is_file():
         return {}

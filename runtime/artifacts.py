@@ -20,7 +20,7 @@ from edgeserve.runtime.backend import ENGINE_SUFFIXES
 
 from edgeserve.atomic import NOT_REGULAR, read_regular, read_settings, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError
-from edgeserve.manifest import MANIFEST_NAME, inside, load_manifest
+from edgeserve.manifest.record import MANIFEST_NAME, inside, load_manifest
 from edgeserve.preprocess import PreprocessSpec
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def resolve(path: str | Path, *, target: str | None = None, preprocess: Any = No
         if path.suffix.lower() != ".json":
             raise ManifestError(f"{path} is a bare model file, and a public key was given: only a signed "
                                 "manifest (convert --sign-key) can be checked")
-        from edgeserve.signing import check_signature
+        from edgeserve.manifest.signing import check_signature
 
         check_signature(path, public_key)
     if path.suffix.lower() == ".json":

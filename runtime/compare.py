@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import EdgeServeError
-from edgeserve.manifest import load_manifest
+from edgeserve.manifest.record import load_manifest
 from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.loop_energy import LoopEnergy
 

@@ -92,7 +92,7 @@ def _damaged(data: bytes, rng: np.random.Generator) -> bytes:
 def mutate(manifest: dict[str, Any], folder: Path, seed: int) -> tuple[str, str, bool]:
     """One deterministic mutant written into ``folder`` (a copy of the base): its strategy,
     what it changed, and whether both commands must refuse it."""
-    from edgeserve.manifest import manifest_digest, stamp
+    from edgeserve.manifest.record import manifest_digest, stamp
 
     rng = np.random.default_rng(seed)
     strategy = STRATEGIES[int(rng.integers(len(STRATEGIES)))]

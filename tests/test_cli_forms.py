@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def test_a_manifest_with_only_an_mcu_build(digits_conversion: Path, tmp_path: Pa
 
 
 def test_output_to_a_pipe_is_not_wrapped() -> None:
-    from edgeserve.report import _console
+    from edgeserve.cli.report import _console
 
     console = _console()  # pytest's stdout is not a terminal
     assert console.soft_wrap and console.width >= 1000

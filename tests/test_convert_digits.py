@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 from edgeserve.tflite.model import TfliteModel
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 
 pytest.importorskip("coremltools")
 

@@ -144,13 +144,13 @@ def target_tests_in(path: Path) -> set[str]:
 
 
 def test_the_report_collects_each_targets_lines_from_its_folder() -> None:
-    """edgeserve/report.py tests no entry for a target name: each converter with lines of its own
+    """edgeserve/cli/report.py tests no entry for a target name: each converter with lines of its own
     points at its module (report_lines), which is in the converter's own folder and has print_entry."""
     import importlib
 
     from edgeserve.converters import get_converter, target_names
 
-    assert target_tests_in(ROOT / "edgeserve" / "report.py") == set()
+    assert target_tests_in(ROOT / "edgeserve" / "cli" / "report.py") == set()
     own = {}
     for name in target_names():
         module = get_converter(name).report_lines

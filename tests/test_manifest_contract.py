@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ManifestError
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 from edgeserve.runtime import Session
 
 
@@ -189,7 +189,7 @@ def test_converting_one_target_again_drops_what_was_built_from_it(build: Path, d
 
 
 def test_entries_made_with_another_preprocess_spec_are_not_kept(build: Path, tmp_path: Path) -> None:
-    from edgeserve.manifest import load_manifest, merge_into_existing
+    from edgeserve.manifest.record import load_manifest, merge_into_existing
 
     old = load_manifest(build)
     fresh = {**old, "artifacts": [], "preprocess": {**old["preprocess"], "mean": [0.5]}}

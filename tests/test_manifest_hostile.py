@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 
 MODEL = "tflm/hello_world_int8.tflite"
 

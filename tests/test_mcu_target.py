@@ -91,7 +91,7 @@ def test_the_model_array_holds_the_exact_bytes(kws_build, testdata):
 
 
 def test_verify_rechecks_the_build_and_catches_tampering(kws_build, tmp_path):
-    from edgeserve.verify import verify_manifest
+    from edgeserve.manifest.verify import verify_manifest
 
     copy = tmp_path / "build"
     shutil.copytree(kws_build, copy)

@@ -1,7 +1,7 @@
 """``edgeserve profile`` through CliRunner: JSON on stdout, one-line errors, exit codes, reports.
 
 The runtime Session is replaced by a SimulatedSession (the command opens its session through
-``edgeserve.cli_profile._open_session``); sensors come from trees in tmp_path.
+``edgeserve.cli.profile._open_session``); sensors come from trees in tmp_path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from edgeserve import cli_profile
+from edgeserve.cli import profile as cli_profile
 from edgeserve.cli import cli
 from edgeserve.profiling.plant import SimulatedSession
 

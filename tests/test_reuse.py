@@ -101,7 +101,7 @@ def test_a_target_that_failed_is_built_again(testdata: Path, tmp_path: Path) -> 
     shutil.copytree(testdata / "tflm", tmp_path / "tflm")
     convert(tmp_path / "tflm" / "hello_world_int8.tflite", ["mcu"], out, options={"name": "hw", "fit_check": False})
     manifest_path = out / "manifest.json"
-    from edgeserve.manifest import stamp
+    from edgeserve.manifest.record import stamp
 
     manifest = json.loads(manifest_path.read_text())
     manifest["artifacts"][0]["status"] = "failed"

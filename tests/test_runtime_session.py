@@ -16,7 +16,7 @@ from edgeserve.runtime.preprocess_fast import plain_preprocess
 from runtime_fakes import fake_backends
 
 from edgeserve.errors import BackendError, EdgeServeError, InputError, ManifestError
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 from edgeserve.preprocess import PreprocessSpec
 
 MOBILENET = "tflm/mobilenet_v2_quantized_1x3x224x224.tflite"

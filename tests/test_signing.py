@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import ManifestError
-from edgeserve.manifest import stamp
+from edgeserve.manifest.record import stamp
 from edgeserve.runtime import Session
 
 MODEL = "tflm/hello_world_int8.tflite"
@@ -38,7 +38,7 @@ def signed(testdata: Path, digits_conversion: Path, tmp_path_factory: pytest.Tem
     private, public = keypair(folder, "fleet")
     out = folder / "OUT"
     shutil.copytree(digits_conversion, out)
-    from edgeserve.signing import sign_manifest
+    from edgeserve.manifest.signing import sign_manifest
 
     sign_manifest(out / "manifest.json", private)
     return out, public, keypair(folder, "other")[1]

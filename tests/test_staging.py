@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgeserve.cli import cli
-from edgeserve.staging import clean_leftovers
+from edgeserve.manifest.staging import clean_leftovers
 
 MODEL = "tflm/hello_world_int8.tflite"
 
@@ -228,7 +228,7 @@ def test_a_special_file_in_an_output_is_named_and_never_opened(testdata: Path, t
 
 
 def test_an_empty_folder_and_an_earlier_output_are_taken(testdata: Path, tmp_path: Path) -> None:
-    from edgeserve.staging import check_output_path
+    from edgeserve.manifest.staging import check_output_path
 
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -263,7 +263,7 @@ def test_a_place_this_user_cannot_write_or_reach_is_refused_before_any_work() ->
         said = {}
         for name in ("locked", "closed"):
             probe = ("from pathlib import Path\nfrom edgeserve.errors import InputError\n"
-                     "from edgeserve.staging import check_output_path\n"
+                     "from edgeserve.manifest.staging import check_output_path\n"
                      f"try:\n    check_output_path(Path({str(root / name / 'out')!r}))\n"
                      "except InputError as e:\n    print(e)\n")
             done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
@@ -284,11 +284,11 @@ def test_the_longest_name_taken_leaves_room_for_both_siblings(tmp_path: Path, mo
     import os
 
     from edgeserve.errors import InputError
-    from edgeserve.staging import _REPLACED, _STAGING, _SIBLING_EXTRA, _sibling, check_output_path
+    from edgeserve.manifest.staging import _REPLACED, _STAGING, _SIBLING_EXTRA, _sibling, check_output_path
 
-    import edgeserve.staging
+    import edgeserve.manifest.staging
 
-    monkeypatch.setattr(edgeserve.staging.os, "getpid", lambda: 9_999_999)  # the longest pid Linux gives
+    monkeypatch.setattr(edgeserve.manifest.staging.os, "getpid", lambda: 9_999_999)  # the longest pid Linux gives
     limit = os.pathconf(tmp_path, "PC_NAME_MAX")
     longest = tmp_path / ("o" * (limit - _SIBLING_EXTRA))
     check_output_path(longest)

@@ -36,7 +36,7 @@ from edgeserve.errors import (
     UnsupportedOpError,
 )
 from edgeserve.quality.fixtures import load_arrays
-from edgeserve.manifest import (
+from edgeserve.manifest.record import (
     check_file,
     edgeserve_version,
     file_record,

@@ -28,7 +28,7 @@ from edgeserve.converters._torch_source import route_to_torch, torch_source
 from edgeserve.converters.onnx.check import read_fixture, write_fixture
 from edgeserve.converters.onnx.converter import score
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
-from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.quality.metrics import degenerate
 from edgeserve.quality.gate import GateOptions
 

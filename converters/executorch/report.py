@@ -1,5 +1,5 @@
 """The executorch and executorch-int8 entry of a manifest as `convert` and `inspect` print it
-(edgeserve.report collects each target's lines from its own folder)."""
+(edgeserve.cli.report collects each target's lines from its own folder)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from edgeserve.report_parts import macs, plain, print_quality
+from edgeserve.cli.report_parts import macs, plain, print_quality
 
 
 def print_entry(console: Console, entry: dict[str, Any]) -> None:

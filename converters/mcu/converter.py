@@ -22,7 +22,7 @@ from edgeserve.atomic import write_bytes, write_json, write_text
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.errors import InputError, ModelFileError, VerificationError
-from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.converters.mcu.arena import HeadPlan, plan_head
 from edgeserve.converters.mcu.names import c_identifier
 from edgeserve.converters.mcu.select_v2 import select_as_v2
@@ -431,7 +431,7 @@ def _staleness(entry: Mapping[str, Any], root: Path, requires: Any) -> list[Chec
     source (the manifest's ``source.sha256``). Without ``model_sha256`` nothing can be
     judged, which is a failure, not a pass.
     """
-    from edgeserve.manifest import load_manifest
+    from edgeserve.manifest.record import load_manifest
 
     name = "built from the model beside it"
     built = entry.get("from_sha256") or entry.get("model_sha256")  # from_sha256: before the TFLM rewrites

@@ -27,7 +27,7 @@ from edgeserve.atomic import write_bytes, write_json, write_text
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.errors import DoesNotFitError, InputError, VerificationError
-from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.tflite.model import TfliteModel
 
 OUT_DIR = "mcu-c"

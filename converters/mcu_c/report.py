@@ -1,4 +1,4 @@
-"""The mcu-c entry of a manifest as `convert` and `inspect` print it (edgeserve.report collects
+"""The mcu-c entry of a manifest as `convert` and `inspect` print it (edgeserve.cli.report collects
 each target's lines from its own folder)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from edgeserve.report_parts import print_unverified
+from edgeserve.cli.report_parts import print_unverified
 
 
 def print_entry(console: Console, entry: dict[str, Any]) -> None:

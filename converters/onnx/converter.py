@@ -20,7 +20,7 @@ from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.export import float_onnx
 from edgeserve.quality.detections import DetectionGate
 from edgeserve.errors import SourceModelError, VerificationError
-from edgeserve.manifest import check_file, edgeserve_version, file_record
+from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality.gate import GateOptions, judge
 

@@ -31,7 +31,7 @@ from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
 from edgeserve.converters.onnx.float_tail import concat_tail
 from edgeserve.errors import VerificationError, clip_words, first_line
-from edgeserve.manifest import edgeserve_version, file_record
+from edgeserve.manifest.record import edgeserve_version, file_record
 from edgeserve.quality.metrics import degenerate
 
 ARTIFACT_NAME = "model_int8.onnx"

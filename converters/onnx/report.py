@@ -1,4 +1,4 @@
-"""The onnx and onnx-int8 entry of a manifest as `convert` and `inspect` print it (edgeserve.report
+"""The onnx and onnx-int8 entry of a manifest as `convert` and `inspect` print it (edgeserve.cli.report
 collects each target's lines from its own folder)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from edgeserve.report_parts import macs, metric_line, plain, print_quality, print_unverified
+from edgeserve.cli.report_parts import macs, metric_line, plain, print_quality, print_unverified
 
 
 def print_entry(console: Console, entry: dict[str, Any]) -> None:

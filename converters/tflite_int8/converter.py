@@ -45,7 +45,7 @@ from edgeserve.errors import (
     clip_words,
     first_line,
 )
-from edgeserve.manifest import edgeserve_version, file_record
+from edgeserve.manifest.record import edgeserve_version, file_record
 from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality.gate import judge
 from edgeserve.sources.onnx_file import ROUTE_ONNX2TF

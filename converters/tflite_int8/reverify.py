@@ -13,7 +13,7 @@ import numpy as np
 from edgeserve.converters._base import Check, VerifyResult
 from edgeserve.errors import ModelFileError
 from edgeserve.quality.fixtures import load_arrays
-from edgeserve.manifest import check_file
+from edgeserve.manifest.record import check_file
 from edgeserve.quality.metrics import agreement
 from edgeserve.tflite.model import TfliteModel
 
@@ -132,7 +132,7 @@ def _provenance_check(model: TfliteModel, root: Path) -> Check:
     """
     import json
 
-    from edgeserve.manifest import load_manifest
+    from edgeserve.manifest.record import load_manifest
 
     name = "provenance in the model"
     raw = model.metadata.get("edgeserve")

@@ -1,4 +1,4 @@
-"""What every target's report lines share (edgeserve.report and each target's own
+"""What every target's report lines share (edgeserve.cli.report and each target's own
 converters/<target>/report.py): the gate's line, a drop, the MAC shares, the float layers, the
 line a check that could not fail adds, and text that is never read as markup."""
 

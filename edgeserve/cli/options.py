@@ -1,7 +1,7 @@
 """Pieces every ``edgeserve`` command shares: JSON output, progress, the PreprocessSpec flags.
 
-Kept apart from ``cli.py`` so command modules (``cli_runtime``, ``cli_profile``) can import
-them without importing the command group.
+Kept apart from the command group (group.py) so each command's module can import them
+without importing the group or the other commands.
 """
 
 from __future__ import annotations

@@ -1,108 +1,21 @@
-"""The ``edgeserve`` command line.
-
-stdout carries results only (one JSON document with ``--json``); progress and logs go to
-stderr. A problem the user can fix prints one line and exits 1 (``--debug`` adds the
-traceback); a usage error exits 2. Heavy frameworks are imported inside commands.
-"""
+"""``edgeserve convert``: one source to verified artifacts for each target asked for."""
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from edgeserve import __version__
-from edgeserve.cli_common import emit_json, preprocess_options, progress_for, spec_from_flags
-from edgeserve.errors import AccuracyError, EdgeServeError
+from edgeserve.cli.options import emit_json, preprocess_options, progress_for, spec_from_flags
+from edgeserve.errors import AccuracyError
 from edgeserve.quality.detections import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
 from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 from edgeserve.runtime.decoders import DECODERS
 
-log = logging.getLogger("edgeserve")
 
-
-# Flags of the top-level group that mean the same wherever they stand on the line.
-_GLOBAL_FLAGS = ("-q", "--quiet", "--debug")
-
-
-class _Group(click.Group):
-    """Turns EdgeServeError into one readable line and exit code 1.
-
-    ``-q``/``--debug`` are accepted anywhere on the line (``edgeserve run X -q``), and with
-    ``--json`` an error is also a JSON object on stdout, so a script always has JSON to read.
-    """
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        end = args.index("--") if "--" in args else len(args)
-        head, tail = args[:end], args[end:]
-        front = [a for a in head if a in _GLOBAL_FLAGS]
-        ctx.meta["edgeserve.json"] = "--json" in head
-        return super().parse_args(ctx, front + [a for a in head if a not in _GLOBAL_FLAGS] + tail)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except EdgeServeError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            if ctx.meta.get("edgeserve.json"):
-                payload: dict[str, Any] = {"error": exc.for_cli(), "kind": type(exc).__name__}
-                # A conversion over its accuracy bound still wrote its artifacts and manifest:
-                # one JSON document carries both, not the manifest and then the error.
-                manifest = getattr(getattr(exc, "result", None), "manifest", None)
-                if manifest is not None:
-                    payload["manifest"] = manifest
-                emit_json(payload)
-            click.echo(f"error: {exc.for_cli()}", err=True)
-            ctx.exit(1)
-        except click.UsageError as exc:
-            if ctx.meta.get("edgeserve.json"):
-                emit_json({"error": exc.format_message(), "kind": "usage"})
-            raise
-        except KeyboardInterrupt:
-            # Outputs are staged (edgeserve.staging): an interrupted convert left OUT as it was.
-            if ctx.meta.get("edgeserve.json"):
-                emit_json({"error": "interrupted", "kind": "interrupted"})
-            click.echo("error: interrupted; nothing was changed", err=True)
-            ctx.exit(130)
-
-
-def _setup_logging(debug: bool, quiet: bool) -> None:
-    from rich.logging import RichHandler
-
-    from edgeserve.console import ui_stream
-
-    level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.WARNING)
-    from rich.console import Console
-
-    handler = RichHandler(console=Console(file=ui_stream(), stderr=True), show_time=False, show_path=debug)
-    root = logging.getLogger("edgeserve")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="edgeserve")
-@click.option("--debug", is_flag=True, help="Show debug logs (and native library output) and tracebacks.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars; only errors on stderr.")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
-    """Put one trained model on edge and mobile devices, verified."""
-    ctx.obj = {"debug": debug, "quiet": quiet}
-    if not debug:
-        # TensorFlow's C++ INFO lines (the oneDNN notice, printed once per import path) are
-        # not results; --debug keeps them. Set before any command imports TensorFlow.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    _setup_logging(debug, quiet)
-
-
-# ----- convert ----------------------------------------------------------------------------
-@cli.command()
+@click.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("-t", "--target", "targets", multiple=True, required=True,
               help="Target to build (repeatable). See `edgeserve targets`.")
@@ -210,10 +123,10 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
     spec = spec_from_flags(preprocess_file, spec_flags)
     output = None
     if decoder is not None:
-        from edgeserve.cli_runtime import _read_toml
+        from edgeserve.cli.session import read_toml
         from edgeserve.runtime.decoders import make_decoder
 
-        decoder_settings = _read_toml(decoder_options) if decoder_options else {}
+        decoder_settings = read_toml(decoder_options) if decoder_options else {}
         family = make_decoder(decoder, decoder_settings)  # refuses bad options before converting
         output = {"kind": "detect", "decoder": decoder, "options": decoder_settings}
         if spec is None and family.preprocess is not None:
@@ -284,134 +197,6 @@ def _show_manifest(manifest: dict[str, Any], json_out: bool) -> None:
     if json_out:
         emit_json(manifest)
         return
-    from edgeserve.report import print_conversion
+    from edgeserve.cli.report import print_conversion
 
     print_conversion(manifest)
-
-
-# ----- inspect / verify -------------------------------------------------------------------
-@cli.command()
-@click.argument("artifact", type=click.Path(path_type=Path))
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def inspect(artifact: Path, json_out: bool) -> None:
-    """Show what ARTIFACT (.tflite, .mlpackage or manifest.json) holds: tensors, quantization, ops."""
-    from edgeserve.inspect import inspect_path
-
-    info = inspect_path(artifact)
-    if json_out:
-        emit_json(info)
-    else:
-        from edgeserve.report import print_inspection
-
-        print_inspection(info)
-
-
-@cli.command()
-@click.argument("manifest", type=click.Path(path_type=Path))
-@click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
-              help="Refuse the manifest unless it is signed by this Ed25519 public key (PEM).")
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-@click.pass_context
-def verify(ctx: click.Context, manifest: Path, public_key: Path | None, json_out: bool) -> None:
-    """Re-check every artifact in MANIFEST: hashes, then its verification run. Exit 1 on any failure."""
-    from edgeserve.verify import verify_manifest
-
-    results = verify_manifest(manifest, public_key)
-    ok = all(results)
-    if json_out:
-        emit_json({"ok": ok, "artifacts": [r.to_dict() for r in results]})
-    else:
-        for r in results:
-            click.echo(str(r))
-    if not ok:
-        if not json_out:
-            click.echo("error: verification failed", err=True)
-        ctx.exit(1)
-
-
-# ----- cache ------------------------------------------------------------------------------
-@cli.command("cache")
-@click.option("--clear", is_flag=True, help="Remove every cached target.")
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def cache_command(clear: bool, json_out: bool) -> None:
-    """Show (or --clear) the targets kept between output folders: where, how many, how big."""
-    from edgeserve import cache
-
-    removed = cache.clear() if clear else None
-    info = cache.describe() | ({"removed": removed} if removed is not None else {})
-    if json_out:
-        emit_json(info)
-        return
-    if removed is not None:
-        click.echo(f"removed {removed} cached target(s) from {info['path']}")
-    else:
-        state = "" if info["enabled"] else " (off: EDGESERVE_TARGET_CACHE)"
-        click.echo(f"{info['path']}: {info['entries']} target(s), {info['bytes']:,} bytes of at most "
-                   f"{info['max_bytes']:,} (EDGESERVE_TARGET_CACHE_MAX_BYTES){state}")
-
-
-# ----- targets / profiles -----------------------------------------------------------------
-@cli.command()
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def targets(json_out: bool) -> None:
-    """List the conversion targets."""
-    from edgeserve.converters import get_converter, target_names
-
-    rows = [{"name": n, "summary": get_converter(n).summary} for n in target_names()]
-    if json_out:
-        emit_json(rows)
-    else:
-        width = max(len(r["name"]) for r in rows)
-        for r in rows:
-            click.echo(f"{r['name']:<{width}}  {r['summary']}")
-
-
-@cli.group(cls=_Group, invoke_without_command=True)
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-@click.pass_context
-def profiles(ctx: click.Context, json_out: bool) -> None:
-    """List device profiles, or `profiles show NAME`."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from edgeserve.device_profiles import list_profiles, load_profile
-
-    rows = [load_profile(n) for n in list_profiles()]
-    if json_out:
-        emit_json([{"name": p.name, "kind": p.kind, "description": p.description} for p in rows])
-    else:
-        from edgeserve.report import print_profiles
-
-        print_profiles(rows)
-
-
-@profiles.command("show")
-@click.argument("name")
-@click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def profiles_show(name: str, json_out: bool) -> None:
-    """Show one profile (a bundled NAME or a path to a .toml file)."""
-    from edgeserve.device_profiles import load_profile
-
-    profile = load_profile(name)
-    if json_out:
-        emit_json(profile.to_dict())
-    else:
-        from edgeserve.report import print_profile
-
-        print_profile(profile)
-
-
-# Commands that live in their own modules (each imports only click at module level).
-from edgeserve.cli_runtime import bench, run  # noqa: E402
-from edgeserve.cli_profile import profile  # noqa: E402
-
-cli.add_command(run)
-cli.add_command(bench)
-cli.add_command(profile)
-
-
-def main() -> None:
-    cli(prog_name="edgeserve")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

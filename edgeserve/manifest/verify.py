@@ -1,6 +1,6 @@
 """``edgeserve verify``: re-check a manifest's artifacts without the source or its framework.
 
-The manifest is read through :func:`~edgeserve.manifest.load_manifest`, as ``Session`` reads
+The manifest is read through :func:`~edgeserve.manifest.record.load_manifest`, as ``Session`` reads
 it: an edited field, a missing hash or a path that leaves the folder refuses the whole
 manifest (exit 1) with the words Session uses, before any file it names is read.
 """
@@ -12,18 +12,18 @@ from pathlib import Path
 from edgeserve.converters import get_converter
 from edgeserve.converters._base import Check, VerifyResult
 from edgeserve.errors import EdgeServeError, ManifestError
-from edgeserve.manifest import MANIFEST_NAME, load_manifest
+from edgeserve.manifest.record import MANIFEST_NAME, load_manifest
 
 
 def verify_manifest(path: str | Path, public_key: str | Path | None = None) -> list[VerifyResult]:
     """One result per artifact; an artifact whose check raised gets a failed result with the reason.
 
     With ``public_key`` the manifest must carry a valid Ed25519 signature by it first
-    (:mod:`edgeserve.signing`); an unsigned or altered one raises :class:`ManifestError`.
+    (:mod:`edgeserve.manifest.signing`); an unsigned or altered one raises :class:`ManifestError`.
     """
     path = Path(path)
     if public_key is not None:
-        from edgeserve.signing import check_signature
+        from edgeserve.manifest.signing import check_signature
 
         check_signature(path / MANIFEST_NAME if path.is_dir() else path, public_key)
     manifest = load_manifest(path)

@@ -103,7 +103,7 @@ def _check_replaceable(out: Path) -> None:
 
 
 def _is_edgeserve_output(out: Path) -> bool:
-    from edgeserve.manifest import MANIFEST_NAME, SCHEMA
+    from edgeserve.manifest.record import MANIFEST_NAME, SCHEMA
 
     manifest = out / MANIFEST_NAME
     try:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.table import Table
 
-from edgeserve.report_parts import float_layers, macs, metric_line, plain, print_quality, print_unverified
+from edgeserve.cli.report_parts import float_layers, macs, metric_line, plain, print_quality, print_unverified
 
 
 def _console() -> Console:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from edgeserve.cli_common import emit_json
+from edgeserve.cli.options import emit_json
 from edgeserve.errors import InputError
 
 AUDIO_SUFFIXES = (".wav",)

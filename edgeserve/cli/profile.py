@@ -103,7 +103,7 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
     if stream is not None:
         summary["stream"] = {**stream, "timed": "StreamStep.value, frames copied in" if streaming else "Session.run"}
     if json_out:
-        from edgeserve.cli_common import emit_json
+        from edgeserve.cli.options import emit_json
 
         emit_json(summary)
     else:
