@@ -15,7 +15,7 @@ DEMO_OUT := build/digits
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
 
 # onnx2tf, the second route from ONNX to LiteRT after edgeserve's reader
-# (edgeserve/sources/onnx2tf_lowering.py). Its metadata asks for Python >= 3.12 and pins exact
+# (edgeserve/sources/onnx/onnx2tf_lowering.py). Its metadata asks for Python >= 3.12 and pins exact
 # numpy/onnx/protobuf/onnxruntime versions other than this project's, so pip cannot resolve it
 # as an extra; its flatbuffer_direct backend imports only the packages below, onnx, onnxruntime,
 # ai-edge-litert, opencv and tqdm, and runs on Python 3.11 with the versions `.[all]` installs

@@ -141,8 +141,8 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
     # closes every route through it (torch is imported for the reader's table).
     # With onnx2tf installed the TFLite targets stay open: onnx2tf may take what the reader cannot.
     from edgeserve.routes import ONNX_READER, ONNX_TO_TFLITE, Route
-    from edgeserve.sources import onnx2tf_lowering
-    from edgeserve.sources.onnx_torch import OPS
+    from edgeserve.sources.onnx import onnx2tf_lowering as onnx2tf_lowering
+    from edgeserve.sources.onnx.reader import OPS
 
     untranslated = sorted(op for op in ops if op not in OPS)
     if untranslated:

@@ -33,7 +33,7 @@ _TOOLS = {
 _KERAS = ("keras", "keras-h5")
 _TORCH = ("torch-export", "torchscript", "torch-module")
 
-# Why ONNX files are also read by edgeserve itself (edgeserve/sources/onnx_torch.py), measured
+# Why ONNX files are also read by edgeserve itself (edgeserve/sources/onnx/reader.py), measured
 # on this project's pins (Python 3.11, tensorflow 2.21, numpy 2, torch 2.13 CPU): onnx2tf 2.6
 # declares Python >= 3.12 and exact pins of its own, so `make setup` installs it without them
 # (its flatbuffer_direct backend runs on 3.11). On the corpus the reader's float model did as
@@ -44,7 +44,7 @@ _TORCH = ("torch-export", "torchscript", "torch-module")
 ONNX_READER = "edgeserve ONNX reader"
 # The TFLite targets of an ONNX source start from the reader's float .tflite, and from
 # onnx2tf's when the reader's cannot be made or gives no INT8 model that passes
-# (edgeserve/sources/onnx_file.py; the manifest says which, and why).
+# (edgeserve/sources/onnx/source.py; the manifest says which, and why).
 ONNX_TO_TFLITE = f"{ONNX_READER} -> torch.export -> litert-torch, else onnx2tf"
 MCU_C = "edgeserve C generator"  # pure Python; gcc and qemu only check what it writes
 

@@ -23,7 +23,7 @@ def reader_vs_ort(model: bytes, shape: list[int]) -> float:
     import onnxruntime as ort
     import torch
 
-    from edgeserve.sources.onnx_torch import build_module
+    from edgeserve.sources.onnx.reader import build_module
 
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     expected = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})

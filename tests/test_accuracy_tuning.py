@@ -129,12 +129,12 @@ def test_uint8_io_skips_float_layers_once_with_the_reason(sine: Path, tmp_path: 
      "torch.nn.modules.container.Sequential_features/x", "features.0 (Conv2d)"),
     ("torch.nn.modules.container.Sequential_f/torch.nn.modules.pooling.MaxPool2d_2", "f.2 (MaxPool2d)"),
     # computed in the root module (nodes inside an ONNX If or Loop body): the operator and number
-    ("edgeserve.sources.onnx_torch.OnnxGraph;6", "CONV_2D #6 (OnnxGraph)"),
-    ("edgeserve.sources.onnx_torch.OnnxGraph;;edgeserve.sources.onnx_torch.OnnxGraph;9", "CONV_2D #9 (OnnxGraph)"),
-    ("edgeserve.sources.onnx_torch.OnnxGraph", "OnnxGraph"),
+    ("edgeserve.sources.onnx.reader.OnnxGraph;6", "CONV_2D #6 (OnnxGraph)"),
+    ("edgeserve.sources.onnx.reader.OnnxGraph;;edgeserve.sources.onnx.reader.OnnxGraph;9", "CONV_2D #9 (OnnxGraph)"),
+    ("edgeserve.sources.onnx.reader.OnnxGraph", "OnnxGraph"),
     # the ONNX reader: one submodule per node, a class per operator type
-    ("edgeserve.sources.onnx_torch.OnnxGraph/edgeserve.sources.onnx_nodes.Conv_n3_conv2d_1_tmp_0;;"
-     "edgeserve.sources.onnx_torch.OnnxGraph/x", "n3_conv2d_1_tmp_0 (Conv)"),
+    ("edgeserve.sources.onnx.reader.OnnxGraph/edgeserve.sources.onnx.nodes.Conv_n3_conv2d_1_tmp_0;;"
+     "edgeserve.sources.onnx.reader.OnnxGraph/x", "n3_conv2d_1_tmp_0 (Conv)"),
     # TensorFlow and ONNX names keep their own spelling, without the model prefix
     ("sequential/dense_1/MatMul", "dense_1/MatMul"),
     ("model/conv2d/BiasAdd;model/conv2d/Conv2D", "conv2d/BiasAdd"),

@@ -166,7 +166,7 @@ def test_only_a_join_along_the_channel_axis_is_kept_float() -> None:
 def test_the_tflite_tail_follows_the_same_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("litert_torch")
     from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
-    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+    from edgeserve.sources.onnx.source import ROUTE_ENV, load_onnx
     from edgeserve.tflite.model import TfliteModel
 
     monkeypatch.setenv(ROUTE_ENV, "reader")
@@ -220,7 +220,7 @@ def test_per_level_joins_behind_an_anchor_join_are_the_tail_in_every_ir(tmp_path
     pytest.importorskip("litert_torch")
     from edgeserve.converters.onnx.float_tail import concat_tail
     from edgeserve.converters.tflite_int8.float_tail import concatenation_tail
-    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+    from edgeserve.sources.onnx.source import ROUTE_ENV, load_onnx
 
     model = onnx.load_model_from_string(_per_level_head())
     assert concat_tail(model, [(0, 2)]) == ["turn", "join_anchors", "rows0", "join_level0", "rows1", "join_level1"]

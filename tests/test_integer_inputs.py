@@ -1,6 +1,6 @@
 """Models whose inputs are integers (token ids, bytes, a bool mask), from ONNX.
 
-The value range of an integer input is read from the graph (onnx_input_ranges.py), calibration
+The value range of an integer input is read from the graph (sources/onnx/input_ranges.py), calibration
 arrays keep their type, and every target takes the input as integers: tflite-int8 (int32, as
 litert-torch lowers int64), onnx-int8 (the file's own types), coreml (int32). Real models from
 their wheels: magika's file-type classifier (int32 bytes into a one-hot) on files from its own
@@ -38,7 +38,7 @@ def test_the_values_an_integer_input_takes_are_read_from_its_use() -> None:
     0..1 for a bool, and None for an integer the graph only does arithmetic on."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgeserve.sources.onnx_input_ranges import input_value_range
+    from edgeserve.sources.onnx.input_ranges import input_value_range
 
     table = numpy_helper.from_array(np.zeros((50, 4), np.float32), "table")
     shape = numpy_helper.from_array(np.array([1, 8], np.int64), "shape")

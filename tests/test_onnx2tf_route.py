@@ -57,8 +57,8 @@ def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
 
 
 def test_onnx2tf_model_keeps_the_sources_layout_and_numbers(head: Path, tmp_path: Path) -> None:
-    from edgeserve.sources.onnx2tf_lowering import lower_to_tflite
-    from edgeserve.sources.onnx_file import ROUTE_ONNX2TF, OnnxSource
+    from edgeserve.sources.onnx.onnx2tf_lowering import lower_to_tflite
+    from edgeserve.sources.onnx.source import ROUTE_ONNX2TF, OnnxSource
 
     x = np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32)
     expected = _ort(head, x)
@@ -74,7 +74,7 @@ def test_onnx2tf_model_keeps_the_sources_layout_and_numbers(head: Path, tmp_path
 
 def test_hard_sigmoid_and_shape_ops_become_quantizable(head: Path, tmp_path: Path) -> None:
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
-    from edgeserve.sources.onnx_file import OnnxSource
+    from edgeserve.sources.onnx.source import OnnxSource
     from edgeserve.tflite.model import TfliteModel
 
     made = OnnxSource(head).onnx2tf_tflite(tmp_path, None)
@@ -93,7 +93,7 @@ def test_hard_sigmoid_and_shape_ops_become_quantizable(head: Path, tmp_path: Pat
 def test_int8_from_onnx2tf_model_matches_onnx_runtime(head: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from edgeserve.pipeline import convert
-    from edgeserve.sources.onnx_file import ROUTE_ENV, ROUTE_ONNX2TF
+    from edgeserve.sources.onnx.source import ROUTE_ENV, ROUTE_ONNX2TF
 
     monkeypatch.setenv(ROUTE_ENV, "onnx2tf")
 
@@ -115,8 +115,8 @@ def test_int8_from_onnx2tf_model_matches_onnx_runtime(head: Path, tmp_path: Path
 
 
 def test_each_route_takes_over_with_the_reason(head: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgeserve.sources import onnx2tf_lowering
-    from edgeserve.sources.onnx_file import ROUTE, ROUTE_ENV, ROUTE_ONNX2TF, OnnxSource
+    from edgeserve.sources.onnx import onnx2tf_lowering as onnx2tf_lowering
+    from edgeserve.sources.onnx.source import ROUTE, ROUTE_ENV, ROUTE_ONNX2TF, OnnxSource
 
     x = np.random.default_rng(4).random((1, 3, 8, 8), dtype=np.float32)
     made = OnnxSource(head).float_tflite(tmp_path / "default")
@@ -140,7 +140,7 @@ def test_each_route_takes_over_with_the_reason(head: Path, tmp_path: Path, monke
 
 
 def test_outputs_are_matched_by_values_not_by_position() -> None:
-    from edgeserve.sources.onnx2tf_lowering import match_outputs
+    from edgeserve.sources.onnx.onnx2tf_lowering import match_outputs
 
     rng = np.random.default_rng(5)
     boxes, scores = rng.random((1, 10, 4)), rng.random((1, 10, 4))
@@ -161,7 +161,7 @@ def test_a_real_text_detector_reaches_int8_through_onnx2tf(tmp_path: Path, monke
 
     from edgeserve.errors import AccuracyError
     from edgeserve.pipeline import convert
-    from edgeserve.sources.onnx_file import ROUTE_ENV, ROUTE_ONNX2TF
+    from edgeserve.sources.onnx.source import ROUTE_ENV, ROUTE_ONNX2TF
 
     source = registry_model(OCR_V6_DET, tmp_path)
     monkeypatch.setenv(ROUTE_ENV, "onnx2tf")

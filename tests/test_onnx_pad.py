@@ -1,4 +1,4 @@
-"""ONNX Pad in reflect and edge modes (edgeserve/sources/onnx_torch.py `_gather_pad`): one
+"""ONNX Pad in reflect and edge modes (edgeserve/sources/onnx/reader.py `_gather_pad`): one
 index_select per padded axis with indices computed while reading, equal to ONNX Runtime, and
 lowered by litert-torch to one GATHER_ND with constant indices, where torch's own reflection
 pad lowers to int32 index arithmetic (ABS, SUB, LESS, SELECT) that TFLM cannot run (ABS
@@ -40,7 +40,7 @@ def test_reflect_and_edge_pads_equal_onnx_runtime(mode: str, pads: list[int]) ->
 def test_a_reflect_pad_longer_than_its_axis_is_refused_as_onnx_runtime_refuses_it() -> None:
     import torch
 
-    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+    from edgeserve.sources.onnx.reader import OnnxOpError, build_module
 
     shape, pads = [1, 2, 5, 6], [0, 0, 0, 6, 0, 0, 0, 0]
     module = build_module(onnx, onnx.load_model_from_string(_pad_model("reflect", pads, shape)))
@@ -51,7 +51,7 @@ def test_a_reflect_pad_longer_than_its_axis_is_refused_as_onnx_runtime_refuses_i
 
 def test_a_reflect_pad_lowers_to_one_gather_with_constant_indices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("litert_torch")
-    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+    from edgeserve.sources.onnx.source import ROUTE_ENV, load_onnx
 
     monkeypatch.setenv(ROUTE_ENV, "reader")  # the reader's lowering, not onnx2tf's
     from edgeserve.tflite.model import TfliteModel

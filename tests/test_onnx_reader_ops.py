@@ -89,7 +89,7 @@ def test_resize_translations_equal_onnx_runtime(mode: str, transform: str, neare
 def test_resize_rules_torch_has_no_equal_for_are_refused_by_name() -> None:
     from onnx import TensorProto, helper
 
-    from edgeserve.sources.onnx_torch import OnnxOpError
+    from edgeserve.sources.onnx.reader import OnnxOpError
 
     model = one_node("Resize", ["", "scales"], [1, 2, 6, 8], [], initializers=[
         helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 1.5, 1.5])], mode="nearest",
@@ -185,7 +185,7 @@ def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path, monkeypatch: p
     # litert-torch lowers it too (its clamp wants numbers: the bound is a maximum with a tensor).
     pytest.importorskip("litert_torch")
     from edgeserve.runtime.litert import TfliteRunner
-    from edgeserve.sources.onnx_file import ROUTE_ENV, load_onnx
+    from edgeserve.sources.onnx.source import ROUTE_ENV, load_onnx
 
     monkeypatch.setenv(ROUTE_ENV, "reader")
     lowered = load_onnx(path).float_tflite(tmp_path)

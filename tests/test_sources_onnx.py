@@ -54,7 +54,7 @@ def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
 
 def test_onnx_reaches_every_target(example: TorchExample, tmp_path: Path) -> None:
     from edgeserve.pipeline import convert
-    from edgeserve.sources.onnx_file import ROUTE
+    from edgeserve.sources.onnx.source import ROUTE
 
     source = example.root / "digits.onnx"
     before = source.read_bytes()
@@ -110,7 +110,7 @@ def test_dynamic_dimensions_need_input_shape(example: TorchExample, tmp_path: Pa
 def test_an_operator_without_a_translation_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from onnx import TensorProto, helper
 
-    from edgeserve.sources.onnx_file import ROUTE_ENV
+    from edgeserve.sources.onnx.source import ROUTE_ENV
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
@@ -455,7 +455,7 @@ def test_inspect_closes_the_reader_routes_an_untranslated_operator_would_fail(tm
         assert routes[target]["reason"] == "edgeserve's ONNX reader has no translation for CumSum"
     assert routes["onnx"]["ready"] and routes["onnx-int8"]["exists"]  # ONNX Runtime runs the file itself
     # The TFLite targets stay open: onnx2tf, their second route, translates CumSum.
-    from edgeserve.sources.onnx_file import ROUTE_ONNX2TF, OnnxSource
+    from edgeserve.sources.onnx.source import ROUTE_ONNX2TF, OnnxSource
 
     assert all(routes[t]["exists"] and "onnx2tf" in routes[t]["route"] for t in ("tflite-int8", "mcu", "mcu-c"))
     made = OnnxSource(path).float_tflite(tmp_path)
@@ -516,7 +516,7 @@ def test_each_node_is_a_submodule_named_after_it_so_layers_are_named() -> None:
     import torch
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgeserve.sources.onnx_torch import build_module
+    from edgeserve.sources.onnx.reader import build_module
 
     w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
     graph = helper.make_graph(

@@ -1,6 +1,6 @@
 """Recurrent ONNX models (LSTM, GRU) through edgeserve's ONNX reader, checked against ONNX Runtime.
 
-The reader unrolls each over the fixed sequence (edgeserve/sources/onnx_recurrent.py). Checked
+The reader unrolls each over the fixed sequence (edgeserve/sources/onnx/recurrent.py). Checked
 on what PyTorch's exporter writes (two layers, one and two directions) and on single nodes built
 here for what it never writes (peepholes, reverse direction, initial states, GRU's default
 linear_before_reset = 0), then one LSTM through the INT8, Core ML and microcontroller targets.
@@ -47,7 +47,7 @@ def _exported(kind: str, bidirectional: bool) -> bytes:
 
 
 def _reader_vs_ort(data: bytes, feeds: dict[str, np.ndarray]) -> float:
-    from edgeserve.sources.onnx_torch import build_module
+    from edgeserve.sources.onnx.reader import build_module
 
     expected = ort.InferenceSession(data).run(None, feeds)
     module = build_module(onnx, onnx.load_model_from_string(data))
@@ -108,7 +108,7 @@ def test_what_exporters_rarely_write_reads_as_onnx_runtime_computes_it(op: str, 
 
 
 def test_a_recurrent_attribute_without_a_translation_is_one_error_naming_it() -> None:
-    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+    from edgeserve.sources.onnx.reader import OnnxOpError, build_module
 
     data, feeds = _single_node("LSTM", {"clip": 3.0})
     module = build_module(onnx, onnx.load_model_from_string(data))
@@ -145,7 +145,7 @@ def test_an_lstm_reaches_int8_core_ml_and_both_microcontroller_builds(tmp_path: 
     assert entries["mcu-c"]["verification"]["bit_exact"] is True
 
 
-# ----- Loop (onnx_loop.py): TensorFlow's while_loop as tf2onnx writes it ----------------------
+# ----- Loop (sources/onnx/loop.py): TensorFlow's while_loop as tf2onnx writes it ----------------------
 def test_a_keras_lstm_exported_by_tf2onnx_as_a_loop_reads_as_onnx_runtime_computes_it(tmp_path: Path) -> None:
     tf = pytest.importorskip("tensorflow")
     tf2onnx = pytest.importorskip("tf2onnx")
@@ -194,7 +194,7 @@ def _loop_model(condition_from_data: bool) -> tuple[bytes, dict]:
 
 
 def test_a_loop_with_a_constant_trip_count_is_unrolled_and_one_that_stops_on_its_data_is_refused() -> None:
-    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+    from edgeserve.sources.onnx.reader import OnnxOpError, build_module
 
     data, feeds = _loop_model(condition_from_data=False)
     assert _reader_vs_ort(data, feeds) == 0.0  # the final sum and all 5 scan outputs
@@ -258,7 +258,7 @@ def test_a_state_input_and_output_move_batch_first_and_compute_what_they_did(tmp
         np.testing.assert_allclose(y[i:i + 1], want_y, rtol=1e-6)
         np.testing.assert_allclose(state_out[i], want_state[:, 0], rtol=1e-6)
     # The reader takes the If on the now-constant mode (the doubled branch), as ONNX Runtime did.
-    from edgeserve.sources.onnx_torch import build_module
+    from edgeserve.sources.onnx.reader import build_module
 
     module = build_module(onnx, source.proto)
     got_y, got_state = module(torch.from_numpy(x[:1]), torch.from_numpy(state[:1]))
@@ -277,7 +277,7 @@ def test_an_if_on_the_data_runs_both_branches_and_selects_as_onnx_runtime_does()
     outputs differ in shape have no such form and are refused, naming the flag that fixes it."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgeserve.sources.onnx_torch import OnnxOpError, build_module
+    from edgeserve.sources.onnx.reader import OnnxOpError, build_module
 
     model = onnx.load_model_from_string(_stateful_model())  # mode stays an input: known only at run time
     module = build_module(onnx, model)

@@ -48,7 +48,7 @@ from edgeserve.errors import (
 from edgeserve.manifest.record import edgeserve_version, file_record
 from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
 from edgeserve.quality.gate import judge
-from edgeserve.sources.onnx_file import ROUTE_ONNX2TF
+from edgeserve.sources.onnx.source import ROUTE_ONNX2TF
 from edgeserve.tflite.model import TfliteModel
 
 ARTIFACT_NAME = "model_int8.tflite"

@@ -3,7 +3,7 @@
 keras    .keras, Keras 2 .h5 (with keras_legacy's shims), SavedModel directories
 pytorch  ExportedProgram .pt2, traced TorchScript .pt
 tflite   a .tflite file, read by edgeserve's own reader
-onnx     a self-contained .onnx file (onnx_file; its graph becomes a torch module in onnx_torch)
+onnx     a self-contained .onnx file (onnx/source.py; its graph becomes a torch module in onnx/reader.py)
 
 Each module lists its :class:`SourceKind` entries in ``KINDS``; a new kind is a new module
 added to ``_MODULES``. Modules import their framework only when a model is loaded, so
@@ -22,7 +22,7 @@ from edgeserve.sources.base import SERVING_KEY, FloatTflite, Signature, SourceKi
 __all__ = ["SERVING_KEY", "FloatTflite", "Signature", "SourceKind", "SourceModel", "TensorInfo", "kinds", "load_source",
            "source_kind"]
 
-_MODULES = ("keras", "pytorch", "tflite", "onnx_file")
+_MODULES = ("keras", "pytorch", "tflite", "onnx.source")
 
 def kinds() -> tuple[SourceKind, ...]:
     """Every registered source kind, in detection order."""
@@ -70,7 +70,7 @@ def load_source(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         if kind.name != "onnx":
             flag = "--input-value" if input_values else "--batch-axis"
             raise SourceModelError(f"{flag} applies to ONNX sources; {path.name} is {kind.described}")
-        from edgeserve.sources.onnx_file import OnnxSource
+        from edgeserve.sources.onnx.source import OnnxSource
 
         return OnnxSource(path, input_shapes, input_values, batch_axes)
     if input_shapes:

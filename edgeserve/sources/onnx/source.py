@@ -2,7 +2,7 @@
 
 The float reference is ONNX Runtime on the file itself (after the same checks the runtime
 does before ORT parses a file). The TFLite and Core ML routes go through PyTorch: the graph
-becomes an ``nn.Module`` (:mod:`onnx_torch`), ``torch.export`` traces it, and from there it
+becomes an ``nn.Module`` (reader.py), ``torch.export`` traces it, and from there it
 is a PyTorch model like any other. The TFLite targets have a second route, onnx2tf
 (:mod:`onnx2tf_lowering`), taken where the reader's cannot make a float model (and by
 tflite-int8 where the reader's model gives no INT8 model that passes). NCHW stays NCHW on
@@ -24,8 +24,8 @@ from edgeserve.console import quiet_warnings
 from edgeserve.errors import EdgeServeError, SourceModelError, first_line
 from edgeserve.sources.base import FloatTflite, Signature, SourceKind, SourceModel, TensorInfo, random_samples
 from edgeserve.sources.litert_lowering import lower_to_tflite
-from edgeserve.sources.onnx_input_ranges import input_value_range
-from edgeserve.sources.onnx_layout import move_batch_first
+from edgeserve.sources.onnx.input_ranges import input_value_range
+from edgeserve.sources.onnx.layout import move_batch_first
 
 log = logging.getLogger(__name__)
 ROUTE = "ONNX -> edgeserve ONNX reader -> torch.export -> litert-torch"
@@ -41,7 +41,7 @@ ROUTE_ENV = "EDGESERVE_ONNX_ROUTE"
 # batches of them in memory, so a larger input is refused before anything is allocated.
 MAX_INPUT_BYTES = 1 << 30
 # Input types every route takes: float32 values, and integers that are data (token ids, bytes,
-# a mask: onnx_input_ranges.py reads the values they take).
+# a mask: sources/onnx/input_ranges.py reads the values they take).
 INPUT_TYPES = ("float32", "int32", "int64", "bool")
 
 
@@ -166,9 +166,9 @@ class OnnxSource(SourceModel):
             return self._program
 
     def _export(self, named_nodes: bool) -> Any:
-        """torch.export of the reader's module; ``named_nodes``: a submodule per node (onnx_torch)."""
+        """torch.export of the reader's module; ``named_nodes``: a submodule per node (reader.py)."""
         torch = require("torch", "converting an ONNX model")
-        from edgeserve.sources.onnx_torch import build_module
+        from edgeserve.sources.onnx.reader import build_module
 
         module = build_module(self._onnx, self.proto, named_nodes)
         example = self._example()
@@ -224,7 +224,7 @@ class OnnxSource(SourceModel):
 
     def _routes(self) -> tuple[Any, Any]:
         """(first, second) float-model makers, each (workdir, why the other was not used) -> FloatTflite."""
-        from edgeserve.sources import onnx2tf_lowering
+        from edgeserve.sources.onnx import onnx2tf_lowering as onnx2tf_lowering
 
         asked = os.environ.get(ROUTE_ENV, "")
         if asked not in ("", "reader", "onnx2tf"):
@@ -239,7 +239,7 @@ class OnnxSource(SourceModel):
         """onnx2tf's model with the source's layout at its edges, checked against ONNX Runtime on
         two random samples (every output within MIN_FLOAT_SQNR_DB); ``fallback``: why not the reader's."""
         from edgeserve.quality.metrics import sqnr_db
-        from edgeserve.sources import onnx2tf_lowering as lowering
+        from edgeserve.sources.onnx import onnx2tf_lowering as lowering
 
         inputs, outputs = self.signature.inputs, self.signature.outputs
         data = lowering.lower_to_tflite(self._data, {t.name: tuple(t.shape) for t in inputs}, workdir / "onnx2tf")

@@ -1,7 +1,7 @@
 """One ONNX node as a ``torch.nn.Module``, so that what it computes carries its name.
 
 litert-torch names each tensor of a .tflite by the modules it was computed in (class and
-attribute name). The ONNX reader (``onnx_torch``) runs the whole graph in one module, so every
+attribute name). The ONNX reader (reader.py) runs the whole graph in one module, so every
 row of the per-layer table read "OnnxGraph" and the keep-in-float remedy could not tell nodes
 apart. On the litert-torch route each top-level node runs as a submodule instead: a class named
 after its operator, an attribute named after its position and name, so the table reads

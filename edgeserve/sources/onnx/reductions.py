@@ -1,4 +1,4 @@
-"""ONNX reductions and LayerNormalization for the reader (``onnx_torch.OPS``), as ONNX defines them.
+"""ONNX reductions and LayerNormalization for the reader (``reader.OPS``), as ONNX defines them.
 
 Found missing on real models from PyPI wheels: ReduceMax in openwakeword's melspectrogram
 (the whole tensor) and DNSMOS's Keras global max pooling (axes [1, 2]), ReduceSum and
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from edgeserve.sources.onnx_values import Value, axes, tensor
+from edgeserve.sources.onnx.values import Value, axes, tensor
 
 def reduce(np_fn: Callable[..., Any], torch_fn: Callable[[Any, list[int], bool], Any]) -> Callable[..., Value]:
     def run(args: list[Value], attrs: dict[str, Any]) -> Value:

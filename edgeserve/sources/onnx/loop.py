@@ -48,7 +48,7 @@ def run(run_nodes: Callable[[list, dict[str, Value]], None], args: list[Value], 
     """The Loop node's outputs: the body run once per step with the enclosing values in scope."""
     import torch
 
-    from edgeserve.sources.onnx_recurrent import stack_steps
+    from edgeserve.sources.onnx.recurrent import stack_steps
 
     body: Body = attrs["body"]
     trip, condition, carried = args[0], args[1], list(args[2:])

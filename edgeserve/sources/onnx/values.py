@@ -1,4 +1,4 @@
-"""What the ONNX reader's operator translations (onnx_torch, onnx_movement, onnx_reductions) do
+"""What the ONNX reader's operator translations (reader.py, movement.py, reductions.py) do
 with a value: a torch tensor while tracing, or a numpy array known before the model runs
 (constants and shape arithmetic, which stay numpy so that torch.export sees plain numbers)."""
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import torch  # imported only on the ONNX routes, which need torch
 
-from edgeserve.sources.onnx_values import Value
-from edgeserve.sources.onnx_values import axes as _axes
-from edgeserve.sources.onnx_values import ints as _ints
-from edgeserve.sources.onnx_values import is_np as _is_np
-from edgeserve.sources.onnx_values import tensor as _tensor
+from edgeserve.sources.onnx.values import Value
+from edgeserve.sources.onnx.values import axes as _axes
+from edgeserve.sources.onnx.values import ints as _ints
+from edgeserve.sources.onnx.values import is_np as _is_np
+from edgeserve.sources.onnx.values import tensor as _tensor
 
 
 def _torch() -> Any:
@@ -96,7 +96,7 @@ def _gather(args: list[Value], attrs: dict[str, Any]) -> Value:
     else:
         # Indices computed at run time (a model input of token ids): taken as they are. ONNX also
         # allows negative ones, counted from the end; ids into an embedding table are not, and
-        # the source checks calibration ids against the table's rows (onnx_input_ranges.py).
+        # the source checks calibration ids against the table's rows (sources/onnx/input_ranges.py).
         positions = idx.long()
     return torch.index_select(_tensor(x), axis, positions.reshape(-1)).reshape(
         *x.shape[:axis], *tuple(idx.shape), *x.shape[axis + 1:])
@@ -199,7 +199,7 @@ def _cast(args: list[Value], attrs: dict[str, Any]) -> Value:
     x = args[0]
     if isinstance(x, np.ndarray):
         return x.astype(dtype)
-    if dtype.kind == "b":  # a condition (a data-dependent If's, onnx_loop)
+    if dtype.kind == "b":  # a condition (a data-dependent If's, loop.py)
         return x != 0
     if dtype.kind != "f":
         raise NotImplementedError(f"casting a run-time tensor to {dtype} is not supported")
