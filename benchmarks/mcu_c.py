@@ -72,7 +72,7 @@ def mcu_files(model_path: Path, out: Path, cmsis_nn: bool = False) -> int:
 
 def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[str, Any]:
     """The model through `-t mcu`'s files and TFLM on the emulated Cortex-M4."""
-    from edgeserve.converters.mcu.cortex_m4 import build_image, weights_symbol
+    from edgeserve.converters.microcontroller.cortex_m4 import build_image, weights_symbol
     from edgeserve.converters.mcu_c import check
     from edgeserve.tflite.model import TfliteModel
 
@@ -121,8 +121,8 @@ def run_with_cmsis_nn(model: Any, rel: str, tree: Any, x: np.ndarray, work: Path
 
 
 def run(with_tflm: bool) -> list[dict[str, Any]]:
-    from edgeserve.converters.mcu.arena import plan_head
-    from edgeserve.converters.mcu.toolchain import CompileError
+    from edgeserve.converters.microcontroller.arena import plan_head
+    from edgeserve.converters.microcontroller.toolchain import CompileError
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
     from edgeserve.tflite.model import TfliteModel

@@ -56,8 +56,8 @@ def _checked(route: Route, model: TfliteModel) -> Route:
 
     try:
         if route.target == "mcu":
-            from edgeserve.converters.mcu.ops import resolve_ops
-            from edgeserve.converters.mcu.select_v2 import select_as_v2
+            from edgeserve.converters.microcontroller.ops import resolve_ops
+            from edgeserve.converters.microcontroller.select_v2 import select_as_v2
 
             # as convert does: SELECT written as the SELECT_V2 TFLM has, before the check
             resolve_ops(TfliteModel.from_bytes(select_as_v2(model.file_bytes)[0]))

@@ -74,7 +74,7 @@ class Route:
                 "ready": self.exists and not missing, "missing": missing, "reason": self.reason or None}
 
 
-# What -t mcu's arena planner and -t mcu-c refuse today (converters/mcu/arena.py,
+# What -t mcu's arena planner and -t mcu-c refuse today (converters/microcontroller/arena.py,
 # converters/mcu_c/state.py), said before converting: subgraphs other than the CALL_ONCE
 # initialisation of resource variables.
 MCU_CONTROL_FLOW = ("the microcontroller targets model one subgraph plus CALL_ONCE initialisers; control flow "

@@ -2,7 +2,7 @@
 
 A plan is a list of files, each with the commands to run on it. One child process walks the
 plan and calls the CLI in-process for each command (TFLM already runs in grandchildren, see
-converters/mcu/child.py). Before each command it says which one it starts; the parent gives
+converters/microcontroller/child.py). Before each command it says which one it starts; the parent gives
 every command `per_command` seconds, so a hang is named (file and command) and is a failure,
 as is a dead child: nothing a file contains may kill edgeserve or stop it answering. The
 child also records, per command, how far the command raised its peak resident memory.

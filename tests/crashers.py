@@ -1,6 +1,6 @@
 """Functions that kill their process the way a native kernel bug does, for child-process tests.
 
-Imported only in the child processes that edgeserve.converters.mcu.child starts (the tests
+Imported only in the child processes that edgeserve.converters.microcontroller.child starts (the tests
 put this folder on their PYTHONPATH).
 """
 

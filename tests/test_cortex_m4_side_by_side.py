@@ -22,7 +22,7 @@ SAMPLES = 2
 def test_the_same_model_in_every_cortex_m4_column(testdata: Path, tflm_cortex_m4: dict[str, Path],
                                                   cmsis_nn_dir: Path, tmp_path: Path) -> None:
     require_qemu()
-    from edgeserve.converters.mcu.cortex_m4 import build_image, weights_symbol
+    from edgeserve.converters.microcontroller.cortex_m4 import build_image, weights_symbol
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
     from edgeserve.pipeline import convert
@@ -109,7 +109,7 @@ CMSIS_NN_SMALLEST = {
 
 @pytest.mark.parametrize("rel", sorted(CMSIS_NN_SMALLEST))
 def test_the_cmsis_nn_arena_plan_against_the_smallest_that_works(testdata: Path, rel: str) -> None:
-    from edgeserve.converters.mcu.arena import plan_head
+    from edgeserve.converters.microcontroller.arena import plan_head
     from edgeserve.converters.mcu.persistent import estimate_arena
     from edgeserve.tflite.model import TfliteModel
 

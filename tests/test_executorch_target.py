@@ -124,7 +124,7 @@ def test_a_keras_model_reaches_executorch_through_tf2onnx_and_is_judged_against_
     assert entry["status"] == "ok" and entry["output_sqnr_db"]["output_0"] > 100
     # Judged against TensorFlow running the .keras file, not against the intermediate ONNX:
     # the recorded reference is Keras's output, and the .pte's outputs are within float noise of it.
-    from edgeserve.converters.onnx.check import read_fixture
+    from edgeserve.quality.fixtures import read_fixture
 
     fixture = tmp_path / "out" / entry["verification"]["fixture"]["path"]
     fixture_inputs, recorded_reference, pte_outputs = read_fixture(fixture)

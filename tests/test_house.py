@@ -171,3 +171,41 @@ def test_the_target_test_finder_finds_them() -> None:
         assert target_tests_in(path) == {"mcu-c", "onnx", "onnx-int8"}
     finally:
         path.unlink()
+
+
+# Target folders (converters/<folder>/, one per target or pair of targets) and what one of them
+# may still take from another, with why. Everything both microcontroller targets need is in
+# converters/microcontroller/; what every target's check needs in edgeserve/quality/ and
+# converters/scoring.py.
+TARGET_FOLDERS = ("tflite_int8", "mcu", "mcu_c", "coreml", "onnx", "executorch")
+ALLOWED_BETWEEN_TARGETS = {
+    # mcu's rewrites for TFLM's kernels (int8 islands, lookup tables) are judged by tflite-int8's
+    # own gate run (LiteRT on the rewritten model against the source), not a copy of it.
+    ("edgeserve.converters.mcu.converter", "edgeserve.converters.tflite_int8.converter"),
+}
+
+
+def imports_between_targets(modules: dict[str, Path]) -> set[tuple[str, str]]:
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[:2] == ["edgeserve", "converters"] and parts[2] in TARGET_FOLDERS \
+            else None
+
+    return {(name, target) for name, path in modules.items() if folder(name)
+            for target in imports_of(name, path, modules) if folder(target) not in (None, folder(name))}
+
+
+def test_no_target_imports_another() -> None:
+    """Issue 49: a target's folder imports no other target's folder (beyond the one listed
+    exception); what two targets share lives in a shared place both import."""
+    modules = project_modules()
+    assert imports_between_targets(modules) == ALLOWED_BETWEEN_TARGETS
+
+
+def test_an_import_between_targets_is_found(tmp_path: Path) -> None:
+    """The check above can fail: a module of mcu_c importing mcu's converter is found."""
+    module = tmp_path / "leaning.py"
+    module.write_text("from edgeserve.converters.mcu.converter import McuConverter\n")
+    modules = project_modules() | {"edgeserve.converters.mcu_c.leaning": module}
+    assert ("edgeserve.converters.mcu_c.leaning", "edgeserve.converters.mcu.converter") in \
+        imports_between_targets(modules)

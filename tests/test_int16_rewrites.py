@@ -144,7 +144,7 @@ def test_the_microcontroller_targets_name_what_an_int16x8_model_leaves_them(tmp_
     kernel of its own (LiteRT's arithmetic; tests/test_mcu_c_int16.py checks it), so it takes it."""
     import keras
 
-    from edgeserve.converters.mcu.ops import resolve_ops
+    from edgeserve.converters.microcontroller.ops import resolve_ops
     from edgeserve.converters.mcu_c.lower import Lowering
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet

@@ -111,8 +111,8 @@ def test_div_comparisons_and_selects_in_tflm_and_mcu_c_as_litert(tmp_path: Path)
     TFLM's reference kernels, on random inputs where each comparison goes both ways."""
     model = tmp_path / "kernels.tflite"
     model.write_bytes(_integer_kernels_model())
-    from edgeserve.converters.mcu import tflm
-    from edgeserve.converters.mcu.select_v2 import select_as_v2
+    from edgeserve.converters.microcontroller import tflm
+    from edgeserve.converters.microcontroller.select_v2 import select_as_v2
     from edgeserve.converters.mcu_c.check import build_host, run_host
 
     rng = np.random.default_rng(3)
@@ -195,9 +195,9 @@ def test_hey_jarvis_with_its_verifier_reaches_both_microcontroller_targets(tmp_p
     assert entries["mcu-c"]["status"] == "ok" and entries["mcu-c"]["verification"]["bit_exact"]
 
     # The same frames through LiteRT (the artifact), TFLM (the mcu build's model) and the C.
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
     from edgeserve.converters.mcu.int8_lookup import int8_lookups
-    from edgeserve.converters.mcu.select_v2 import select_as_v2
+    from edgeserve.converters.microcontroller.select_v2 import select_as_v2
     from edgeserve.converters.mcu_c.check import build_host, run_host
 
     int8_model = (out / tflite["path"]).read_bytes()

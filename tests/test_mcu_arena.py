@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edgeserve.errors import ModelFileError
-from edgeserve.converters.mcu.arena import PlannedBuffer, _place_greedy, align_up, plan_head
+from edgeserve.converters.microcontroller.arena import PlannedBuffer, _place_greedy, align_up, plan_head
 from edgeserve.tflite.model import TfliteModel
 
 from mcu_models import INT8_MODELS  # tests/ is on sys.path
@@ -22,7 +22,7 @@ MODELS = [
 
 @pytest.mark.parametrize("relative", MODELS)
 def test_head_equals_what_tflm_allocates(testdata, relative):
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
 
     data = (testdata / relative).read_bytes()
     reported = tflm.arena_use(data, 8 << 20)
@@ -108,7 +108,7 @@ def test_scratch_of_mean_and_transpose_conv_matches_tflm(tmp_path):
     """A Keras model whose int8 kernels ask for scratch (MEAN, TRANSPOSE_CONV), planned exactly."""
     import keras
 
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
     from edgeserve.pipeline import convert
 
     inputs = keras.Input((12, 12, 3))
@@ -139,7 +139,7 @@ def test_depth_to_space_and_space_to_depth_tail_matches_tflm(tmp_path):
     keep their options and a copy of the output's dims in the tail: planned as the wheel has it."""
     import mcu_c_models
 
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
     from edgeserve.converters.mcu.persistent import estimate_arena
 
     path = mcu_c_models.int8_tflite("d2s", tmp_path)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 
-from edgeserve.converters.mcu.arena import plan_head
+from edgeserve.converters.microcontroller.arena import plan_head
 from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
@@ -261,7 +261,7 @@ def test_several_outputs_land_back_to_back_in_the_callers_buffer(synthetic, tmp_
     ours = check.run_host(check.build_host(directory, "model", tmp_path / "harness"), inputs, (sum(sizes),))
     # The reference, output by output (not the concatenation the generated code is compared
     # with in the converter): each slice of the buffer is that output, and each varies.
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
 
     runs = tflm.run(model.file_bytes, 1 << 20, [[x] for x in inputs])
     for i, size in enumerate(sizes):
@@ -275,7 +275,7 @@ def test_lookup_tables_equal_litert_on_all_256_inputs(synthetic):
     """LOGISTIC and TANH tables against LiteRT's own kernels, every int8 input value."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edgeserve.converters.mcu_c import quant
+    from edgeserve.converters.microcontroller import quant
 
     path = synthetic["act"]
     model = TfliteModel.from_file(path)
@@ -403,7 +403,7 @@ def test_no_double_precision_arithmetic_reaches_the_cortex_m4(testdata, tmp_path
     assert "FULLY_CONNECTED" in model.op_counts()
     directory = _write(generated, tmp_path / "out")
     sources = [directory / "model.c", *sorted((directory / "kernels").glob("*.c"))]
-    from edgeserve.converters.mcu.toolchain import find_compiler
+    from edgeserve.converters.microcontroller.toolchain import find_compiler
 
     found = {}
     for source in sources:

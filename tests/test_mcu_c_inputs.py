@@ -42,7 +42,7 @@ def test_several_inputs_are_read_back_to_back_from_the_callers_buffer(tmp_path: 
     require_compiler("host-c")
     import keras
 
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
     from edgeserve.converters.mcu_c.reference import split_inputs
 
     frame, state = keras.Input((16,), batch_size=1), keras.Input((8,), batch_size=1)

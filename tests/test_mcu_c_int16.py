@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from edgeserve.converters.mcu.check import sample_inputs
+from edgeserve.converters.microcontroller.samples import sample_inputs
 from edgeserve.converters.mcu_c import check
 from edgeserve.converters.mcu_c.generate import generate
 from edgeserve.converters.mcu_c.lower import UnsupportedOperatorError
@@ -121,7 +121,7 @@ def test_convert_runs_an_int16_model_on_the_emulated_cortex_m4(models, tmp_path)
     nm = shutil.which("arm-none-eabi-nm")
     if nm is None:
         pytest.skip("arm-none-eabi-nm is not installed")
-    from edgeserve.converters.mcu.toolchain import find_compiler
+    from edgeserve.converters.microcontroller.toolchain import find_compiler
 
     directory = out / "mcu-c"
     for source in [directory / "wide.c", *sorted((directory / "kernels").glob("*.c"))]:

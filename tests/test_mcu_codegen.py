@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from edgeserve.errors import InputError
-from edgeserve.converters.mcu import toolchain
+from edgeserve.converters.microcontroller import toolchain
 from edgeserve.converters.mcu.carray import render_model_data, symbol_names
 from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
 from edgeserve.tflite.model import TfliteModel

@@ -1,4 +1,4 @@
-"""Tests of edgeserve.converters.mcu.ops (TFLM operator table), ops_header (the resolver header) and names.
+"""Tests of edgeserve.converters.microcontroller.ops (TFLM operator table), ops_header (the resolver header) and names.
 
 Operators are read a second time with the flatbuffers-generated schema that LiteRT ships, so
 resolve_ops is checked against an independent reader. Unsupported and too-new operators are
@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from edgeserve.errors import InputError, UnsupportedOpError
-from edgeserve.converters.mcu.names import c_identifier
-from edgeserve.converters.mcu.ops import (
+from edgeserve.converters.microcontroller.names import c_identifier
+from edgeserve.converters.microcontroller.ops import (
     CORE_CODE_BYTES,
     SUPPORTED,
     TFLM_CUSTOM_KERNELS,
@@ -32,7 +32,7 @@ from edgeserve.converters.mcu.ops import (
     resolve_ops,
 )
 from edgeserve.converters.mcu.ops_header import render_ops_header
-from edgeserve.converters.mcu.toolchain import find_compiler
+from edgeserve.converters.microcontroller.toolchain import find_compiler
 from edgeserve.tflite.model import TfliteModel
 
 from mcu_models import INT8_MODELS  # noqa: E402  (tests/ is on sys.path)
@@ -290,7 +290,7 @@ def test_c_identifier_says_what_was_expected_and_what_was_given(bad, got, sugges
 
 
 def test_a_file_named_like_a_name_the_project_uses_gets_a_name_that_is_not():
-    from edgeserve.converters.mcu.converter import default_name
+    from edgeserve.converters.microcontroller.int8_source import default_name
 
     assert [default_name(stem) for stem in ("main", "es_kernels", "stdint", "Float", "kws-ref")] == \
         ["main_model", "m_es_kernels", "stdint_model", "float_model", "kws_ref"]
@@ -348,7 +348,7 @@ def test_table_rows_are_consistent():
 
 
 def test_importing_the_op_table_stays_light():
-    code = ("import sys, edgeserve.converters.mcu.ops, edgeserve.converters.mcu.ops_header; "
+    code = ("import sys, edgeserve.converters.microcontroller.ops, edgeserve.converters.mcu.ops_header; "
             "heavy = {'tensorflow', 'tflite_micro', 'ai_edge_litert'} & set(sys.modules); "
             "sys.exit(sorted(heavy) or 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from edgeserve.errors import UnsupportedOpError
-from edgeserve.converters.mcu import tflm
+from edgeserve.converters.microcontroller import tflm
 from edgeserve.converters.mcu.persistent import ArenaBudget, estimate_arena
 from edgeserve.tflite.model import TfliteModel
 
@@ -54,7 +54,7 @@ def host_budget(testdata: Path, name: str) -> ArenaBudget:
 _CHILD = """\
 import os, sys
 from pathlib import Path
-from edgeserve.converters.mcu import tflm
+from edgeserve.converters.microcontroller import tflm
 
 allocate = tflm._interpreter
 tflm._runtime()  # load the wheel once, before forking

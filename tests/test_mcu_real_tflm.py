@@ -42,7 +42,7 @@ def _set_arena(build: Path, size: int) -> None:
 
 
 def _compile(build: Path, tflm: TflmBuild, exe: Path) -> None:
-    from edgeserve.converters.mcu import toolchain
+    from edgeserve.converters.microcontroller import toolchain
 
     sources = sorted(str(p) for p in build.glob("*.cc"))
     command = [str(toolchain.find_compiler("host-c++")), *STRICT_CXX, "-I", str(build), *tflm.include_flags,

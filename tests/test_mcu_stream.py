@@ -19,8 +19,8 @@ import pytest
 
 import registry_models
 from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
-from edgeserve.converters.mcu.arena import plan_head
-from edgeserve.converters.mcu.child import call_in_child
+from edgeserve.converters.microcontroller.arena import plan_head
+from edgeserve.converters.microcontroller.child import call_in_child
 from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
 from edgeserve.tflite.model import TfliteModel
 
@@ -46,11 +46,11 @@ def test_planned_arena_is_tflms_own(wheel, name):
     data = _model(wheel, name)
     model = TfliteModel.from_bytes(data)
     head = plan_head(model, pointer_bytes=8).head_bytes
-    use = call_in_child("edgeserve.converters.mcu.tflm:arena_use", data, 200_000, what="reading TFLM's allocations")
+    use = call_in_child("edgeserve.converters.microcontroller.tflm:arena_use", data, 200_000, what="reading TFLM's allocations")
     assert (head, use.tail) == (use.head, TFLM_REPORTED[name][1]) and head == TFLM_REPORTED[name][0]
     budget = estimate_arena(model, head, pointer_bytes=8, recording=True)
     assert budget.tail_bytes == use.tail
-    fits = "edgeserve.converters.mcu.tflm:fits"
+    fits = "edgeserve.converters.microcontroller.tflm:fits"
     assert call_in_child(fits, data, budget.total_bytes, what="allocating in the planned arena")
     assert not call_in_child(fits, data, budget.total_bytes - 16, what="allocating in 16 bytes less")
     assert len(variable_names(model)) == 6

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import DoesNotFitError, InputError
-from edgeserve.converters.mcu import tflm
+from edgeserve.converters.microcontroller import tflm
 from edgeserve.pipeline import convert
 from edgeserve.tflite.model import TfliteModel
 
@@ -237,17 +237,17 @@ def test_a_crash_inside_tflm_is_one_error_line(testdata, tmp_path, monkeypatch, 
 
 
 def test_tflm_refusals_cross_the_process_boundary_with_their_type(testdata):
-    from edgeserve.converters.mcu.child import call_in_child
-    from edgeserve.converters.mcu.tflm import ArenaTooSmallError, TflmError
+    from edgeserve.converters.microcontroller.child import call_in_child
+    from edgeserve.converters.microcontroller.tflm import ArenaTooSmallError, TflmError
 
     data = (testdata / "tflm/hello_world_int8.tflite").read_bytes()
-    assert call_in_child("edgeserve.converters.mcu.tflm:fits", data, 4096, what="allocating") is True
+    assert call_in_child("edgeserve.converters.microcontroller.tflm:fits", data, 4096, what="allocating") is True
     with pytest.raises(ArenaTooSmallError, match="1024-byte arena"):
-        call_in_child("edgeserve.converters.mcu.tflm:arena_use", data, 1024, what="allocating")
+        call_in_child("edgeserve.converters.microcontroller.tflm:arena_use", data, 1024, what="allocating")
     # A real one: TFLM's Python interpreter segfaults on hello_world in a 64-byte arena (found
     # while writing this test); in the child it is an error, in-process it killed the caller.
     with pytest.raises(TflmError, match=r"TFLM crashed \(SIGSEGV\) while allocating"):
-        call_in_child("edgeserve.converters.mcu.tflm:fits", data, 64, what="allocating")
+        call_in_child("edgeserve.converters.microcontroller.tflm:fits", data, 64, what="allocating")
 
 
 def test_a_remedy_that_kept_layers_in_float_is_named_with_the_bound_it_saved(tmp_path):
@@ -256,7 +256,7 @@ def test_a_remedy_that_kept_layers_in_float_is_named_with_the_bound_it_saved(tmp
     all-INT8 model missed, instead of "allow a larger --max-drop" whatever the bound was."""
     from types import SimpleNamespace
 
-    from edgeserve.converters.mcu.converter import full_int8_model
+    from edgeserve.converters.microcontroller.int8_source import full_int8_model
 
     entry = {"status": "ok", "path": "model_int8.tflite",
              "quantization": {"float_layers": ["Identity_3", "model/re_lu_31/Relu6"]},
@@ -279,7 +279,7 @@ def test_mcu_and_mcu_c_place_the_arena_in_the_same_ram_region(arena, region):
     profile's RAM regions that holds what they need (320 KB of internal SRAM, then 8 MB PSRAM)."""
     from types import SimpleNamespace
 
-    from edgeserve.converters.mcu.memory import check_fit, memory_report
+    from edgeserve.converters.microcontroller.memory import check_fit, memory_report
     from edgeserve.converters.mcu_c.converter import fit
     from edgeserve.device_profiles import load_profile
 

@@ -62,7 +62,7 @@ def _artifact(manifest: dict, target: str) -> dict:
 
 
 def test_a_resize_on_a_narrow_tensor_runs_in_int8_and_tflm_builds_the_int16_model(tmp_path: Path) -> None:
-    from edgeserve.converters.mcu.ops import resolve_ops
+    from edgeserve.converters.microcontroller.ops import resolve_ops
 
     result, manifest = _convert(tmp_path, resize_before_pick=False)
     assert result.exit_code == 0, result.output
@@ -108,11 +108,11 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
     """Every one of the 256 int8 inputs through LiteRT's SQRT, its table, and TFLM's lookup."""
     import keras
 
-    from edgeserve.converters.mcu import tflm
-    from edgeserve.converters.mcu.arena import plan_head
+    from edgeserve.converters.microcontroller import tflm
+    from edgeserve.converters.microcontroller.arena import plan_head
     from edgeserve.converters.mcu.int8_lookup import by_value, int8_lookups
-    from edgeserve.converters.mcu_c.quant import lookup_table
-    from edgeserve.converters.mcu.ops import resolve_ops
+    from edgeserve.converters.microcontroller.quant import lookup_table
+    from edgeserve.converters.microcontroller.ops import resolve_ops
     from edgeserve.converters.mcu.persistent import estimate_arena
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet

@@ -77,8 +77,8 @@ def test_stream_step_gives_every_output_like_run(stream_model):
 
 
 def test_mcu_streams_through_tflm_and_plans_the_smallest_arena(stream_model, tmp_path):
-    from edgeserve.converters.mcu.arena import plan_head
-    from edgeserve.converters.mcu.child import call_in_child
+    from edgeserve.converters.microcontroller.arena import plan_head
+    from edgeserve.converters.microcontroller.child import call_in_child
     from edgeserve.converters.mcu.persistent import estimate_arena
     from edgeserve.pipeline import convert
 
@@ -94,9 +94,9 @@ def test_mcu_streams_through_tflm_and_plans_the_smallest_arena(stream_model, tmp
     head = plan_head(model, pointer_bytes=8).head_bytes
     total = estimate_arena(model, head, pointer_bytes=8, recording=True).total_bytes
     assert entries["mcu"]["arena_bytes_host"] == total
-    use = call_in_child("edgeserve.converters.mcu.tflm:arena_use", data, 100_000, what="reading TFLM's allocations")
+    use = call_in_child("edgeserve.converters.microcontroller.tflm:arena_use", data, 100_000, what="reading TFLM's allocations")
     assert use.head == head
-    fits = "edgeserve.converters.mcu.tflm:fits"
+    fits = "edgeserve.converters.microcontroller.tflm:fits"
     assert call_in_child(fits, data, total, what="x") and not call_in_child(fits, data, total - 16, what="x")
     mcu_c = entries["mcu-c"]
     assert mcu_c["state_bytes"] == 32 and mcu_c["verification"]["bit_exact"]

@@ -17,8 +17,8 @@ def _missing(reason: str) -> None:
 
 
 def require_compiler(kind: str) -> None:
-    """``kind`` as edgeserve.converters.mcu.toolchain names it: "host-c", "arm-c", ..."""
-    from edgeserve.converters.mcu.toolchain import MissingToolError, find_compiler
+    """``kind`` as edgeserve.converters.microcontroller.toolchain names it: "host-c", "arm-c", ..."""
+    from edgeserve.converters.microcontroller.toolchain import MissingToolError, find_compiler
 
     try:
         find_compiler(kind)

@@ -25,8 +25,8 @@ from edgeserve.atomic import write_bytes, write_json
 from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters._torch_source import route_to_torch, torch_source
-from edgeserve.converters.onnx.check import read_fixture, write_fixture
-from edgeserve.converters.onnx.converter import score
+from edgeserve.converters.scoring import score
+from edgeserve.quality.fixtures import read_fixture, write_fixture
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.quality.metrics import degenerate

@@ -23,7 +23,7 @@ import hashlib
 import numpy as np
 
 from edgeserve.errors import InputError
-from edgeserve.converters.mcu.names import c_identifier
+from edgeserve.converters.microcontroller.names import c_identifier
 
 BYTES_PER_LINE = 12
 ALIGNMENT = 16
@@ -42,7 +42,7 @@ def render_model_data(name: str, model: bytes, *, source: str = "") -> tuple[str
     """Return the texts of ``NAME_model_data.h`` and ``NAME_model_data.cc``.
 
     Args:
-        name: the model's C name (see :func:`edgeserve.converters.mcu.names.c_identifier`); the symbols
+        name: the model's C name (see :func:`edgeserve.converters.microcontroller.names.c_identifier`); the symbols
             are ``g_NAME_model_data`` and ``g_NAME_model_data_len``.
         model: the .tflite file's bytes, written unchanged.
         source: the source file's name, shown in the comment header (no directories, so

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.tflite.model import TfliteModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,30 +28,9 @@ class TflmCheck:
         return dataclasses.asdict(self)
 
 
-def sample_inputs(model: TfliteModel, count: int, seed: int = 0) -> list[list[np.ndarray]]:
-    """Deterministic batch-1 inputs over each input's whole integer range."""
-    graph = model.subgraphs[0]
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(count):
-        arrays = []
-        for index in graph.inputs:
-            tensor = graph.tensors[index]
-            dtype = tensor.numpy_dtype
-            if dtype is None:
-                raise ValueError(f"input {tensor.name!r} has type {tensor.dtype_name}, which has no array form")
-            if np.issubdtype(dtype, np.integer):
-                info = np.iinfo(dtype)
-                arrays.append(rng.integers(info.min, info.max, size=tensor.shape, endpoint=True).astype(dtype))
-            else:
-                arrays.append(rng.standard_normal(tensor.shape).astype(dtype))
-        samples.append(arrays)
-    return samples
-
-
 def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence[Sequence[np.ndarray]]) -> TflmCheck:
     """Allocate in ``host_arena_bytes`` with TFLM, run ``samples``, compare with LiteRT BUILTIN_REF."""
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
 
     use = tflm.arena_use(model_bytes, host_arena_bytes)  # raises ArenaTooSmallError if the plan is short
     tflm_outputs = tflm.run(model_bytes, host_arena_bytes, samples)
@@ -93,7 +71,7 @@ class StreamCheck:
 def check_stream_with_tflm(model_bytes: bytes, host_arena_bytes: int,
                            frames: Sequence[Sequence[np.ndarray]]) -> StreamCheck:
     """State carried frame to frame in both interpreters; TFLM is reset between its two passes."""
-    from edgeserve.converters.mcu import tflm
+    from edgeserve.converters.microcontroller import tflm
     from edgeserve.console import capture_native_stderr
     from edgeserve.runtime.litert import TfliteRunner
 

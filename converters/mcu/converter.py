@@ -12,7 +12,6 @@ verify    TFLM runs the model in exactly the planned host arena; its outputs equ
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.errors import InputError, ModelFileError, VerificationError
 from edgeserve.manifest.record import check_file, edgeserve_version, file_record
-from edgeserve.converters.mcu.arena import HeadPlan, plan_head
-from edgeserve.converters.mcu.names import c_identifier
-from edgeserve.converters.mcu.select_v2 import select_as_v2
-from edgeserve.converters.mcu.split_tail import split_float_tail
+from edgeserve.converters.microcontroller.arena import HeadPlan, plan_head
+from edgeserve.converters.microcontroller.select_v2 import select_as_v2
+from edgeserve.converters.microcontroller.int8_source import Options, default_name, full_int8_model
+from edgeserve.converters.microcontroller.split_tail import split_float_tail
 from edgeserve.tflite.model import TfliteModel
 from edgeserve.tflite.verify import validate_tflite
 
@@ -37,50 +36,10 @@ OUT_DIR = "mcu"
 MAX_REFERENCE_STEPS = 3
 # TFLM runs in a child process (child.py): a crash there is an error line, not a dead convert.
 TFLM_CHECK = "edgeserve.converters.mcu.check:check_with_tflm"
-TFLM_FITS = "edgeserve.converters.mcu.tflm:fits"
+TFLM_FITS = "edgeserve.converters.microcontroller.tflm:fits"
 STREAM_CHECK = "edgeserve.converters.mcu.check:check_stream_with_tflm"
 STREAM_FRAMES = 100  # stateful models: frames streamed with state carried, then again after reset
 CHECK_SAMPLES = 3  # TFLM's reference kernels are slow on big models; 3 random frames suffice for bit-exactness
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """mcu options (CLI: --name, --no-fit-check)."""
-
-    name: str | None = None
-    fit_check: bool = True
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "Options":
-        name = options.get("name")
-        return cls(name=c_identifier(name) if name else None, fit_check=bool(options.get("fit_check", True)))
-
-
-def full_int8_model(ctx: ConversionContext, target: str) -> tuple[bytes, str]:
-    """The full-INT8 model a microcontroller target builds from: the .tflite source, or the
-    tflite-int8 artifact of this run; its bytes and where they came from."""
-    if ctx.source.kind == "tflite":
-        return ctx.source.path.read_bytes(), ctx.source.path.name
-    entry = ctx.artifacts.get("tflite-int8")
-    if entry is None or entry.get("status") != "ok":
-        raise VerificationError(f"the {target} target is built from tflite-int8's artifact, which this run did not produce")
-    no_rule = entry.get("no_int8_rule") or {}
-    if no_rule:
-        op, where = next(iter(no_rule.items()))
-        raise InputError(
-            f"the {target} target needs a full-integer model, and tflite-int8's artifact computes {', '.join(no_rule)} "
-            f"in float (ai-edge-quantizer has no int8 rule for {'it' if len(no_rule) == 1 else 'them'}; {op} at {where}). "
-            f"Replace {op} in the source model with operators that quantize")
-    quantization = entry.get("quantization") or {}
-    floated = quantization.get("float_layers") or []
-    # A float tail is split off into integer outputs (split_tail.py); other float layers stay float.
-    if floated and quantization.get("scheme") != "float-tail":
-        raise InputError(
-            f"the {target} target needs a full-integer model, and tflite-int8 met its quality gate only by keeping "
-            f"{len(floated)} layer(s) in float ({', '.join(floated[:4])}{', ...' if len(floated) > 4 else ''}); "
-            f"all-INT8 it missed {_missed_bound(entry)}. Give calibration data closer to what the model sees, or "
-            "accept that error with the bound named")
-    return (ctx.out_dir / entry["path"]).read_bytes(), entry["path"]
 
 
 def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[bytes, dict[str, Any]]:
@@ -126,25 +85,6 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
                        "quality": attempt.verdict.to_dict(), "output_sqnr_db": attempt.output_sqnr_db}
 
 
-def _missed_bound(entry: dict[str, Any]) -> str:
-    """The bound the all-INT8 attempt missed, with its flag ("... < min 10 dB (--min-sqnr)")."""
-    first = next((a for a in entry.get("attempts") or [] if a.get("remedy") == "int8"), None)
-    reason = (first or {}).get("reason") or "its bound"
-    flag = "--min-agreement" if "agreement" in reason else "--min-sqnr" if "SQNR" in reason else "--max-drop"
-    return f"{reason} ({flag})"
-
-
-def default_name(stem: str) -> str:
-    """A C identifier from a file name: ``vww_96-int8`` → ``vww_96_int8``, ``1x`` → ``m_1x``."""
-    from edgeserve.converters.mcu.names import MAX_NAME
-
-    from edgeserve.converters.mcu.names import untaken
-
-    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]+", "_", stem.lower())).strip("_")[:MAX_NAME].rstrip("_") or "model"
-    name = name if not name[0].isdigit() else f"m_{name}"[:MAX_NAME].rstrip("_")
-    return untaken(name)  # main.tflite -> main_model
-
-
 @register
 class McuConverter(Converter):
     name = "mcu"
@@ -158,8 +98,8 @@ class McuConverter(Converter):
         return () if source_kind == "tflite" else ("tflite-int8",)
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
-        from edgeserve.converters.mcu.memory import check_fit, memory_report
-        from edgeserve.converters.mcu.ops import CORE_CODE_BYTES, resolve_ops
+        from edgeserve.converters.microcontroller.memory import check_fit, memory_report
+        from edgeserve.converters.microcontroller.ops import CORE_CODE_BYTES, resolve_ops
         from edgeserve.converters.mcu.persistent import estimate_arena
 
         opts = Options.from_mapping(ctx.options)
@@ -330,8 +270,8 @@ class McuConverter(Converter):
         if not installed("tflite_micro"):
             return {"method": "none", "note": "tflite-micro is not installed (pip install 'edgeserve[convert]'); "
                     "the plan was not run in TFLM"}
-        from edgeserve.converters.mcu.check import sample_inputs
-        from edgeserve.converters.mcu.child import call_in_child
+        from edgeserve.converters.microcontroller.samples import sample_inputs
+        from edgeserve.converters.microcontroller.child import call_in_child
 
         with ctx.progress.step("mcu: run in TFLM with the planned arena"):
             result = call_in_child(TFLM_CHECK, model_bytes, host_arena, sample_inputs(model, CHECK_SAMPLES),
@@ -357,7 +297,7 @@ class McuConverter(Converter):
         from edgeserve.converters.mcu.persistent import variable_names
 
         if variable_names(model) and result.max_abs_diff is not None:
-            from edgeserve.converters.mcu.check import sample_inputs
+            from edgeserve.converters.microcontroller.samples import sample_inputs
 
             with ctx.progress.step(f"mcu: stream {STREAM_FRAMES} frames through TFLM, reset, repeat"):
                 stream = call_in_child(STREAM_CHECK, model_bytes, host_arena, sample_inputs(model, STREAM_FRAMES, seed=1),
@@ -371,7 +311,7 @@ class McuConverter(Converter):
 
     def _arm_size(self, ctx: ConversionContext, files: list[Path], name: str) -> dict[str, Any]:
         """arm-none-eabi-size of the model array's object, when the Arm toolchain is installed."""
-        from edgeserve.converters.mcu import toolchain
+        from edgeserve.converters.microcontroller import toolchain
 
         source = next(p for p in files if p.name == f"{name}_model_data.cc")
         try:
@@ -415,7 +355,7 @@ class McuConverter(Converter):
         checks.append(Check("arena head re-planned", head == entry["arena_head_bytes"],
                             f"{head} bytes (manifest: {entry['arena_head_bytes']})"))
         if installed("tflite_micro"):
-            from edgeserve.converters.mcu.child import call_in_child
+            from edgeserve.converters.microcontroller.child import call_in_child
 
             ok = call_in_child(TFLM_FITS, model_path.read_bytes(), entry["arena_bytes_host"],
                                what="allocating the model in the planned arena")

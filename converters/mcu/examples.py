@@ -28,7 +28,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any
 
 from edgeserve.errors import InputError
-from edgeserve.converters.mcu.names import c_identifier
+from edgeserve.converters.microcontroller.names import c_identifier
 
 if TYPE_CHECKING:
     from edgeserve.tflite.model import Tensor

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.converters.mcu.op_rewrite import replace_operators
+from edgeserve.converters.microcontroller.op_rewrite import replace_operators
 from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name
 
 # TensorType and BuiltinOperator values of the TFLite schema.

@@ -7,7 +7,7 @@ only 256 inputs, so it is a table, and TFLM can look one up with kernels it has:
     int8 x -> CAST -> int32 -> ADD 128 -> GATHER(table int8[256]) -> int8 y
 
 The table is what LiteRT's int8 SQRT computes, which truncates where its other tables round
-(converters/mcu_c/quant.py ``lookup_table``, shared with mcu-c's own SQRT kernel);
+(converters/microcontroller/quant.py ``lookup_table``, shared with mcu-c's own SQRT kernel);
 tests/test_mcu_tflm_rewrites.py checks a table against LiteRT's SQRT on all 256 inputs.
 The mcu target judges the rewritten model against the float source (converter.with_tflm_rewrites)
 as it does its int8 islands.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu.op_rewrite import replace_operators
+from edgeserve.converters.microcontroller.op_rewrite import replace_operators
 from edgeserve.tflite.edit import add_tensor, new_operator, tensor_name, zero_point
 
 # TensorType and BuiltinOperator values of the TFLite schema.
@@ -41,7 +41,7 @@ def by_value(table: np.ndarray) -> np.ndarray:
 
 
 def _as_lookup(model: Any, graph: Any, op: Any) -> tuple[str, list[Any]] | None:
-    from edgeserve.converters.mcu_c.quant import lookup_table
+    from edgeserve.converters.microcontroller.quant import lookup_table
 
     name = _tabulated(model, graph, op)
     if name is None:

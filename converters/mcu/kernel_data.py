@@ -13,7 +13,7 @@ that operator while ``AllocateTensors()`` runs:
 * ``prepare``: the byte sizes of the tail buffers ``Prepare`` allocates (per-channel
   multiplier and shift arrays and the like), each 16-byte aligned.
 
-Scratch-buffer requests are not listed here: :func:`edgeserve.converters.mcu.arena.scratch_requests`
+Scratch-buffer requests are not listed here: :func:`edgeserve.converters.microcontroller.arena.scratch_requests`
 already knows them (the head planner places them), and the tail only needs their count.
 
 Struct sizes are ``(size, alignment)`` pairs for four builds, in the order of

@@ -9,7 +9,7 @@ The header defines, in ``namespace NAME_model``:
   add its own custom kernels after it.
 
 Example:
-    >>> from edgeserve.converters.mcu.ops import OpUse
+    >>> from edgeserve.converters.microcontroller.ops import OpUse
     >>> text = render_ops_header("kws", [OpUse("CONV_2D", 3, 5, "AddConv2D", 0)])
     >>> "constexpr unsigned int kOpCount = 1;" in text
     True
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from edgeserve import __version__
 from edgeserve.errors import InputError
-from edgeserve.converters.mcu.names import c_identifier
-from edgeserve.converters.mcu.ops import TFLM_COMMIT, OpUse
+from edgeserve.converters.microcontroller.names import c_identifier
+from edgeserve.converters.microcontroller.ops import TFLM_COMMIT, OpUse
 
 RESOLVER_HEADER = "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 

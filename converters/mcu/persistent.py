@@ -1,7 +1,7 @@
 """Everything in a TFLM tensor arena besides the activation plan, computed offline.
 
 TFLM's ``MicroAllocator`` uses one arena from both ends. The *head* (low addresses) ends
-up holding the activation plan (:mod:`edgeserve.converters.mcu.arena`); the *tail* (high addresses)
+up holding the activation plan (:mod:`edgeserve.converters.microcontroller.arena`); the *tail* (high addresses)
 holds what lives as long as the interpreter. While ``AllocateTensors()`` runs, the head
 side also holds short-lived data that the final plan later overwrites. This module
 replays that sequence, allocation by allocation with TFLM's alignment rules, from the
@@ -49,7 +49,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from edgeserve.errors import ModelFileError, UnsupportedOpError
-from edgeserve.converters.mcu import arena
+from edgeserve.converters.microcontroller import arena
 from edgeserve.converters.mcu.kernel_data import (
     COLUMNS,
     KERNELS,

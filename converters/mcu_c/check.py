@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeserve.converters.mcu.cortex_m4 import board_dir, write_inputs_header
-from edgeserve.converters.mcu.toolchain import TOOLS, CompileError, MissingToolError, find_compiler, run_tool
+from edgeserve.converters.microcontroller.cortex_m4 import board_dir, write_inputs_header
+from edgeserve.converters.microcontroller.toolchain import TOOLS, CompileError, MissingToolError, find_compiler, run_tool
 
 HOST_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
 SANITIZE_FLAGS = ("-std=c99", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu.arena import cmsis_nn_avgpool_scratch, cmsis_nn_conv_scratch, cmsis_nn_depthwise_scratch
+from edgeserve.converters.microcontroller.arena import cmsis_nn_avgpool_scratch, cmsis_nn_conv_scratch, cmsis_nn_depthwise_scratch
 from edgeserve.converters.mcu_c.cmsis_nn_tree import HEADER, CmsisNnTree
 from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
 from edgeserve.errors import InputError

@@ -124,15 +124,15 @@ class McuCConverter(Converter):
         _cmsis_nn_for(options, profile)
 
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
-        from edgeserve.converters.mcu.converter import full_int8_model
+        from edgeserve.converters.microcontroller.int8_source import full_int8_model
 
         return full_int8_model(ctx, self.name)
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
-        from edgeserve.converters.mcu.arena import plan_head
-        from edgeserve.converters.mcu.converter import Options, default_name
-        from edgeserve.converters.mcu.memory import mcu_profile_limits
-        from edgeserve.converters.mcu.split_tail import split_float_tail
+        from edgeserve.converters.microcontroller.arena import plan_head
+        from edgeserve.converters.microcontroller.int8_source import Options, default_name
+        from edgeserve.converters.microcontroller.memory import mcu_profile_limits
+        from edgeserve.converters.microcontroller.split_tail import split_float_tail
         from edgeserve.converters.mcu_c.generate import generate
         from edgeserve.tflite.verify import validate_tflite
 
@@ -185,9 +185,9 @@ class McuCConverter(Converter):
 
     def verify(self, ctx: ConversionContext, model_bytes: bytes, model: TfliteModel, generated: Any,
                directory: Path, library_root: Path | None = None) -> dict[str, Any]:
-        from edgeserve.converters.mcu.check import sample_inputs
-        from edgeserve.converters.mcu.child import call_in_child
-        from edgeserve.converters.mcu.toolchain import CompileError, MissingToolError
+        from edgeserve.converters.microcontroller.samples import sample_inputs
+        from edgeserve.converters.microcontroller.child import call_in_child
+        from edgeserve.converters.microcontroller.toolchain import CompileError, MissingToolError
         from edgeserve.converters.mcu_c import check
 
         graph = model.subgraphs[0]
@@ -289,7 +289,7 @@ class McuCConverter(Converter):
         """When every random input gives the same output (a wake-word detector saying "no"
         to noise), the comparison could not fail; compare the tensor before the model's
         squashing head (LOGISTIC/SOFTMAX/QUANTIZE/RESHAPE) instead, which varies."""
-        from edgeserve.converters.mcu.child import call_in_child
+        from edgeserve.converters.microcontroller.child import call_in_child
         from edgeserve.converters.mcu_c import check
         from edgeserve.converters.mcu_c.generate import generate
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu_c import quant
+from edgeserve.converters.microcontroller import quant
 from edgeserve.converters.mcu_c.steps import ConstArray
 
 # Operator -> its int16 kernel; None: the int8 kernel's byte copies (params converted here).
@@ -97,7 +97,7 @@ def tflm_runs(model: Any) -> bool:
     """Whether TFLM has an int16 kernel for every int16 layer of ``model`` (the mcu target's own
     check by data type). Where the two reference kernels disagree (RELU6 between scales), the C
     follows TFLM when it runs the model and LiteRT, the reference then, when it cannot."""
-    from edgeserve.converters.mcu.ops import NO_INT16
+    from edgeserve.converters.microcontroller.ops import NO_INT16
 
     graph = model.subgraphs[0]
     return not any(op.op_name in NO_INT16 and any(graph.tensors[t].dtype_name == "int16" for t in op.outputs)

@@ -17,7 +17,8 @@ import numpy as np
 
 from edgeserve.errors import InputError
 from edgeserve.tflite.model import Operator, Subgraph, Tensor, TfliteModel
-from edgeserve.converters.mcu_c import int16, quant, state
+from edgeserve.converters.mcu_c import int16, state
+from edgeserve.converters.microcontroller import quant
 from edgeserve.converters.mcu_c.lower_activations import Activations
 from edgeserve.converters.mcu_c.lower_base import (KERNEL_SOURCES, SUPPORTED, UnsupportedOperatorError,  # noqa: F401
                                                    _merged_axes, _nhwc, _pad4, _q, _refuse, _row_major)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeserve.converters.mcu_c import int16, quant
+from edgeserve.converters.mcu_c import int16
+from edgeserve.converters.microcontroller import quant
 from edgeserve.converters.mcu_c.lower_base import KERNEL_SOURCES, _pad4, _q, _refuse, _row_major
 from edgeserve.converters.mcu_c.steps import ConstArray, InPlace, Ref, Step
 from edgeserve.tflite.model import Operator

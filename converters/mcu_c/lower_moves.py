@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.converters.mcu_c import int16, quant
+from edgeserve.converters.mcu_c import int16
+from edgeserve.converters.microcontroller import quant
 from edgeserve.converters.mcu_c.lower_base import KERNEL_SOURCES, _merged_axes, _pad4, _q, _refuse, _row_major
 from edgeserve.converters.mcu_c.steps import ConstArray, Ref, Step, StructArray
 from edgeserve.tflite.model import Operator, Tensor

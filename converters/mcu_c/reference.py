@@ -6,7 +6,7 @@ LiteRT's desktop kernels are run beside TFLM for the report: they requantize
 FULLY_CONNECTED in double precision, and on some models (hello_world, ad01, one stride of
 hey_jarvis) that differs from TFLM's fixed-point multiplier by a step or two.
 
-Called in a child process (:func:`edgeserve.converters.mcu.child.call_in_child`): both
+Called in a child process (:func:`edgeserve.converters.microcontroller.child.call_in_child`): both
 interpreters are native code that can abort on a model static checks let through.
 """
 
@@ -48,8 +48,8 @@ def split_inputs(model_bytes: bytes, rows: np.ndarray) -> list[list[np.ndarray]]
 def _tflm_run(model_bytes: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     """TFLM's outputs, the arena doubled each time TFLM says it is too small (no trial
     allocation first: most models fit the first one)."""
-    from edgeserve.converters.mcu import tflm
-    from edgeserve.converters.mcu.select_v2 import select_as_v2
+    from edgeserve.converters.microcontroller import tflm
+    from edgeserve.converters.microcontroller.select_v2 import select_as_v2
 
     # TFLM has SELECT_V2 only; the -t mcu build makes the same exact rewrite.
     model_bytes, _ = select_as_v2(model_bytes)

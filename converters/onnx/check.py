@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edgeserve._deps import installed, require
-from edgeserve.atomic import write_bytes
-from edgeserve.errors import ManifestError, ModelFileError, VerificationError
+from edgeserve.errors import ModelFileError, VerificationError
 from edgeserve.onnx_check import SESSION_CONFIG, validate_onnx
 
 # ONNX Runtime on another machine may pick other kernels; float results move in the last bits.
@@ -71,29 +68,6 @@ def session_input_dtype(ort_type: str) -> np.dtype:
     return np.dtype({"float": "float32", "double": "float64", "float16": "float16", "int64": "int64", "int32": "int32",
                      "int16": "int16", "int8": "int8", "uint8": "uint8", "uint16": "uint16", "bool": "bool"}
                     .get(name, "float32"))
-
-
-def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
-                  outputs: Sequence[np.ndarray]) -> Path:
-    arrays = {f"inputs_{i}": a for i, a in enumerate(inputs)}
-    arrays |= {f"reference_{i}": a for i, a in enumerate(reference)}
-    arrays |= {f"outputs_{i}": a for i, a in enumerate(outputs)}
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return write_bytes(path, buffer.getvalue())
-
-
-def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    from edgeserve.quality.fixtures import load_arrays
-
-    fx = load_arrays(path)
-    try:
-        groups = {g: [fx[k] for k in sorted((k for k in fx if k.startswith(g + "_")),
-                                            key=lambda k: int(k.rsplit("_", 1)[1]))]
-                  for g in ("inputs", "reference", "outputs")}
-    except ValueError:  # a name like inputs_x: not a fixture this code wrote
-        raise ManifestError(f"fixture {path.name} holds arrays this version did not write: {sorted(fx)[:6]}") from None
-    return groups["inputs"], groups["reference"], groups["outputs"]
 
 
 def placement(model: bytes) -> dict[str, Any]:

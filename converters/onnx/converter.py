@@ -18,11 +18,12 @@ from edgeserve.converters import register
 from edgeserve.converters._base import Check, ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
 from edgeserve.converters.onnx.export import float_onnx
-from edgeserve.quality.detections import DetectionGate
 from edgeserve.errors import SourceModelError, VerificationError
 from edgeserve.manifest.record import check_file, edgeserve_version, file_record
-from edgeserve.quality.metrics import agreement, choose_metric, degenerate, sqnr_db
-from edgeserve.quality.gate import GateOptions, judge
+from edgeserve.quality.metrics import degenerate
+from edgeserve.converters.scoring import score
+from edgeserve.quality.fixtures import read_fixture, write_fixture
+from edgeserve.quality.gate import GateOptions
 
 ARTIFACT_NAME = "model.onnx"
 FIXTURE_SAMPLES = 32
@@ -31,25 +32,6 @@ FIXTURE_SAMPLES = 32
 @dataclasses.dataclass(frozen=True)
 class Options(GateOptions):
     dynamic_batch: bool = False
-
-
-def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, Any]:
-    """The artifact's outputs on the evaluation set against the source's (shared by both ONNX targets)."""
-    reference = ctx.reference_outputs()
-    metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
-    verdict = judge(metric, reference, outputs, ctx.evaluation.labels, max_drop=opts.max_drop,
-                    min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
-                        metric_requested=opts.metric is not None,
-                    names=[t.name for t in ctx.source.signature.outputs], detections=DetectionGate.of(ctx))
-    return {
-        "metrics": verdict.metrics.to_dict() | {"max_drop": opts.max_drop},
-        "agreement": agreement(reference[0], outputs[0], classifier=metric == "top1"),
-        "output_sqnr_db": {f"output_{i}": sqnr_db(r, o) for i, (r, o) in enumerate(zip(reference, outputs))},
-        "quality": verdict.to_dict(),
-        "shortfall": verdict.shortfall(),
-        "reason": verdict.reason,
-        "ok": verdict.ok,
-    }
 
 
 @register
@@ -78,7 +60,7 @@ class OnnxConverter(Converter):
         out = ctx.out_dir
         artifact = write_bytes(out / ARTIFACT_NAME, data)
         head = ctx.evaluation.head(FIXTURE_SAMPLES)
-        fixture = check.write_fixture(out / "verify" / "onnx.npz", list(head.inputs),
+        fixture = write_fixture(out / "verify" / "onnx.npz", list(head.inputs),
                                       [r[: len(head)] for r in ctx.reference_outputs()],
                                       [o[: len(head)] for o in outputs])
         return {
@@ -139,7 +121,7 @@ def reverify_onnx(target: str, entry: Mapping[str, Any], root: Path) -> VerifyRe
         checks.append(Check(f"{label} sha256", problem is None, problem or record["sha256"][:16]))
     if not all(c.ok for c in checks):
         return VerifyResult(target, entry["path"], tuple(checks))
-    inputs, reference, recorded = check.read_fixture(root / entry["verification"]["fixture"]["path"])
+    inputs, reference, recorded = read_fixture(root / entry["verification"]["fixture"]["path"])
     # onnx-int8 was recorded as written (no fused integer kernels): re-run it the same way.
     data = (root / entry["path"]).read_bytes()
     outputs = check.run(check.session(data, exact=target == "onnx-int8"), inputs)

@@ -28,7 +28,9 @@ from edgeserve.console import quiet_libraries
 from edgeserve.converters import register
 from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
-from edgeserve.converters.onnx.converter import Options, reverify_onnx, score
+from edgeserve.converters.onnx.converter import Options, reverify_onnx
+from edgeserve.converters.scoring import score
+from edgeserve.quality.fixtures import write_fixture
 from edgeserve.converters.onnx.float_tail import concat_tail
 from edgeserve.errors import VerificationError, clip_words, first_line
 from edgeserve.manifest.record import edgeserve_version, file_record
@@ -149,7 +151,7 @@ class OnnxInt8Converter(Converter):
         out = ctx.out_dir
         artifact = write_bytes(out / ARTIFACT_NAME, data)
         head = ctx.evaluation.head(32)
-        fixture = check.write_fixture(out / "verify" / "onnx-int8.npz", list(head.inputs),
+        fixture = write_fixture(out / "verify" / "onnx-int8.npz", list(head.inputs),
                                       [r[: len(head)] for r in ctx.reference_outputs()],
                                       [o[: len(head)] for o in outputs])
         report = write_json(out / "reports" / "onnx-int8.json",

@@ -115,7 +115,7 @@ def choose_int8_comparison(form: int, constant: np.ndarray, scale: float,
 def _rescaled(q: np.ndarray, scale: float, zero: int) -> np.ndarray:
     """What the int8 comparison kernels compare: (q - zero_point) << 8 times the scale as a
     Q31 multiplier and a right shift, rounded twice (MultiplyByQuantizedMultiplierSmallerThanOneExp)."""
-    from edgeserve.converters.mcu_c.quant import mul_by_quantized_multiplier, quantize_multiplier
+    from edgeserve.converters.microcontroller.quant import mul_by_quantized_multiplier, quantize_multiplier
 
     multiplier, shift = quantize_multiplier(float(scale))
     return mul_by_quantized_multiplier((q.astype(np.int64) - zero) * 256, multiplier, shift)

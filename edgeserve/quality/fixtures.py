@@ -8,12 +8,13 @@ same reader (edgeserve.datasets), with their own error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import io
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from edgeserve.atomic import open_regular
+from edgeserve.atomic import open_regular, write_bytes
 from edgeserve.errors import ManifestError, first_line
 
 
@@ -81,3 +82,27 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
     except ValueError as exc:
         raise ManifestError(f"fixture {path.name} cannot be read as named arrays ({exc}): it was "
                             "damaged or replaced after the conversion; convert again") from exc
+
+
+def write_fixture(path: Path, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+                  outputs: Sequence[np.ndarray]) -> Path:
+    """A target's fixture: the inputs, the source's outputs on them, and the artifact's (onnx,
+    onnx-int8, executorch, executorch-int8; tflite-int8 and coreml add arrays of their own)."""
+    arrays = {f"inputs_{i}": a for i, a in enumerate(inputs)}
+    arrays |= {f"reference_{i}": a for i, a in enumerate(reference)}
+    arrays |= {f"outputs_{i}": a for i, a in enumerate(outputs)}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return write_bytes(path, buffer.getvalue())
+
+
+def read_fixture(path: Path) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """The inputs, reference and outputs :func:`write_fixture` wrote."""
+    fx = load_arrays(path)
+    try:
+        groups = {g: [fx[k] for k in sorted((k for k in fx if k.startswith(g + "_")),
+                                            key=lambda k: int(k.rsplit("_", 1)[1]))]
+                  for g in ("inputs", "reference", "outputs")}
+    except ValueError:  # a name like inputs_x: not a fixture this code wrote
+        raise ManifestError(f"fixture {path.name} holds arrays this version did not write: {sorted(fx)[:6]}") from None
+    return groups["inputs"], groups["reference"], groups["outputs"]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeserve.errors import DoesNotFitError, InputError
-from edgeserve.converters.mcu.arena import PlannedBuffer
+from edgeserve.converters.microcontroller.arena import PlannedBuffer
 
 # Stack depth of TFLM's Invoke with reference kernels on Cortex-M: the deepest paths
 # (conv → per-channel requantize) keep a few hundred bytes of locals per frame, about
@@ -81,7 +81,7 @@ class MemoryReport:
             "estimates": {
                 "stack": f"{STACK_ESTIMATE_BYTES} bytes, an estimate for TFLM reference kernels on Cortex-M",
                 "runtime_objects": "op resolver and MicroInterpreter objects on a 32-bit target, from their members",
-                "code": "per-operator kernel code size, see converters/mcu/ops.py for the method",
+                "code": "per-operator kernel code size, see converters/microcontroller/ops.py for the method",
             },
         }
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeserve.converters.mcu.toolchain import find_compiler, run_tool
+from edgeserve.converters.microcontroller.toolchain import find_compiler, run_tool
 
 
 def board_dir() -> Path:

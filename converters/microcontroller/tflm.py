@@ -41,7 +41,7 @@ class TflmError(EdgeServeError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Raised in the child process of edgeserve.converters.mcu.child and re-raised here.
+        # Raised in the child process of edgeserve.converters.microcontroller.child and re-raised here.
         return (type(self), (self.arena_bytes, self.native_text))
 
 

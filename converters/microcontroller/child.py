@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.converters.mcu.tflm import TflmError
+from edgeserve.converters.microcontroller.tflm import TflmError
 from edgeserve.isolation import NativeCrashError, run_isolated
 
 

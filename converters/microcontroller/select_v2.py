@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeserve.converters.mcu.op_rewrite import replace_operators
+from edgeserve.converters.microcontroller.op_rewrite import replace_operators
 from edgeserve.tflite.edit import new_operator
 
 _SELECT, _SELECT_V2 = 64, 123

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from edgeserve.converters.mcu.arena import same_padding  # noqa: F401 - one rule for both targets
+from edgeserve.converters.microcontroller.arena import same_padding  # noqa: F401 - one rule for both targets
 
 # TFLite's ActivationFunctionType codes in Conv2DOptions and friends.
 ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
