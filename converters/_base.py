@@ -137,6 +137,16 @@ class Converter(abc.ABC):
     # The module whose print_entry(console, entry) prints this target's manifest entry for
     # `convert` and `inspect` (edgeserve.cli.report collects it); None: the lines every target shares.
     report_lines: ClassVar[str | None] = None
+    # Where `inspect SOURCE` lists this target's route: the order of the README's matrix.
+    route_order: ClassVar[int] = 100
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        """The tools that take a source of ``kind`` (edgeserve.routes.SOURCE_KINDS) to this target,
+        as an edgeserve.routes.Route, or why none does. ``control_flow``: a .tflite with IF/WHILE
+        or subgraphs other than CALL_ONCE initialisers."""
+        from edgeserve.routes import Route
+
+        return Route(self.name, (), "this target describes no route")
 
     def requires(self, source_kind: str) -> tuple[str, ...]:
         """Targets whose artifacts this one is built from, for a source of ``source_kind``."""

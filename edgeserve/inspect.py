@@ -11,7 +11,7 @@ from typing import Any
 from edgeserve.atomic import NOT_REGULAR, special_file
 from edgeserve.errors import InputError
 from edgeserve.manifest.record import MANIFEST_NAME, load_manifest
-from edgeserve.routes import Route, routes_for
+from edgeserve.routes import SOURCE_KINDS, Route
 from edgeserve.tflite.metadata import METADATA_NAME
 from edgeserve.tflite.model import TfliteModel
 
@@ -236,3 +236,14 @@ def inspect_tflite(path: Path) -> dict[str, Any]:
         "metadata": sorted(model.metadata),
         "edgeserve": provenance,
     }
+
+
+def routes_for(kind: str, control_flow: bool = False) -> list[Route]:
+    """The route of a source kind to every target, in the order the targets list their routes
+    (``control_flow``: a .tflite with IF/WHILE or subgraphs that are not CALL_ONCE initialisers)."""
+    if kind not in SOURCE_KINDS:
+        raise ValueError(f"unknown source kind {kind!r}")
+    from edgeserve.converters import get_converter, target_names
+
+    converters = sorted((get_converter(name) for name in target_names()), key=lambda c: c.route_order)
+    return [c.route_from(kind, control_flow) for c in converters]

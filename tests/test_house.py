@@ -209,3 +209,21 @@ def test_an_import_between_targets_is_found(tmp_path: Path) -> None:
     modules = project_modules() | {"edgeserve.converters.mcu_c.leaning": module}
     assert ("edgeserve.converters.mcu_c.leaning", "edgeserve.converters.mcu.converter") in \
         imports_between_targets(modules)
+
+
+def test_each_target_says_its_own_route() -> None:
+    """Issue 49: `inspect SOURCE`'s matrix is collected from the converters (route_from), one route
+    per target for every source kind; none falls back to the base class's "no route"."""
+    from edgeserve.converters import get_converter, target_names
+    from edgeserve.converters._base import Converter
+    from edgeserve.inspect import routes_for
+    from edgeserve.routes import SOURCE_KINDS
+
+    names = target_names()
+    for name in names:
+        assert type(get_converter(name)).route_from is not Converter.route_from, name
+    for kind in SOURCE_KINDS:
+        routes = routes_for(kind)
+        assert sorted(r.target for r in routes) == sorted(names)
+        assert all(r.exists or r.reason for r in routes), kind
+    assert [r.target for r in routes_for("onnx")][:3] == ["tflite-int8", "mcu", "mcu-c"]  # the README's order

@@ -137,6 +137,22 @@ class Verification:
 @register
 class CoreMLConverter(Converter):
     name = "coreml"
+    route_order = 3
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        from edgeserve.routes import KERAS_KINDS, ONNX_READER, TORCH_KINDS, Route
+
+        if kind in KERAS_KINDS:
+            return Route(self.name, ("tensorflow", "coremltools"))
+        if kind == "saved_model":
+            return Route(self.name, (), "coremltools does not take a SavedModel from Keras 3; convert the .keras or .h5 file")
+        if kind in TORCH_KINDS:
+            return Route(self.name, ("torch", "coremltools"))
+        if kind == "tflite-float":  # coremltools has no TFLite frontend: through the ONNX the onnx target makes
+            return Route(self.name, ("tf2onnx", ONNX_READER, "torch.export", "coremltools"))
+        if kind == "tflite":
+            return Route(self.name, (), "coremltools has no TFLite frontend; convert the model the .tflite was made from")
+        return Route(self.name, ("onnx", ONNX_READER, "torch.export", "coremltools"))
     report_lines = "edgeserve.converters.coreml.report"
     summary = "Core ML package (fp16 / int8 weights / w8a8), verified numerically on Linux too"
 

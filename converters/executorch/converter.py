@@ -59,6 +59,22 @@ DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and line
 
 
 class _ExecutorchBase(Converter):
+    route_order = 6
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        """ExecuTorch lowers a PyTorch program: PyTorch sources directly, ONNX through the reader,
+        a float .tflite, Keras model or SavedModel through tf2onnx and the reader."""
+        from edgeserve.routes import KERAS_KINDS, ONNX_READER, TORCH_KINDS, Route
+
+        if kind == "tflite":
+            return Route(self.name, (), "a full-integer .tflite has no PyTorch program; convert the float source")
+        through_tf2onnx = ("tensorflow", "tf2onnx", ONNX_READER, "torch.export")
+        first = {"onnx": ("onnx", ONNX_READER, "torch.export"),
+                 "tflite-float": ("tf2onnx", ONNX_READER, "torch.export"),
+                 "saved_model": through_tf2onnx, **{k: through_tf2onnx for k in KERAS_KINDS}}.get(
+            kind, ("torch",) if kind in TORCH_KINDS else ())
+        quantize = ("torchao PT2E",) if self.precision == "int8" else ()
+        return Route(self.name, (*first, *quantize, "executorch (XNNPACK)"))
     report_lines = "edgeserve.converters.executorch.report"
     precision = "fp32"
     artifact = "model.pte"
@@ -306,6 +322,7 @@ class ExecutorchConverter(_ExecutorchBase):
 @register
 class ExecutorchInt8Converter(_ExecutorchBase):
     name = "executorch-int8"
+    route_order = 7
     summary = ("INT8 .pte for ExecuTorch (PT2E, XNNPACKQuantizer, per-channel weights, the run's calibration), "
                "checked in executorch.runtime against the source")
     precision = "int8"

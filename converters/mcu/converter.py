@@ -88,6 +88,19 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
 @register
 class McuConverter(Converter):
     name = "mcu"
+    route_order = 1
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        """tflite-micro after tflite-int8's route (a full-integer .tflite: tflite-micro alone)."""
+        from edgeserve.converters import get_converter
+        from edgeserve.routes import MCU_CONTROL_FLOW, Route
+
+        if control_flow:
+            return Route(self.name, (), MCU_CONTROL_FLOW)
+        if kind == "tflite":
+            return Route(self.name, ("tflite-micro",))
+        int8 = get_converter("tflite-int8").route_from(kind)
+        return Route(self.name, (*int8.steps, "tflite-micro")) if int8.exists else Route(self.name, (), int8.reason)
     report_lines = "edgeserve.converters.mcu.report"
     summary = "TFLM build: C array, exact op resolver, computed tensor arena, fit check"
 

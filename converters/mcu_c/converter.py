@@ -111,9 +111,25 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+C_GENERATOR = "edgeserve C generator"  # its route's tool: pure Python; gcc and qemu only check what it writes
+
+
 @register
 class McuCConverter(Converter):
     name = "mcu-c"
+    route_order = 2
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        """edgeserve's C generator after tflite-int8's route (a full-integer .tflite: edgeserve's C generator alone)."""
+        from edgeserve.converters import get_converter
+        from edgeserve.routes import MCU_CONTROL_FLOW, Route
+
+        if control_flow:
+            return Route(self.name, (), MCU_CONTROL_FLOW)
+        if kind == "tflite":
+            return Route(self.name, (C_GENERATOR,))
+        int8 = get_converter("tflite-int8").route_from(kind)
+        return Route(self.name, (*int8.steps, C_GENERATOR)) if int8.exists else Route(self.name, (), int8.reason)
     report_lines = "edgeserve.converters.mcu_c.report"
     summary = "plain C99, no interpreter: static arena below TFLM's, bit-exact, run on an emulated Cortex-M4"
 

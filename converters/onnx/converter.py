@@ -34,9 +34,29 @@ class Options(GateOptions):
     dynamic_batch: bool = False
 
 
+NO_ONNX_FROM_INT8 = "a full-integer .tflite has no ONNX route; convert the float source"
+
+
+def float_onnx_steps(kind: str) -> tuple[str, ...]:
+    """The tools that make the float ONNX both ONNX targets start from; () for a full-integer .tflite."""
+    from edgeserve.routes import TORCH_KINDS
+
+    if kind == "tflite":
+        return ()
+    return {"onnx": ("onnx",), "tflite-float": ("tf2onnx",)}.get(
+        kind, ("torch.onnx.export",) if kind in TORCH_KINDS else ("tensorflow", "tf2onnx"))
+
+
 @register
 class OnnxConverter(Converter):
     name = "onnx"
+    route_order = 4
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        from edgeserve.routes import Route
+
+        steps = float_onnx_steps(kind)
+        return Route(self.name, steps) if steps else Route(self.name, (), NO_ONNX_FROM_INT8)
     report_lines = "edgeserve.converters.onnx.report"
     summary = "float ONNX (opset 17+, batch 1) for ONNX Runtime, checked against the source"
 

@@ -28,7 +28,7 @@ from edgeserve.console import quiet_libraries
 from edgeserve.converters import register
 from edgeserve.converters._base import ConversionContext, Converter, VerifyResult
 from edgeserve.converters.onnx import check
-from edgeserve.converters.onnx.converter import Options, reverify_onnx
+from edgeserve.converters.onnx.converter import NO_ONNX_FROM_INT8, Options, float_onnx_steps, reverify_onnx
 from edgeserve.converters.scoring import score
 from edgeserve.quality.fixtures import write_fixture
 from edgeserve.converters.onnx.float_tail import concat_tail
@@ -65,6 +65,13 @@ def _reader(names: list[str], samples: Iterator[list[np.ndarray]]) -> Any:
 @register
 class OnnxInt8Converter(Converter):
     name = "onnx-int8"
+    route_order = 5
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        from edgeserve.routes import Route
+
+        steps = float_onnx_steps(kind)
+        return Route(self.name, (*steps, "onnxruntime.quantization")) if steps else Route(self.name, (), NO_ONNX_FROM_INT8)
     report_lines = "edgeserve.converters.onnx.report"
     summary = "static INT8 ONNX (QDQ, per-channel weights) for ONNX Runtime, with the run's calibration"
 

@@ -61,6 +61,21 @@ log = logging.getLogger(__name__)
 @register
 class TfliteInt8Converter(Converter):
     name = "tflite-int8"
+    route_order = 0
+
+    def route_from(self, kind: str, control_flow: bool = False) -> Any:
+        from edgeserve.routes import KERAS_KINDS, ONNX_TO_TFLITE, TORCH_KINDS, Route
+
+        if kind in KERAS_KINDS or kind == "saved_model":
+            return Route(self.name, ("tensorflow",))
+        if kind in TORCH_KINDS:
+            first = ("torch",) if kind != "torchscript" else ("torch", "torch.export (TS2EP)")
+            return Route(self.name, (*first, "litert-torch", "ai-edge-quantizer"))
+        if kind == "tflite-float":
+            return Route(self.name, ("ai-edge-quantizer",))
+        if kind == "tflite":
+            return Route(self.name, (), "already a full-integer .tflite: use it as it is, or with -t mcu")
+        return Route(self.name, ("onnx", ONNX_TO_TFLITE, "ai-edge-quantizer"))
     summary = "full-integer INT8 .tflite for LiteRT / TFLM, verified against the source"
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
