@@ -35,6 +35,7 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "torch": ("torch", "torch"),
     "matplotlib": ("matplotlib", "report"),
     "cryptography": ("cryptography", "sign"),
+    "ray": ("ray", "ray"),
     "ai_edge_quantizer": ("ai-edge-quantizer", "convert"),
     "litert_torch": ("litert-torch", "torch"),
     "onnxscript": ("onnxscript", "torch"),

@@ -1,0 +1,234 @@
+"""Run a job: every cell not already done with the same inputs, on a local process pool or
+as Ray tasks, each finished cell put in place as it ends, then the table.
+
+OUT/<model>/<target>/ holds what ``edgeserve convert MODEL -t TARGET`` writes, and cell.json,
+the key it was made from; OUT/jobs.json, jobs.md and jobs.html the table of every cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from edgeserve.atomic import write_json
+from edgeserve.errors import InputError
+from edgeserve.jobs.cells import CELL_RECORD, cell_key, file_digest, place, run_cell
+from edgeserve.jobs.jobfile import Job, ModelSpec
+from edgeserve.jobs.table import TABLE_NAME, write_tables
+
+# What a cell that ends so would end as again with the same inputs: kept, and taken as done.
+SETTLED = ("ok", "failed", "refused", "not built")
+MAX_OOM_RETRIES = 2  # an out-of-memory kill is retried with twice the memory, at most this often
+
+
+@dataclasses.dataclass
+class Cell:
+    model: ModelSpec
+    target: str
+    key: str
+    folder: Path
+    memory_mb: int
+    tries: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.model.name} {self.target}"
+
+
+def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str | None = None,
+            say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every cell of ``job`` into ``out``; returns the table ({"cells": rows, ...}).
+
+    Cells whose folder already holds a manifest made from the same key are taken as they are
+    ("cached"). ``ray_address``: "auto", "host:port" or "local" (a Ray instance on this machine)
+    for Ray tasks; None for a pool of ``workers`` local processes (default: the CPU count).
+    """
+    say = say or (lambda line: print(line, file=sys.stderr))
+    _check_out(out)
+    digests: dict[Path, str] = {}
+    cells: list[Cell] = []
+    for model, target in job.cells():
+        files = model.files()
+        for path in files.values():
+            if path not in digests:
+                digests[path] = file_digest(path)
+        cells.append(Cell(model, target, cell_key(model.flags, files, target, digests), out / model.name / target,
+                          job.memory_mb))
+    rows: dict[str, dict[str, Any]] = {}
+    todo = []
+    for cell in cells:
+        cached = _cached_row(cell)
+        if cached is not None:
+            rows[cell.name] = cached | {"cached": True}
+        else:
+            todo.append(cell)
+    say(f"jobs: {len(cells)} cells, {len(cells) - len(todo)} already done with the same inputs, {len(todo)} to run"
+        + (f" on Ray ({ray_address})" if ray_address else f" on {workers or os.cpu_count() or 1} local workers"))
+    runner = _RayRunner(job, ray_address) if ray_address else _LocalRunner(job, workers or os.cpu_count() or 1)
+    staging = out / ".staging"
+    try:
+        for cell, result in runner.run(todo, staging):
+            row = result["row"]
+            if row["status"] == "crashed" and row.get("signal") == 9 and cell.tries < MAX_OOM_RETRIES:
+                cell.tries += 1
+                cell.memory_mb *= 2
+                say(f"  {cell.name}: killed (out of memory?); again with {cell.memory_mb} MB")
+                runner.resubmit(cell)
+                continue
+            staged = result.get("staged")
+            if row["status"] in SETTLED:  # a crash, a timeout or Ray's own error may not happen again
+                if staged is None:  # refused before convert wrote anything: the refusal is kept too
+                    staged = staging / uuid.uuid4().hex
+                    staged.mkdir(parents=True)
+                write_json(staged / CELL_RECORD, {"key": cell.key, "row": row})
+                place(staged, cell.folder)
+            rows[cell.name] = row | {"cached": False}
+            done = sum(1 for r in rows.values() if not r["cached"])
+            figure = f"{row['sqnr_db']:.1f} dB" if row.get("sqnr_db") is not None else ""
+            say(f"  [{done}/{len(todo)}] {cell.name}: {row['status']} {figure} ({row['seconds']:.0f} s on {row['node']})"
+                + (f": {row['error'][:160]}" if row.get("error") and row["status"] != "ok" else ""))
+    finally:
+        runner.close()
+        shutil.rmtree(staging, ignore_errors=True)
+    table = {"job": str(job.path), "cells": [_row(cell, rows[cell.name]) for cell in cells if cell.name in rows]}
+    write_tables(out, table)
+    return table
+
+
+def _row(cell: Cell, row: dict[str, Any]) -> dict[str, Any]:
+    return {"model": cell.model.name, "target": cell.target, **row,
+            "folder": str(cell.folder.relative_to(cell.folder.parent.parent))}
+
+
+def _cached_row(cell: Cell) -> dict[str, Any] | None:
+    import json
+
+    record = cell.folder / CELL_RECORD
+    try:
+        found = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    if found.get("key") != cell.key or not isinstance(found.get("row"), dict):
+        return None
+    if found["row"].get("status") == "ok" and not (cell.folder / "manifest.json").is_file():
+        return None
+    return found["row"]
+
+
+def _check_out(out: Path) -> None:
+    """OUT is a folder a job wrote (its table there), or new, or empty: never a folder of the
+    user's own files, which the cells' folders would be mixed into."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out}: expected a folder for the job's results; it is a file")
+    if out.is_dir() and any(out.iterdir()) and not (out / TABLE_NAME).is_file():
+        raise InputError(f"-o {out}: the folder holds files no job wrote (no {TABLE_NAME}); give a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+class _LocalRunner:
+    """Cells as convert processes on this machine, ``workers`` at a time."""
+
+    def __init__(self, job: Job, workers: int) -> None:
+        self.job = job
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell")
+        self.pending: dict[Future, Cell] = {}
+        self.staging: Path | None = None
+
+    def _submit(self, cell: Cell) -> None:
+        assert self.staging is not None
+        staged = self.staging / uuid.uuid4().hex
+        files = {str(p): p for p in cell.model.files().values()}
+        future = self.pool.submit(run_cell, str(cell.model.path), cell.target, cell.model.flags, files,
+                                  self.job.timeout_s, str(staged))
+        future.staged = staged  # type: ignore[attr-defined]
+        self.pending[future] = cell
+
+    def resubmit(self, cell: Cell) -> None:
+        self._submit(cell)
+
+    def run(self, cells: list[Cell], staging: Path):  # type: ignore[no-untyped-def]
+        self.staging = staging
+        staging.mkdir(parents=True, exist_ok=True)
+        for cell in cells:
+            self._submit(cell)
+        while self.pending:
+            finished, _ = wait(self.pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                cell = self.pending.pop(future)
+                result = future.result()
+                staged = future.staged  # type: ignore[attr-defined]
+                yield cell, result | {"staged": staged if staged.is_dir() else None}
+
+    def close(self) -> None:
+        for future in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _RayRunner:
+    """Cells as Ray tasks: each file crosses to a node once (Ray's object store, by reference),
+    each task asks for one CPU and the cell's memory, and a task whose node died is run again
+    elsewhere (Ray's retries); an out-of-memory kill comes back here, to ask for more."""
+
+    def __init__(self, job: Job, address: str) -> None:
+        from edgeserve._deps import require
+
+        ray = require("ray", "running a job on Ray")
+        self.ray, self.job = ray, job
+        if not ray.is_initialized():
+            ray.init(address=None if address == "local" else address, include_dashboard=False,
+                     log_to_driver=False, ignore_reinit_error=True)
+        from edgeserve.jobs.cells import pack
+
+        self._pack = pack
+        self.refs: dict[Path, Any] = {}
+        self.pending: dict[Any, Cell] = {}
+        from edgeserve.jobs.cells import run_remote_cell
+
+        self.task = ray.remote(run_remote_cell)
+
+    def _submit(self, cell: Cell) -> None:
+        paths = list(cell.model.files().values())
+        for path in paths:
+            if path not in self.refs:
+                self.refs[path] = self.ray.put(self._pack(path))
+        ref = self.task.options(num_cpus=1, memory=cell.memory_mb * 1024 * 1024, max_retries=2).remote(
+            str(cell.model.path), cell.target, cell.model.flags, [str(p) for p in paths], self.job.timeout_s,
+            *(self.refs[p] for p in paths))
+        self.pending[ref] = cell
+
+    def resubmit(self, cell: Cell) -> None:
+        self._submit(cell)
+
+    def run(self, cells: list[Cell], staging: Path):  # type: ignore[no-untyped-def]
+        from edgeserve.jobs.cells import unpack
+
+        for cell in cells:
+            self._submit(cell)
+        while self.pending:
+            ready, _ = self.ray.wait(list(self.pending), num_returns=1)
+            cell = self.pending.pop(ready[0])
+            try:
+                result = self.ray.get(ready[0])
+            except self.ray.exceptions.OutOfMemoryError:
+                result = {"row": {"status": "crashed", "signal": 9, "error": "Ray stopped the task: out of memory",
+                                  "seconds": 0.0, "node": "?"}, "archive": None}
+            except self.ray.exceptions.RayError as exc:
+                result = {"row": {"status": "error", "error": f"Ray: {str(exc).splitlines()[0][:300]}",
+                                  "seconds": 0.0, "node": "?", "bytes": None, "sqnr_db": None,
+                                  "top1_agreement": None}, "archive": None}
+            staged = None
+            if result.get("archive"):
+                staged = unpack(result["archive"], staging / uuid.uuid4().hex)
+            yield cell, result | {"staged": staged}
+
+    def close(self) -> None:
+        for ref in self.pending:
+            self.ray.cancel(ref, force=True)

@@ -1,0 +1,182 @@
+"""Jobs (issue 50): a job file's (model, target) cells, each a convert in its own process, on a
+local pool or as Ray tasks; a cell done with the same inputs is not done again.
+
+The models are TFLM's hello-world sine models (a float and a full-INT8 .tflite): their cells
+take seconds, and every kind of ending is among them (ok, and onnx refusing a full-integer
+.tflite by name). Each cell's artifact is compared byte for byte with a plain `convert`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgeserve.errors import InputError
+from edgeserve.jobs import run as job_run
+from edgeserve.jobs.cells import describe
+from edgeserve.jobs.jobfile import read_job
+from edgeserve.jobs.run import run_job
+
+
+def write_job(folder: Path, testdata: Path, float_flags: str = '["--calib-random"]') -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    job = folder / "job.toml"
+    job.write_text(f"""
+targets = ["tflite-int8", "onnx"]
+timeout_s = 600
+
+[[models]]
+name = "sine_float"
+path = "{testdata / 'tflm/hello_world_float.tflite'}"
+flags = {float_flags}
+
+[[models]]
+name = "sine_int8"
+path = "{testdata / 'tflm/hello_world_int8.tflite'}"
+targets = ["mcu-c", "onnx"]
+""")
+    return job
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def statuses(table: dict) -> dict[tuple[str, str], str]:
+    return {(c["model"], c["target"]): c["status"] for c in table["cells"]}
+
+
+EXPECTED = {("sine_float", "tflite-int8"): "ok", ("sine_float", "onnx"): "ok",
+            ("sine_int8", "mcu-c"): "ok", ("sine_int8", "onnx"): "refused"}
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory: pytest.TempPathFactory, testdata: Path) -> tuple[Path, Path, dict]:
+    base = tmp_path_factory.mktemp("jobs")
+    job = write_job(base / "job", testdata)
+    out = base / "out"
+    table = run_job(read_job(job), out, workers=2, say=lambda line: None)
+    return job, out, table
+
+
+def test_every_cell_is_what_convert_writes(local_run: tuple[Path, Path, dict], testdata: Path, tmp_path: Path) -> None:
+    job, out, table = local_run
+    assert statuses(table) == EXPECTED
+    refused = next(c for c in table["cells"] if c["status"] == "refused")
+    assert "full-integer .tflite" in refused["error"]  # the reason, by name, in one line
+    ok = next(c for c in table["cells"] if (c["model"], c["target"]) == ("sine_float", "tflite-int8"))
+    assert ok["sqnr_db"] > 20 and ok["bytes"] == (out / "sine_float/tflite-int8" / ok["path"]).stat().st_size
+    plain = tmp_path / "plain"
+    subprocess.run([sys.executable, "-m", "edgeserve", "-q", "convert", str(testdata / "tflm/hello_world_float.tflite"),
+                    "-t", "tflite-int8", "-o", str(plain), "--calib-random"], check=True, capture_output=True)
+    assert sha(out / "sine_float/tflite-int8" / ok["path"]) == sha(plain / ok["path"])
+    # The table three ways, one row per cell.
+    assert json.loads((out / "jobs.json").read_text())["cells"] == table["cells"]
+    assert (out / "jobs.md").read_text().count("| sine_") == 4
+    assert (out / "jobs.html").read_text().count("<tr class=") == 4
+
+
+def test_a_second_run_redoes_only_the_cells_whose_inputs_changed(local_run: tuple[Path, Path, dict],
+                                                                 testdata: Path) -> None:
+    job, out, _ = local_run
+    manifest = out / "sine_float/onnx/manifest.json"
+    before = manifest.stat().st_mtime_ns
+    again = run_job(read_job(job), out, workers=2, say=lambda line: None)
+    assert statuses(again) == EXPECTED and all(c["cached"] for c in again["cells"])
+    assert manifest.stat().st_mtime_ns == before  # taken as it was, not converted again
+    # One flag more for the float model: its two cells run again, the other model's do not.
+    changed = write_job(job.parent, testdata, float_flags='["--calib-random", "--calib-samples", "50"]')
+    third = run_job(read_job(changed), out, workers=2, say=lambda line: None)
+    assert {(c["model"], c["target"]): c["cached"] for c in third["cells"]} == {
+        ("sine_float", "tflite-int8"): False, ("sine_float", "onnx"): False,
+        ("sine_int8", "mcu-c"): True, ("sine_int8", "onnx"): True}
+    assert statuses(third) == EXPECTED
+
+
+def test_an_out_of_memory_kill_is_retried_with_twice_the_memory(tmp_path: Path, testdata: Path, monkeypatch) -> None:
+    """A cell killed by SIGKILL (the kernel's OOM killer) runs again with its memory doubled,
+    at most twice; any other death is one row, and the other cells finish."""
+    job = write_job(tmp_path / "job", testdata)
+    tries: list[tuple[str, str]] = []
+
+    def fake_cell(model, target, flags, files, timeout_s, out_dir):  # noqa: ANN001 - run_cell's signature
+        tries.append((Path(model).name, target))
+        base = {"seconds": 0.1, "node": "here", "bytes": None, "sqnr_db": None, "top1_agreement": None}
+        if target == "onnx" and "float" in model and tries.count(tries[-1]) == 1:
+            return {"row": describe(target, -9, "", None, timeout_s) | base, "archive": None}
+        if target == "mcu-c":
+            return {"row": describe(target, -11, "", None, timeout_s) | base, "archive": None}
+        return {"row": {"status": "ok", "error": None} | base, "archive": None}
+
+    monkeypatch.setattr(job_run, "run_cell", fake_cell)
+    table = run_job(read_job(job), tmp_path / "out", workers=2, say=lambda line: None)
+    assert tries.count(("hello_world_float.tflite", "onnx")) == 2
+    assert statuses(table) == {("sine_float", "tflite-int8"): "ok", ("sine_float", "onnx"): "ok",
+                               ("sine_int8", "mcu-c"): "crashed", ("sine_int8", "onnx"): "ok"}
+    crashed = next(c for c in table["cells"] if c["status"] == "crashed")
+    assert crashed["error"] == "convert died (SIGSEGV)" and not (tmp_path / "out/sine_int8/mcu-c").exists()
+
+
+def test_how_a_cell_ended_is_read_from_convert() -> None:
+    assert describe("onnx", None, "", None, 30)["status"] == "timeout"
+    assert describe("onnx", -9, "", None, 30)["error"] == "convert died (SIGKILL: out of memory?)"
+    assert describe("onnx", 1, "error: not a model\n", None, 30) == {
+        "status": "refused", "bytes": None, "sqnr_db": None, "top1_agreement": None, "error": "not a model"}
+    failed = {"artifacts": [{"target": "onnx", "status": "failed", "bytes": 10, "path": "model.onnx",
+                             "quality": {"outputs": [{"sqnr_db": 3.5}]}}]}
+    assert describe("onnx", 1, "", failed, 30)["status"] == "failed"
+    not_built = describe("mcu", 1, "", {"artifacts": [], "not_built": [{"target": "mcu", "reason": "built from x"}]}, 30)
+    assert (not_built["status"], not_built["error"]) == ("not built", "built from x")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("targets = ['tflite-int8']\n", "expected at least one [[models]]"),
+    ("targets = ['tflite-int9']\n[[models]]\npath = 'job.toml'\n", "unknown target 'tflite-int9'"),
+    ("targets = ['onnx']\n[[models]]\npath = 'missing.onnx'\n", "missing.onnx does not exist"),
+    ("targets = ['onnx']\n[[models]]\npath = 'job.toml'\nflags = ['-o', 'x']\n", "-o is set by the job"),
+    ("targets = ['onnx']\n[[models]]\npath = 'job.toml'\nname = '../up'\n", "it names a folder"),
+    ("targets = ['onnx']\ntimeout = 3\n[[models]]\npath = 'job.toml'\n", "unknown key(s) timeout"),
+])
+def test_a_bad_job_file_is_one_error_naming_what_was_expected(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "job.toml").write_text(text)
+    with pytest.raises(InputError, match=None) as caught:
+        read_job(tmp_path / "job.toml")
+    assert expected in str(caught.value)
+
+
+def test_out_is_never_a_folder_of_the_users_own_files(tmp_path: Path, testdata: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="holds files no job wrote"):
+        run_job(read_job(write_job(tmp_path / "job", testdata)), home, say=lambda line: None)
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
+
+
+def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path, dict], tmp_path: Path) -> None:
+    """A head and a worker node on this machine (one CPU each, the worker tagged with the host
+    profile as a custom resource): the cells end as they did locally, with the same bytes."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    job, out, local = local_run
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1, resources={"edgeserve/host": 1})
+        ray.init(address=cluster.address, log_to_driver=False)
+        on_ray = run_job(read_job(job), tmp_path / "out", ray_address=cluster.address, say=lambda line: None)
+        nodes = {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert statuses(on_ray) == statuses(local)
+    assert {c["node"].rsplit("/", 1)[1] for c in on_ray["cells"]} <= nodes and len(nodes) == 2
+    for cell in on_ray["cells"]:
+        if cell["status"] == "ok" and cell["target"] != "mcu-c":
+            folder = f"{cell['model']}/{cell['target']}"
+            assert sha(tmp_path / "out" / folder / cell["path"]) == sha(out / folder / cell["path"]), folder
