@@ -180,3 +180,25 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
         if cell["status"] == "ok" and cell["target"] != "mcu-c":
             folder = f"{cell['model']}/{cell['target']}"
             assert sha(tmp_path / "out" / folder / cell["path"]) == sha(out / folder / cell["path"]), folder
+
+
+def test_the_readmes_example_job_names_files_where_the_repository_keeps_them(tmp_path: Path) -> None:
+    """examples/jobs/small_zoo.toml, read where it sits relative to what `make demo` writes
+    (build/example) and ../shared/testdata: every path it names is found there, every target exists."""
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "repo"
+    (repo / "examples/jobs").mkdir(parents=True)
+    example = repo / "examples/jobs/small_zoo.toml"
+    example.write_text((root / "examples/jobs/small_zoo.toml").read_text())
+    for name in ("build/example/digits_cnn.keras", "build/example/calib.npz", "build/example/eval.npz"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(b"")
+    makefile = (root / "Makefile").read_text()
+    assert "EXAMPLE := build/example" in makefile  # where make demo trains the digits model
+    for name in ("hello_world_int8.tflite", "hello_world_float.tflite"):
+        assert (root.parent / "shared/testdata/tflm" / name).is_file() or pytest.skip("../shared/testdata is absent")
+        (tmp_path / "shared/testdata/tflm").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "shared/testdata/tflm" / name).write_bytes(b"")
+    job = read_job(example)
+    assert [m.name for m in job.models] == ["digits", "hello_world", "hello_world_float"]
+    assert len(job.cells()) == 8
