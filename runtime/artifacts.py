@@ -31,6 +31,11 @@ SERVED_SUFFIXES = ", ".join(sorted(s for group in ENGINE_SUFFIXES.values() for s
 _NOT_SERVED = {"mcu", "mcu-c"}  # C for a board; every other target's file is one the runtime serves
 
 
+def served(target: str) -> bool:
+    """Whether this runtime serves a manifest target's artifact (not C for a microcontroller)."""
+    return target not in _NOT_SERVED
+
+
 @dataclasses.dataclass
 class Artifact:
     """One model file the runtime could open."""

@@ -23,12 +23,14 @@ from edgeserve.jobs.jobfile import read_job
 from edgeserve.jobs.run import run_job
 
 
-def write_job(folder: Path, testdata: Path, float_flags: str = '["--calib-random"]') -> Path:
+def write_job(folder: Path, testdata: Path, float_flags: str = '["--calib-random"]', boards: str = "[]") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     job = folder / "job.toml"
     job.write_text(f"""
 targets = ["tflite-int8", "onnx"]
 timeout_s = 600
+boards = {boards}
+bench_frames = 20
 
 [[models]]
 name = "sine_float"
@@ -158,16 +160,19 @@ def test_out_is_never_a_folder_of_the_users_own_files(tmp_path: Path, testdata: 
     assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
 
 
-def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path, dict], tmp_path: Path) -> None:
+def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path, dict], tmp_path: Path,
+                                                    testdata: Path) -> None:
     """A head and a worker node on this machine (one CPU each, the worker tagged with the host
-    profile as a custom resource): the cells end as they did locally, with the same bytes."""
+    profile as a custom resource): the cells end as they did locally, with the same bytes, and
+    every bench on "host" ran on the tagged node; a board no node offers is one error per cell."""
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    job, out, local = local_run
+    _, out, local = local_run
+    job = write_job(tmp_path / "job", testdata, boards='["host", "raspberry-pi-5"]')
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
-        cluster.add_node(num_cpus=1, resources={"edgeserve/host": 1})
+        board = cluster.add_node(num_cpus=1, resources={"edgeserve/host": 1})
         ray.init(address=cluster.address, log_to_driver=False)
         on_ray = run_job(read_job(job), tmp_path / "out", ray_address=cluster.address, say=lambda line: None)
         nodes = {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
@@ -175,6 +180,12 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
         ray.shutdown()
         cluster.shutdown()
     assert statuses(on_ray) == statuses(local)
+    benched = [c for c in on_ray["cells"] if c.get("bench")]
+    assert {(c["model"], c["target"]) for c in benched} == {("sine_float", "tflite-int8"), ("sine_float", "onnx")}
+    for cell in benched:  # mcu-c is C for a board, and onnx refused the INT8 model: no bench
+        host, pi = cell["bench"]["host"], cell["bench"]["raspberry-pi-5"]
+        assert host["error"] is None and host["p50_ms"] > 0 and host["node"].endswith(board.node_id[:8])
+        assert "p50_ms" not in pi and "no node of the cluster is a raspberry-pi-5" in pi["error"]
     assert {c["node"].rsplit("/", 1)[1] for c in on_ray["cells"]} <= nodes and len(nodes) == 2
     for cell in on_ray["cells"]:
         if cell["status"] == "ok" and cell["target"] != "mcu-c":
@@ -202,3 +213,20 @@ def test_the_readmes_example_job_names_files_where_the_repository_keeps_them(tmp
     job = read_job(example)
     assert [m.name for m in job.models] == ["digits", "hello_world", "hello_world_float"]
     assert len(job.cells()) == 8
+
+
+def test_a_local_job_reaches_only_this_machine_as_a_board(local_run: tuple[Path, Path, dict]) -> None:
+    """Without Ray, a bench on the board "host" runs here; any other board is one error naming
+    how to reach it, and nothing is run for it."""
+    job_path, out, _ = local_run
+    job = read_job(job_path)
+    model = next(m for m in job.models if m.name == "sine_float")
+    cell = job_run.Cell(model, "tflite-int8", "key", out / "sine_float/tflite-int8", job.memory_mb)
+    runner = job_run._LocalRunner(job, 1)
+    try:
+        found = {board: result for _, board, result in runner.bench([(cell, "host"), (cell, "raspberry-pi-5")], job)}
+    finally:
+        runner.close()
+    assert found["host"]["error"] is None and found["host"]["p50_ms"] > 0 and found["host"]["backend"]
+    assert "run it with --ray" in found["raspberry-pi-5"]["error"] and "edgeserve/raspberry-pi-5" in \
+        found["raspberry-pi-5"]["error"]

@@ -3,6 +3,8 @@
     targets = ["tflite-int8", "onnx"]      # every model's targets, unless a model names its own
     timeout_s = 1800                       # per cell
     memory_mb = 4000                       # per cell: what a Ray task asks for (doubled on an OOM kill)
+    boards = ["host"]                      # optional: time each served artifact on these boards (bench.py)
+    bench_frames = 200                     # frames each bench times
 
     [[models]]
     path = "digits_cnn.keras"              # relative to the job file
@@ -32,6 +34,7 @@ FILE_FLAGS = ("--calib", "--eval", "--labels", "--preprocess", "--decoder-option
 JOB_FLAGS = ("-t", "--target", "-o", "--out", "--json", "-j", "--jobs")
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_MEMORY_MB = 4000
+DEFAULT_BENCH_FRAMES = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Job:
     models: tuple[ModelSpec, ...]
     timeout_s: float
     memory_mb: int
+    boards: tuple[str, ...] = ()
+    bench_frames: int = DEFAULT_BENCH_FRAMES
 
     def cells(self) -> list[tuple[ModelSpec, str]]:
         return [(model, target) for model in self.models for target in model.targets]
@@ -70,10 +75,10 @@ def read_job(path: Path) -> Job:
         raise InputError(f"cannot read the job file {path}: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: expected a TOML job file: {exc}") from exc
-    unknown = set(data) - {"targets", "timeout_s", "memory_mb", "models"}
+    unknown = set(data) - {"targets", "timeout_s", "memory_mb", "boards", "bench_frames", "models"}
     if unknown:
         raise InputError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; expected targets, timeout_s, "
-                         "memory_mb and [[models]]")
+                         "memory_mb, boards, bench_frames and [[models]]")
     targets = _targets(data.get("targets", []), f"{path}: targets")
     models_data = data.get("models")
     if not isinstance(models_data, list) or not models_data:
@@ -85,7 +90,22 @@ def read_job(path: Path) -> Job:
         raise InputError(f"{path}: two models are named {doubled[0]!r}; give each a name = \"...\"")
     timeout_s = _positive(data.get("timeout_s", DEFAULT_TIMEOUT_S), f"{path}: timeout_s")
     memory_mb = int(_positive(data.get("memory_mb", DEFAULT_MEMORY_MB), f"{path}: memory_mb"))
-    return Job(path=path, models=tuple(models), timeout_s=timeout_s, memory_mb=memory_mb)
+    boards = _boards(data.get("boards", []), f"{path}: boards")
+    bench_frames = int(_positive(data.get("bench_frames", DEFAULT_BENCH_FRAMES), f"{path}: bench_frames"))
+    return Job(path=path, models=tuple(models), timeout_s=timeout_s, memory_mb=memory_mb, boards=boards,
+               bench_frames=bench_frames)
+
+
+def _boards(value: Any, where: str) -> tuple[str, ...]:
+    from edgeserve.device_profiles import list_profiles
+
+    if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
+        raise InputError(f"{where}: expected a list of device profile names; got {value!r}")
+    known = list_profiles()
+    unknown = [b for b in value if b not in known]
+    if unknown:
+        raise InputError(f"{where}: unknown device profile {unknown[0]!r}; expected one of {', '.join(known)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _model(entry: Any, index: int, base: Path, job_targets: tuple[str, ...], path: Path) -> ModelSpec:

@@ -94,12 +94,37 @@ def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str
             figure = f"{row['sqnr_db']:.1f} dB" if row.get("sqnr_db") is not None else ""
             say(f"  [{done}/{len(todo)}] {cell.name}: {row['status']} {figure} ({row['seconds']:.0f} s on {row['node']})"
                 + (f": {row['error'][:160]}" if row.get("error") and row["status"] != "ok" else ""))
+        _bench(job, cells, rows, runner, say)
     finally:
         runner.close()
         shutil.rmtree(staging, ignore_errors=True)
-    table = {"job": str(job.path), "cells": [_row(cell, rows[cell.name]) for cell in cells if cell.name in rows]}
+    table = {"job": str(job.path), "boards": list(job.boards),
+             "cells": [_row(cell, rows[cell.name]) for cell in cells if cell.name in rows]}
     write_tables(out, table)
     return table
+
+
+def _bench(job: Job, cells: list[Cell], rows: dict[str, dict[str, Any]], runner: Any,
+           say: Callable[[str], None]) -> None:
+    """Each ok cell's artifact timed on each of the job's boards not timed yet for this cell's
+    key (kept in its cell.json), one bench at a time on a board."""
+    from edgeserve.runtime.artifacts import served
+
+    todo = [(cell, board) for cell in cells for board in job.boards
+            if rows.get(cell.name, {}).get("status") == "ok" and served(cell.target)
+            and board not in (rows[cell.name].get("bench") or {})]
+    if not todo:
+        return
+    say(f"jobs: {len(todo)} bench(es) on {', '.join(job.boards)}")
+    for cell, board, result in runner.bench(todo, job):
+        row = rows[cell.name]
+        row["bench"] = {**(row.get("bench") or {}), board: result}
+        if result.get("error") is None:  # a measurement is kept with the cell; a failed one is tried again
+            kept = {key: value for key, value in row.items() if key != "cached"}
+            write_json(cell.folder / CELL_RECORD, {"key": cell.key, "row": kept | {
+                "bench": {b: r for b, r in row["bench"].items() if r.get("error") is None}}})
+        figure = f"p50 {result['p50_ms']:.3f} ms" if result.get("p50_ms") is not None else result.get("error", "")
+        say(f"  bench {cell.name} on {board}: {figure} ({result.get('node')})")
 
 
 def _row(cell: Cell, row: dict[str, Any]) -> dict[str, Any]:
@@ -166,6 +191,18 @@ class _LocalRunner:
                 staged = future.staged  # type: ignore[attr-defined]
                 yield cell, result | {"staged": staged if staged.is_dir() else None}
 
+    def bench(self, todo: list[tuple[Cell, str]], job: Job):  # type: ignore[no-untyped-def]
+        """One at a time on this machine, the only board a local job reaches."""
+        from edgeserve.jobs.bench import LOCAL_BOARD, bench_cell, resource_of
+
+        for cell, board in todo:
+            if board != LOCAL_BOARD:
+                yield cell, board, {"board": board, "node": None, "error": (
+                    f"no machine of this job is a {board}: run it with --ray on a cluster the board joined with "
+                    f"the resource {resource_of(board)}")}
+                continue
+            yield cell, board, bench_cell(cell.folder, cell.target, board, job.bench_frames, job.timeout_s)
+
     def close(self) -> None:
         for future in self.pending:
             future.cancel()
@@ -228,6 +265,35 @@ class _RayRunner:
             if result.get("archive"):
                 staged = unpack(result["archive"], staging / uuid.uuid4().hex)
             yield cell, result | {"staged": staged}
+
+    def bench(self, todo: list[tuple[Cell, str]], job: Job):  # type: ignore[no-untyped-def]
+        """Each bench a task asking for one unit of its board's resource: it runs on a machine
+        that joined as that board, one at a time there."""
+        from edgeserve.jobs.bench import bench_remote, resource_of
+        from edgeserve.jobs.cells import pack
+
+        task = self.ray.remote(bench_remote)
+        offered = self.ray.cluster_resources()
+        pending: dict[Any, tuple[Cell, str]] = {}
+        for cell, board in todo:
+            if resource_of(board) not in offered:
+                yield cell, board, {"board": board, "node": None, "error": (
+                    f"no node of the cluster is a {board}: start one with ray start --address=HEAD "
+                    f"--resources='{{\"{resource_of(board)}\": 1}}'")}
+                continue
+            ref = task.options(num_cpus=1, resources={resource_of(board): 1}, max_retries=1).remote(
+                cell.target, board, job.bench_frames, job.timeout_s, self.ray.put(pack(cell.folder)))
+            pending[ref] = (cell, board)
+        self.pending.update({ref: cell for ref, (cell, _) in pending.items()})
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1)
+            cell, board = pending.pop(ready[0])
+            self.pending.pop(ready[0], None)
+            try:
+                result = self.ray.get(ready[0])
+            except self.ray.exceptions.RayError as exc:
+                result = {"board": board, "node": None, "error": f"Ray: {str(exc).splitlines()[0][:300]}"}
+            yield cell, board, result
 
     def close(self) -> None:
         for ref in self.pending:

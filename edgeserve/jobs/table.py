@@ -17,7 +17,17 @@ COLUMNS = (("model", "model"), ("target", "target"), ("status", "status"), ("byt
            ("node", "node"), ("cached", "cached"), ("error", "error"))
 
 
+def columns(table: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The table's columns: the cell's, then one per board the job benched on."""
+    return COLUMNS[:-1] + tuple((f"bench:{b}", f"p50 ms on {b}") for b in table.get("boards") or ()) + COLUMNS[-1:]
+
+
 def cell_text(row: dict[str, Any], key: str) -> str:
+    if key.startswith("bench:"):
+        found = (row.get("bench") or {}).get(key.removeprefix("bench:"))
+        if not found:
+            return ""
+        return f"{found['p50_ms']:.3f}" if found.get("p50_ms") is not None else "error: " + str(found.get("error"))
     value = row.get(key)
     if value is None:
         return ""
@@ -33,8 +43,9 @@ def cell_text(row: dict[str, Any], key: str) -> str:
 
 
 def markdown(table: dict[str, Any]) -> str:
-    head = "| " + " | ".join(title for _, title in COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
-    rows = "".join("| " + " | ".join(cell_text(r, k).replace("|", "\\|").replace("\n", " ") for k, _ in COLUMNS)
+    shown = columns(table)
+    head = "| " + " | ".join(title for _, title in shown) + " |\n|" + "---|" * len(shown) + "\n"
+    rows = "".join("| " + " | ".join(cell_text(r, k).replace("|", "\\|").replace("\n", " ") for k, _ in shown)
                    + " |\n" for r in table["cells"])
     counts = _counts(table)
     return f"# {table['job']}\n\n{counts}\n\n{head}{rows}"
@@ -48,9 +59,10 @@ def _counts(table: dict[str, Any]) -> str:
 
 
 def page(table: dict[str, Any]) -> str:
-    head = "".join(f"<th data-k='{i}'>{html.escape(title)}</th>" for i, (_, title) in enumerate(COLUMNS))
+    shown = columns(table)
+    head = "".join(f"<th data-k='{i}'>{html.escape(title)}</th>" for i, (_, title) in enumerate(shown))
     body = "".join("<tr class='{}'>".format(html.escape(r["status"].replace(" ", "-")))
-                   + "".join(f"<td>{html.escape(cell_text(r, k))}</td>" for k, _ in COLUMNS) + "</tr>\n"
+                   + "".join(f"<td>{html.escape(cell_text(r, k))}</td>" for k, _ in shown) + "</tr>\n"
                    for r in table["cells"])
     return f"""<!doctype html>
 <meta charset="utf-8"><title>{html.escape(table['job'])}</title>
