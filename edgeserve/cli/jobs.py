@@ -35,8 +35,14 @@ def run_job_command(ctx: click.Context, job_file: Path, out_dir: Path, ray_addre
 
     job = read_job(job_file)
     quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-    table = run_job(job, out_dir, workers=workers, ray_address=ray_address,
-                    say=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)))
+    try:
+        table = run_job(job, out_dir, workers=workers, ray_address=ray_address,
+                        say=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)))
+    except KeyboardInterrupt:
+        # Not the group's "nothing was changed": every cell that finished was put in place.
+        click.echo(f"error: interrupted; each cell that finished is in {out_dir} (run the job again to go on)",
+                   err=True)
+        ctx.exit(130)
     if json_out:
         emit_json(table)
     else:
