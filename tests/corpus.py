@@ -537,11 +537,11 @@ def stop_running(futures: dict[str, Any]) -> None:
 
 def clear_when_settled(folder: Path, row: dict) -> bool:
     """Remove a model's folder (source, calibration data, every artifact and verification
-    fixture) once its row holds all the test reads, unless a cell ended other than ok or refused
-    by name, or EDGESERVE_KEEP_CORPUS is set: the layout detector alone left 555 MB, the corpus
+    fixture) once its row holds all the test reads (a failed cell's figures too), unless a cell
+    ended in a traceback or the run in an error, or EDGESERVE_KEEP_CORPUS is set: the layout detector alone left 555 MB, the corpus
     1.7 GB, and a CI machine ran out of disk with the corpus running beside the other tests.
     The manifest stays. True when removed."""
-    settled = row.get("outcome") is None and all(cell["status"] in ("ok", "refused")
+    settled = row.get("outcome") is None and all(cell["status"] in ("ok", "refused", "failed", "not built")
                                                   for cell in row.get("cells", {}).values())
     if not settled or os.environ.get("EDGESERVE_KEEP_CORPUS") or not folder.is_dir():
         return False

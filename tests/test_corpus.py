@@ -255,8 +255,9 @@ def test_the_corpus_holds_the_models_and_source_kinds_the_issue_names() -> None:
 
 
 def test_a_settled_models_folder_is_cleared_and_an_unsettled_one_kept(tmp_path: Path, monkeypatch) -> None:
-    """The corpus frees a model's disk once its row says every cell is ok or refused by name,
-    keeping the manifest; a failed cell, an error, or EDGESERVE_KEEP_CORPUS keeps it all."""
+    """The corpus frees a model's disk once its row says how every cell ended (ok, failed with its
+    figures, refused or not built by name), keeping the manifest; a traceback, an error, or
+    EDGESERVE_KEEP_CORPUS keeps it all."""
     monkeypatch.delenv("EDGESERVE_KEEP_CORPUS", raising=False)
 
     def folder(name: str) -> Path:
@@ -265,7 +266,7 @@ def test_a_settled_models_folder_is_cleared_and_an_unsettled_one_kept(tmp_path: 
         (tmp_path / name / "out" / "verify" / "onnx.npz").write_bytes(b"x" * 1000)
         return tmp_path / name
 
-    settled = {"cells": {"onnx": {"status": "ok"}, "mcu": {"status": "refused"}}}
+    settled = {"cells": {"onnx": {"status": "ok"}, "mcu": {"status": "refused"}, "coreml": {"status": "failed"}}}
     assert clear_when_settled(folder("a"), settled)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["manifest.json"]
     assert (tmp_path / "a" / "manifest.json").read_text() == '{"artifacts": []}'
