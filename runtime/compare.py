@@ -19,11 +19,8 @@ import numpy as np
 from edgeserve.errors import EdgeServeError
 from edgeserve.manifest.record import load_manifest
 from edgeserve.device_profiles import load_profile
+from edgeserve.runtime.artifacts import served
 from edgeserve.runtime.loop_energy import LoopEnergy
-
-# Targets that build for a microcontroller: their figures come from the emulated board.
-_MICROCONTROLLER = ("mcu", "mcu-c")
-
 
 def disk_bytes(path: Path) -> int:
     """A file's size, or every file's under a folder (an .mlpackage, OUT/mcu-c/)."""
@@ -70,7 +67,7 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
         row: dict[str, Any] = {"target": target, "path": entry["path"], "bytes": disk_bytes(root / entry["path"]),
                                "quality": quality(entry)}
         rows.append(row)
-        if target in _MICROCONTROLLER:
+        if not served(target):  # a microcontroller build: its figures come from the emulated board
             m4 = ((entry.get("verification") or {}).get("cortex_m4") or {})
             row["skipped"] = "a microcontroller build: it runs on the board" + (
                 f" (emulated Cortex-M4: {m4['instructions']:,} instructions per inference)" if "instructions" in m4 else "")
