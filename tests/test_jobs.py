@@ -230,3 +230,41 @@ def test_a_local_job_reaches_only_this_machine_as_a_board(local_run: tuple[Path,
     assert found["host"]["error"] is None and found["host"]["p50_ms"] > 0 and found["host"]["backend"]
     assert "run it with --ray" in found["raspberry-pi-5"]["error"] and "edgeserve/raspberry-pi-5" in \
         found["raspberry-pi-5"]["error"]
+
+
+def test_a_node_stopped_mid_cell_costs_nothing_but_time(local_run: tuple[Path, Path, dict], tmp_path: Path,
+                                                        monkeypatch) -> None:
+    """The worker node is stopped while a cell runs on it (it marked the start): Ray runs that
+    cell again on the head node, and the job ends as it did locally."""
+    ray = pytest.importorskip("ray")
+    import threading
+    import time
+
+    from ray.cluster_utils import Cluster
+
+    from edgeserve.jobs.cells import STARTED_FOR_TESTS
+
+    job, _, local = local_run
+    started = tmp_path / "started"
+    started.mkdir()
+    monkeypatch.setenv(STARTED_FOR_TESTS, str(started))  # the nodes start with this environment
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    result: dict = {}
+    try:
+        worker = cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, log_to_driver=False)
+        thread = threading.Thread(target=lambda: result.update(table=run_job(
+            read_job(job), tmp_path / "out", ray_address=cluster.address, say=lambda line: None)))
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not any(p.name.startswith(worker.node_id) for p in started.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ran_there = any(p.name.startswith(worker.node_id) for p in started.iterdir())
+        cluster.remove_node(worker, allow_graceful=False)
+        thread.join(timeout=300)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert ran_there, "no cell started on the worker node: the check proved nothing"
+    assert statuses(result["table"]) == statuses(local)
+    assert all(not c["node"].endswith(worker.node_id[:8]) or c["status"] == "ok" for c in result["table"]["cells"])

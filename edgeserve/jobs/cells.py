@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 CELL_RECORD = "cell.json"  # beside the manifest in each cell's folder: the key it was made from
+# Tests set this to a folder: a Ray task marks there when it starts a cell, by node id.
+STARTED_FOR_TESTS = "EDGESERVE_TEST_CELL_STARTED"
 
 
 def file_digest(path: Path) -> str:
@@ -109,9 +111,13 @@ def run_remote_cell(model: str, target: str, flags: tuple[str, ...], names: list
     as references)."""
     import ray
 
+    node = ray.get_runtime_context().get_node_id()
+    started = os.environ.get(STARTED_FOR_TESTS)
+    if started:  # a test waits for this to stop the node while the cell runs on it
+        Path(started, f"{node}-{os.getpid()}").touch()
     result = run_cell(model, target, flags, dict(zip(names, packed)), timeout_s, None)
     # Machines of one cluster may share a host name (and a test's nodes all do): the Ray node too.
-    result["row"]["node"] += "/" + ray.get_runtime_context().get_node_id()[:8]
+    result["row"]["node"] += "/" + node[:8]
     return result
 
 
