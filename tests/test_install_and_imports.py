@@ -251,3 +251,24 @@ def test_a_module_once_found_stays_found_and_a_target_thread_looks_again(tmp_pat
     thread.start()
     thread.join()
     assert seen == [True]
+
+
+def test_every_data_file_is_matched_by_package_data() -> None:
+    """A wheel carries only the data files package-data names: the C, C++ and CMake templates,
+    the kernels and the board files under firmware/, the profiles. A file no pattern matches
+    works from a checkout and is missing from an install."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    unmatched = []
+    for package in ("edgeserve._firmware", "edgeserve._profiles"):
+        folder = ROOT / config["package-dir"][package]
+        patterns = config["package-data"][package]
+        for path in folder.rglob("*"):
+            relative = path.relative_to(folder).as_posix()
+            if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in relative \
+                    and not any(fnmatch.fnmatch(relative, p) and relative.count("/") == p.count("/") for p in patterns):
+                unmatched.append(f"{package}: {relative}")
+    assert unmatched == []
+    assert (ROOT / "firmware/templates/mcu/main.cc.in").is_file()  # the walk sees the templates
