@@ -40,8 +40,12 @@ _NOT_KEYS = ("EDGESERVE_ISOLATION", "EDGESERVE_CACHE", "EDGESERVE_CACHE_DIR", "E
 def run_key(source: Mapping[str, Any], signature: Any, calibration: Any, evaluation: Any, preprocess: Any,
             profile: Any, options: Mapping[str, Any], loading: Mapping[str, Any]) -> dict[str, Any]:
     """What every target of this run shares; :func:`target_key` adds the target's own part."""
+    # The source by its bytes and its file name (an mcu build's C names come from it), not by the
+    # folder it sits in: the same model copied to another machine (a job's cell on a Ray node) or
+    # folder is the same source.
+    described = {k: v for k, v in source.items() if k != "path"} | {"file_name": Path(str(source.get("path"))).name}
     return {
-        "source": dict(source),
+        "source": described,
         "signature": repr(signature),
         "loading": {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in loading.items()},
         "calibration": _data(calibration),

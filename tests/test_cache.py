@@ -26,8 +26,9 @@ def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache" / "targets"
 
 
-def _convert(testdata: Path, out: Path, *extra: str) -> dict:
-    result = CliRunner().invoke(cli, ["convert", str(testdata / "tflm" / "hello_world_float.tflite"), "-t", "tflite-int8",
+def _convert(testdata: Path, out: Path, *extra: str, model: Path | None = None) -> dict:
+    model = model or testdata / "tflm" / "hello_world_float.tflite"
+    result = CliRunner().invoke(cli, ["convert", str(model), "-t", "tflite-int8",
                                       "-t", "mcu", "--calib-random", "--no-fit-check", "-o", str(out), *extra])
     assert result.exit_code == 0, result.output
     return {e["target"]: e for e in json.loads((out / "manifest.json").read_text())["artifacts"]}
@@ -49,6 +50,21 @@ def test_another_folder_takes_every_target_from_the_cache(testdata: Path, tmp_pa
     assert checked.exit_code == 0, checked.output
     shown = json.loads(CliRunner().invoke(cli, ["cache", "--json"]).stdout)
     assert shown["entries"] == 2 and shown["bytes"] > 0 and shown["path"] == str(cached)
+
+
+def test_the_same_file_elsewhere_hits_and_under_another_name_misses(testdata: Path, tmp_path: Path,
+                                                                    cached: Path) -> None:
+    """The key holds the source's bytes and file name, not its folder: a copy in another folder
+    (another machine's, for a job's cell on a Ray node) takes every target from the cache; a copy
+    under another name does not (the mcu build's C names come from it)."""
+    import shutil
+
+    _convert(testdata, tmp_path / "a")
+    (tmp_path / "elsewhere").mkdir()
+    moved = Path(shutil.copy(testdata / "tflm" / "hello_world_float.tflite", tmp_path / "elsewhere"))
+    assert all(e.get("cached") for e in _convert(testdata, tmp_path / "b", model=moved).values())
+    renamed = Path(shutil.copy(moved, tmp_path / "elsewhere" / "sine.tflite"))
+    assert not any(e.get("cached") for e in _convert(testdata, tmp_path / "c", model=renamed).values())
 
 
 def test_a_changed_option_misses_and_no_cache_neither_reads_nor_writes(testdata: Path, tmp_path: Path,

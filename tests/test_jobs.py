@@ -62,7 +62,10 @@ def local_run(tmp_path_factory: pytest.TempPathFactory, testdata: Path) -> tuple
     base = tmp_path_factory.mktemp("jobs")
     job = write_job(base / "job", testdata)
     out = base / "out"
-    table = run_job(read_job(job), out, workers=2, say=lambda line: None)
+    with pytest.MonkeyPatch.context() as patch:  # the suite keeps convert's target cache off; jobs use it
+        patch.setenv("EDGESERVE_TARGET_CACHE", "on")
+        patch.setenv("EDGESERVE_CACHE_DIR", str(base / "cache"))
+        table = run_job(read_job(job), out, workers=2, say=lambda line: None)
     return job, out, table
 
 
@@ -72,21 +75,34 @@ def test_every_cell_is_what_convert_writes(local_run: tuple[Path, Path, dict], t
     refused = next(c for c in table["cells"] if c["status"] == "refused")
     assert "full-integer .tflite" in refused["error"]  # the reason, by name, in one line
     ok = next(c for c in table["cells"] if (c["model"], c["target"]) == ("sine_float", "tflite-int8"))
-    assert ok["sqnr_db"] > 20 and ok["bytes"] == (out / "sine_float/tflite-int8" / ok["path"]).stat().st_size
+    assert ok["sqnr_db"] > 20 and ok["bytes"] == (out / "cells/sine_float/tflite-int8" / ok["path"]).stat().st_size
     plain = tmp_path / "plain"
     subprocess.run([sys.executable, "-m", "edgeserve", "-q", "convert", str(testdata / "tflm/hello_world_float.tflite"),
                     "-t", "tflite-int8", "-o", str(plain), "--calib-random"], check=True, capture_output=True)
-    assert sha(out / "sine_float/tflite-int8" / ok["path"]) == sha(plain / ok["path"])
+    assert sha(out / "cells/sine_float/tflite-int8" / ok["path"]) == sha(plain / ok["path"])
     # The table three ways, one row per cell.
     assert json.loads((out / "jobs.json").read_text())["cells"] == table["cells"]
     assert (out / "jobs.md").read_text().count("| sine_") == 4
     assert (out / "jobs.html").read_text().count("<tr class=") == 4
 
 
+def test_each_model_folder_is_one_convert_of_the_targets_that_passed(local_run: tuple[Path, Path, dict]) -> None:
+    """OUT/<model>/ holds one manifest of every target whose cell passed, taken from the cells
+    (convert's target cache), not built again: the same bytes as the cells'."""
+    _, out, table = local_run
+    assert table["models"]["sine_float"]["targets"] == ["tflite-int8", "onnx"]
+    assert table["models"]["sine_float"]["from_cache"] == 2 and table["models"]["sine_int8"]["targets"] == ["mcu-c"]
+    manifest = json.loads((out / "sine_float/manifest.json").read_text())
+    entries = {e["target"]: e for e in manifest["artifacts"]}
+    assert sorted(entries) == ["onnx", "tflite-int8"] and all(e["cached"] for e in entries.values())
+    for target, entry in entries.items():
+        assert sha(out / "sine_float" / entry["path"]) == sha(out / "cells/sine_float" / target / entry["path"])
+
+
 def test_a_second_run_redoes_only_the_cells_whose_inputs_changed(local_run: tuple[Path, Path, dict],
                                                                  testdata: Path) -> None:
     job, out, _ = local_run
-    manifest = out / "sine_float/onnx/manifest.json"
+    manifest = out / "cells/sine_float/onnx/manifest.json"
     before = manifest.stat().st_mtime_ns
     again = run_job(read_job(job), out, workers=2, say=lambda line: None)
     assert statuses(again) == EXPECTED and all(c["cached"] for c in again["cells"])
@@ -121,7 +137,7 @@ def test_an_out_of_memory_kill_is_retried_with_twice_the_memory(tmp_path: Path, 
     assert statuses(table) == {("sine_float", "tflite-int8"): "ok", ("sine_float", "onnx"): "ok",
                                ("sine_int8", "mcu-c"): "crashed", ("sine_int8", "onnx"): "ok"}
     crashed = next(c for c in table["cells"] if c["status"] == "crashed")
-    assert crashed["error"] == "convert died (SIGSEGV)" and not (tmp_path / "out/sine_int8/mcu-c").exists()
+    assert crashed["error"] == "convert died (SIGSEGV)" and not (tmp_path / "out/cells/sine_int8/mcu-c").exists()
 
 
 def test_how_a_cell_ended_is_read_from_convert() -> None:
@@ -161,7 +177,7 @@ def test_out_is_never_a_folder_of_the_users_own_files(tmp_path: Path, testdata: 
 
 
 def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path, dict], tmp_path: Path,
-                                                    testdata: Path) -> None:
+                                                    testdata: Path, monkeypatch) -> None:
     """A head and a worker node on this machine (one CPU each, the worker tagged with the host
     profile as a custom resource): the cells end as they did locally, with the same bytes, and
     every bench on "host" ran on the tagged node; a board no node offers is one error per cell."""
@@ -170,16 +186,22 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
 
     _, out, local = local_run
     job = write_job(tmp_path / "job", testdata, boards='["host", "raspberry-pi-5"]')
+    # The nodes fill a cache of their own, as other machines would: this one's starts empty.
+    monkeypatch.setenv("EDGESERVE_TARGET_CACHE", "on")
+    monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path / "node_cache"))
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         board = cluster.add_node(num_cpus=1, resources={"edgeserve/host": 1})
         ray.init(address=cluster.address, log_to_driver=False)
+        monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path / "driver_cache"))
         on_ray = run_job(read_job(job), tmp_path / "out", ray_address=cluster.address, say=lambda line: None)
         nodes = {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
     finally:
         ray.shutdown()
         cluster.shutdown()
     assert statuses(on_ray) == statuses(local)
+    # The model folders were made here from what the cells sent back, none built again.
+    assert on_ray["models"]["sine_float"]["from_cache"] == 2 and any((tmp_path / "driver_cache").rglob("entry.json"))
     benched = [c for c in on_ray["cells"] if c.get("bench")]
     assert {(c["model"], c["target"]) for c in benched} == {("sine_float", "tflite-int8"), ("sine_float", "onnx")}
     for cell in benched:  # mcu-c is C for a board, and onnx refused the INT8 model: no bench
@@ -189,7 +211,7 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
     assert {c["node"].rsplit("/", 1)[1] for c in on_ray["cells"]} <= nodes and len(nodes) == 2
     for cell in on_ray["cells"]:
         if cell["status"] == "ok" and cell["target"] != "mcu-c":
-            folder = f"{cell['model']}/{cell['target']}"
+            folder = f"cells/{cell['model']}/{cell['target']}"
             assert sha(tmp_path / "out" / folder / cell["path"]) == sha(out / folder / cell["path"]), folder
 
 
@@ -221,7 +243,7 @@ def test_a_local_job_reaches_only_this_machine_as_a_board(local_run: tuple[Path,
     job_path, out, _ = local_run
     job = read_job(job_path)
     model = next(m for m in job.models if m.name == "sine_float")
-    cell = job_run.Cell(model, "tflite-int8", "key", out / "sine_float/tflite-int8", job.memory_mb)
+    cell = job_run.Cell(model, "tflite-int8", "key", out / "cells/sine_float/tflite-int8", job.memory_mb)
     runner = job_run._LocalRunner(job, 1)
     try:
         found = {board: result for _, board, result in runner.bench([(cell, "host"), (cell, "raspberry-pi-5")], job)}

@@ -32,6 +32,7 @@ from edgeserve.errors import InputError
 FILE_FLAGS = ("--calib", "--eval", "--labels", "--preprocess", "--decoder-options", "--sign-key", "--cmsis-nn")
 # Flags the job sets for each cell itself.
 JOB_FLAGS = ("-t", "--target", "-o", "--out", "--json", "-j", "--jobs")
+CELLS = "cells"  # OUT/cells/<model>/<target>/: each cell's own convert; OUT/<model>/: the model's folder
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_MEMORY_MB = 4000
 DEFAULT_BENCH_FRAMES = 200
@@ -138,8 +139,11 @@ def _model(entry: Any, index: int, base: Path, job_targets: tuple[str, ...], pat
     if not targets:
         raise InputError(f"{where}: no targets: give targets = [...] for the job or for this model")
     name = entry.get("name") or re.sub(r"[^A-Za-z0-9_.-]+", "_", model.name.split(".")[0]) or f"model{index}"
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", ".."):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") \
+            or name.startswith("."):
         raise InputError(f"{where}: name: expected letters, digits, '_', '.', '-' (it names a folder); got {name!r}")
+    if name in (CELLS, "jobs.json", "jobs.md", "jobs.html"):
+        raise InputError(f"{where}: name: {name!r} is a name the job's own results take; give another")
     return ModelSpec(name=name, path=model, flags=tuple(resolved), targets=targets)
 
 

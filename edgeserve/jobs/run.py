@@ -1,8 +1,12 @@
 """Run a job: every cell not already done with the same inputs, on a local process pool or
-as Ray tasks, each finished cell put in place as it ends, then the table.
+as Ray tasks, each finished cell put in place as it ends; then each model's folder, the
+benches on the job's boards, and the table.
 
-OUT/<model>/<target>/ holds what ``edgeserve convert MODEL -t TARGET`` writes, and cell.json,
-the key it was made from; OUT/jobs.json, jobs.md and jobs.html the table of every cell.
+OUT/cells/<model>/<target>/ holds what ``edgeserve convert MODEL -t TARGET`` writes, and
+cell.json, the key it was made from. OUT/<model>/ is the model's folder as one ``convert`` of
+every target that passed writes it (one manifest: `edgeserve bench OUT/<model>` compares them,
+`edgeserve run` serves them), made from the cells through convert's target cache, not built
+again (assemble.py). OUT/jobs.json, jobs.md and jobs.html: the table of every cell.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import Any
 
 from edgeserve.atomic import write_json
 from edgeserve.errors import InputError
+from edgeserve.jobs.assemble import assemble_models
 from edgeserve.jobs.cells import CELL_RECORD, cell_key, file_digest, place, run_cell
-from edgeserve.jobs.jobfile import Job, ModelSpec
+from edgeserve.jobs.jobfile import CELLS, Job, ModelSpec
 from edgeserve.jobs.table import TABLE_NAME, write_tables
 
 # What a cell that ends so would end as again with the same inputs: kept, and taken as done.
@@ -59,8 +64,8 @@ def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str
         for path in files.values():
             if path not in digests:
                 digests[path] = file_digest(path)
-        cells.append(Cell(model, target, cell_key(model.flags, files, target, digests), out / model.name / target,
-                          job.memory_mb))
+        cells.append(Cell(model, target, cell_key(model.flags, files, target, digests),
+                          out / CELLS / model.name / target, job.memory_mb))
     rows: dict[str, dict[str, Any]] = {}
     todo = []
     for cell in cells:
@@ -94,11 +99,12 @@ def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str
             figure = f"{row['sqnr_db']:.1f} dB" if row.get("sqnr_db") is not None else ""
             say(f"  [{done}/{len(todo)}] {cell.name}: {row['status']} {figure} ({row['seconds']:.0f} s on {row['node']})"
                 + (f": {row['error'][:160]}" if row.get("error") and row["status"] != "ok" else ""))
+        assembled = assemble_models(job, cells, rows, out, staging, say)
         _bench(job, cells, rows, runner, say)
     finally:
         runner.close()
         shutil.rmtree(staging, ignore_errors=True)
-    table = {"job": str(job.path), "boards": list(job.boards),
+    table = {"job": str(job.path), "boards": list(job.boards), "models": assembled,
              "cells": [_row(cell, rows[cell.name]) for cell in cells if cell.name in rows]}
     write_tables(out, table)
     return table
@@ -129,7 +135,7 @@ def _bench(job: Job, cells: list[Cell], rows: dict[str, dict[str, Any]], runner:
 
 def _row(cell: Cell, row: dict[str, Any]) -> dict[str, Any]:
     return {"model": cell.model.name, "target": cell.target, **row,
-            "folder": str(cell.folder.relative_to(cell.folder.parent.parent))}
+            "folder": str(cell.folder.relative_to(cell.folder.parent.parent.parent))}
 
 
 def _cached_row(cell: Cell) -> dict[str, Any] | None:
