@@ -46,13 +46,13 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     figures = {"job": str(args.job), "cells": len(table["cells"]), "cpus": os.cpu_count(),
                "one_worker_s": round(one, 1), "two_workers_s": round(two, 1), "speedup": round(one / two, 2),
-               "rerun_s": round(again, 2), "rerun_share": round(again / two, 4),
+               "rerun_s": round(again, 4), "rerun_share": round(again / two, 5),
                "rerun_all_cached": all(c["cached"] for c in cached["cells"])}
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
         print(f"{figures['cells']} cells on {figures['cpus']} CPUs: one worker {one:.1f} s, two {two:.1f} s "
-              f"({figures['speedup']:.2f}x); again {again:.2f} s ({100 * figures['rerun_share']:.1f} % of the "
+              f"({figures['speedup']:.2f}x); again {1000 * again:.0f} ms ({100 * figures['rerun_share']:.1f} % of the "
               f"first, every cell cached: {figures['rerun_all_cached']})")
 
 
