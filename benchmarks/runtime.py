@@ -11,7 +11,7 @@ blocks so that load on the machine affects them alike):
 
 - ``straightforward``: what one writes first: PIL crop + resize, float32 normalise,
   quantise, transpose to NCHW, ``interpreter.set_tensor``.
-- ``fused``: :class:`edgeserve.runtime.preprocess_fast.FramePreprocessor` writing into the
+- ``fused``: :class:`edgeserve.runtime.io.preprocess_fast.FramePreprocessor` writing into the
   interpreter's input buffer through the held ``interpreter.tensor(index)`` function.
 
 Add an end-to-end measurement by writing ``def session(ctx) -> Step`` (and ``bare_invoke``)
@@ -74,7 +74,7 @@ def photo_frame(height: int = 480, width: int = 640) -> np.ndarray:
 
 def context(model: Path = MODEL) -> Context:
     from edgeserve.preprocess import PreprocessSpec
-    from edgeserve.runtime.litert import interpreter_module
+    from edgeserve.runtime.backends.litert_run import interpreter_module
 
     interpreter = interpreter_module().Interpreter(model_path=str(model))
     interpreter.allocate_tensors()
@@ -115,7 +115,7 @@ def straightforward(ctx: Context) -> Step:
 
 def fused(ctx: Context) -> Step:
     """FramePreprocessor into the interpreter's own input buffer."""
-    from edgeserve.runtime.preprocess_fast import FramePreprocessor, plain_preprocess
+    from edgeserve.runtime.io.preprocess_fast import FramePreprocessor, plain_preprocess
 
     fp = FramePreprocessor(ctx.spec, dtype=ctx.dtype, scale=ctx.scale, zero_point=ctx.zero_point)
     tensor = ctx.interpreter.tensor(ctx.index)  # hold the function; the array must not outlive a call
@@ -201,7 +201,7 @@ def run(frames: int = 1000) -> dict[str, Any]:
     ratios = [{"ratio": f"{a} / {b}", "what": what, "value": round(p50[a] / p50[b], 2), "bound": bound}
               for a, b, what, bound in RATIOS if a in p50 and b in p50]
     # Pipelined video (Session.stream) against bare invoke(), alternating in this same run.
-    from edgeserve.runtime.bench import pipeline_fps
+    from edgeserve.runtime.measure.bench import pipeline_fps
 
     pipe = pipeline_fps(_session(ctx), ctx.frame, frames)
     rows.append({"measurement": "pipelined", "doc": "Session.stream: next frame preprocessed during invoke (per frame)",

@@ -73,7 +73,7 @@ def spoken(tmp: Path) -> Any:
         return None
     from speech import speak
 
-    from edgeserve.runtime.audio import read_wav
+    from edgeserve.runtime.audio.pcm import read_wav
 
     return read_wav(speak("Alexa. Hey Jarvis. Okay Nabu. Hey Mycroft.", tmp / "speech.wav"))
 
@@ -82,7 +82,7 @@ def pipeline_per_stride(model: Path, backend: str, audio: Any, repeats: int = 5)
     """Seconds per stride of the whole detector (PCM -> TFLM frontend -> quantize -> model ->
     sliding window), WakeWordStream over the speech: the median of ``repeats`` passes."""
     from edgeserve.runtime import Session
-    from edgeserve.runtime.wakeword import WakeWordStream
+    from edgeserve.runtime.audio.wakeword import WakeWordStream
 
     times = []
     with Session(model, backend=backend, threads=1) as session:

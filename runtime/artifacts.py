@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeserve.runtime.backend import ENGINE_SUFFIXES
+from edgeserve.runtime.backends.registry import ENGINE_SUFFIXES
 
 from edgeserve.atomic import NOT_REGULAR, read_regular, read_settings, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError

@@ -36,7 +36,7 @@ import numpy as np
 
 from edgeserve.errors import BackendError, EdgeServeError, InferenceError, InputError, PreprocessSpecError, did_you_mean, first_line
 from edgeserve.runtime.artifacts import Artifact, ServedModel, resolve
-from edgeserve.runtime.backend import (
+from edgeserve.runtime.backends.registry import (
     KINDS,
     Backend,
     BackendOptions,
@@ -45,8 +45,8 @@ from edgeserve.runtime.backend import (
     backend_info,
     known_backends,
 )
-from edgeserve.runtime.inputs import is_image, refuse_non_finite, write_tensor
-from edgeserve.runtime.outputs import Dequantizer, Prediction, top_k
+from edgeserve.runtime.io.inputs import is_image, refuse_non_finite, write_tensor
+from edgeserve.runtime.io.outputs import Dequantizer, Prediction, top_k
 
 log = logging.getLogger(__name__)
 
@@ -321,19 +321,19 @@ class Session:
     def stream(self, source: Any, *, live: bool = False, depth: int = 2,
                stats: Any = None) -> Any:
         """Pipelined inference over frames: ``(index, outputs)`` in input order while the next
-        frame is captured and preprocessed in another thread (see runtime/video_pipeline.py).
+        frame is captured and preprocessed in another thread (see runtime/streaming/video_pipeline.py).
         ``live=True`` (cameras): the newest frame wins when the model is slower than the
         source. Break out of the loop (or Ctrl-C) to stop; the producer thread is joined."""
-        from edgeserve.runtime.video_pipeline import stream
+        from edgeserve.runtime.streaming.video_pipeline import stream
 
         return stream(self, source, live=live, depth=depth, stats=stats)
 
     def stream_step(self) -> Any:
-        """A :class:`~edgeserve.runtime.stream_step.StreamStep` for per-stride inference on a
+        """A :class:`~edgeserve.runtime.streaming.stream_step.StreamStep` for per-stride inference on a
         streaming model: ``step.value(frames)`` or ``step(frames)``, state carried as by
         :meth:`run`, with far less Python around each invoke. One caller at a time: a stride while
         another thread is inside the step or this Session raises ConcurrentUseError."""
-        from edgeserve.runtime.stream_step import StreamStep
+        from edgeserve.runtime.streaming.stream_step import StreamStep
 
         step = StreamStep(self)
         self._steps.add(step)
@@ -530,7 +530,7 @@ class Session:
         spec = self._served.preprocess
         if spec is None or len(backend.inputs) != 1 or len(backend.inputs[0].shape) != 4:
             return None
-        from edgeserve.runtime.preprocess_fast import FramePreprocessor
+        from edgeserve.runtime.io.preprocess_fast import FramePreprocessor
 
         d = backend.inputs[0]
         try:

@@ -249,7 +249,7 @@ def silero_vad_calib(into: Path) -> Path:
     import onnxruntime as ort
     from speech import speak
 
-    from edgeserve.runtime.audio import read_wav
+    from edgeserve.runtime.audio.pcm import read_wav
 
     speech = read_wav(speak(SILERO_SENTENCE, into / "speech.wav")).samples.astype(np.float32) / 32768
     silence = np.zeros(int(0.2 * 16000), np.float32)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from edgeserve.runtime.backend import Backend, BackendOptions, BackendUnavailable, register_backend, unregister_backend
-from edgeserve.runtime.backend_litert import LiteRTBackend
+from edgeserve.runtime.backends.registry import Backend, BackendOptions, BackendUnavailable, register_backend, unregister_backend
+from edgeserve.runtime.backends.litert import LiteRTBackend
 
 
 class FakeAccelerator(Backend):

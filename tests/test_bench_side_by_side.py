@@ -95,7 +95,7 @@ def test_energy_per_inference_is_the_rail_over_the_loop(cumulative):
     is 4 W x its seconds, whichever way it is read (counter difference or integrated samples)."""
     import time
 
-    from edgeserve.runtime.loop_energy import LoopEnergy
+    from edgeserve.runtime.measure.loop_energy import LoopEnergy
 
     energy = LoopEnergy(_ConstantPower(4.0, cumulative), interval_s=0.005)
     started = time.perf_counter()
@@ -107,7 +107,7 @@ def test_energy_per_inference_is_the_rail_over_the_loop(cumulative):
 
 def test_a_failing_sensor_keeps_the_loop_and_says_why():
     from edgeserve.profiling.sysfs import SensorError
-    from edgeserve.runtime.loop_energy import LoopEnergy
+    from edgeserve.runtime.measure.loop_energy import LoopEnergy
 
     class Broken(_ConstantPower):
         def read(self, now):
@@ -121,8 +121,8 @@ def test_a_failing_sensor_keeps_the_loop_and_says_why():
 def test_the_energy_column_says_when_the_machine_has_no_sensor(four_formats, monkeypatch):
     """This machine has no power sensor (no RAPL, no hwmon): every timed row has no figure and
     one line says why; with a sensor the column is its millijoules per inference."""
-    from edgeserve.runtime import compare as side_by_side
-    from edgeserve.runtime.loop_energy import LoopEnergy
+    from edgeserve.runtime.measure import compare as side_by_side
+    from edgeserve.runtime.measure.loop_energy import LoopEnergy
 
     table = CliRunner().invoke(cli, ["bench", str(four_formats), "--frames", "5", "--warmup", "1"])
     assert table.exit_code == 0, table.output

@@ -72,7 +72,7 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     pytest.importorskip("torch")
     ort = pytest.importorskip("onnxruntime")
     from corpus import views
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
     from registry_models import YOLOV8N, registry_model
 
     from edgeserve.quality.metrics import sqnr_db

@@ -84,7 +84,7 @@ def test_an_image_claiming_ten_billion_pixels_is_one_error(tmp_path: Path) -> No
     """Pillow's DecompressionBombError and OpenCV's size assertion were tracebacks, in calibration
     folders and in `run --input`; each is now an error naming the file."""
     from edgeserve.errors import InputError
-    from edgeserve.runtime.inputs import read_image
+    from edgeserve.runtime.io.inputs import read_image
 
     folder = tmp_path / "photos"
     folder.mkdir()
@@ -144,8 +144,8 @@ class _FloatViews:
     itself never lends a float model's views (its buffers move), so this reaches the fast path."""
 
     def __new__(cls, name, kind, data, options):
-        from edgeserve.runtime.backend_base import Backend, LentViews
-        from edgeserve.runtime.backend_litert import LiteRTBackend
+        from edgeserve.runtime.backends.base import Backend, LentViews
+        from edgeserve.runtime.backends.litert import LiteRTBackend
 
         class FloatViews(Backend):
             def __init__(self) -> None:
@@ -186,7 +186,7 @@ class _FloatViews:
 def test_a_stream_step_on_a_float_model_refuses_nan_on_lent_views(testdata: Path) -> None:
     from edgeserve.errors import InputError
     from edgeserve.runtime import Session
-    from edgeserve.runtime.backend import register_backend, unregister_backend
+    from edgeserve.runtime.backends.registry import register_backend, unregister_backend
 
     register_backend("fake:float-views", engine="litert", kind="cpu",
                      factory=lambda path, data, options: _FloatViews("fake:float-views", "cpu", data, options))

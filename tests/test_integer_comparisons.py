@@ -34,7 +34,7 @@ def _float_comparison(op: str, scale: float, zero: int, constant: np.ndarray, x_
 
 
 def _litert(model: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     return TfliteRunner(model, reference_kernels=True).run_raw(inputs)
 

@@ -183,7 +183,7 @@ def test_magika_layer_norms_are_rewritten_in_forms_int8_holds_with_the_same_outp
     from registry_models import MAGIKA, registry_model
 
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
     from edgeserve.sources import load_source
     from edgeserve.tflite.model import TfliteModel
 

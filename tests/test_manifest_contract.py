@@ -205,7 +205,7 @@ def test_the_fixture_holds_the_artifact_s_own_raw_outputs(build: Path) -> None:
     a fresh run of the written artifact, integer for integer."""
     import numpy as np
 
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     record = entry(json.loads((build / "manifest.json").read_text()), "tflite-int8")
     fixture = np.load(build / record["verification"]["fixture"]["path"])

@@ -94,7 +94,7 @@ def test_speech_streams_bit_exact_with_the_reference_detectors_kernels(wheel, tm
     FULLY_CONNECTED in double precision: on hey_jarvis's stride 76 that is one step away at
     the logit and 12/256 in probability (tests/test_mcu_stream.py), on no other stride."""
     from edgeserve.converters.mcu_c.reference import litert_outputs
-    from edgeserve.runtime.audio import read_wav
+    from edgeserve.runtime.audio.pcm import read_wav
     from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
 
     data = _model(wheel, name)

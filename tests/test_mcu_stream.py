@@ -84,7 +84,7 @@ def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path
 
 def _speech_frames(data: bytes, tmp_path: Path) -> list[list[np.ndarray]]:
     """int8 input frames from espeak-ng saying the wake words, via the TFLM audio frontend."""
-    from edgeserve.runtime.audio import read_wav
+    from edgeserve.runtime.audio.pcm import read_wav
 
     wav = speak(FOUR_WAKE_WORDS, tmp_path / "speech.wav", VOICE)
     frames = features(read_wav(wav).samples.tobytes())

@@ -116,7 +116,7 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
     from edgeserve.converters.mcu.persistent import estimate_arena
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     inputs = keras.Input((256,), batch_size=1)
     float_model = tf.lite.TFLiteConverter.from_keras_model(keras.Model(inputs, keras.ops.sqrt(inputs))).convert()

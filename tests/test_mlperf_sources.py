@@ -176,7 +176,7 @@ def converted(
 
 
 def _run_int8(path: Path, x: np.ndarray) -> np.ndarray:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     return TfliteRunner(path.read_bytes()).predict([x])[0][0]
 
@@ -238,7 +238,7 @@ def test_int8_file_agrees_with_keras_source(converted: Converted) -> None:
 
 # ----- 3. against the MLCommons reference INT8 conversions --------------------------------------
 def test_matches_mlcommons_reference_int8(converted: Converted, testdata: Path) -> None:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     case = converted.case
     reference = testdata / "mlperf-tiny" / case.reference

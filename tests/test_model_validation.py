@@ -31,8 +31,8 @@ from edgeserve import onnx_check
 from edgeserve.tflite import flatbuffer as tflite_flatbuffer
 from edgeserve.tflite import schema as tflite_schema
 from edgeserve.onnx_check import validate_onnx
-from edgeserve.runtime import probe
-from edgeserve.runtime.probe import probe_in_subprocess
+from edgeserve.runtime.backends import probe as probe
+from edgeserve.runtime.backends.probe import probe_in_subprocess
 from edgeserve.tflite.verify import validate_tflite
 from edgeserve.tflite.model import BUILTIN_OPS
 
@@ -117,7 +117,7 @@ def test_returns_the_parsed_model_and_accepts_bytearray(testdata: Path) -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, edgeserve, edgeserve.tflite.verify, edgeserve.onnx_check, edgeserve.runtime.probe; print(sorted({m.split('.')[0] "
+    code = ("import sys, edgeserve, edgeserve.tflite.verify, edgeserve.onnx_check, edgeserve.runtime.backends.probe; print(sorted({m.split('.')[0] "
             "for m in sys.modules} & {'tensorflow', 'onnx', 'onnxruntime', 'ai_edge_litert', "
             "'flatbuffers', 'google', 'torch', 'coremltools'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -50,7 +50,7 @@ def _ort(path: Path, x: np.ndarray) -> np.ndarray:
 
 
 def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     runner = TfliteRunner(model)
     return runner.run_raw([x])[0]
@@ -105,7 +105,7 @@ def test_int8_from_onnx2tf_model_matches_onnx_runtime(head: Path, tmp_path: Path
     assert entry["route"]["float_model"] == ROUTE_ONNX2TF and "float_model_fallback" not in entry["route"]
     assert all(v is None or v > 60 for v in entry["route"]["float_vs_source"]["sqnr_db"].values())
     assert entry["outputs"][0]["shape"] == [1, 64, 6]
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     x = rng.random((16, 3, 8, 8), dtype=np.float32)
     got = TfliteRunner((tmp_path / "out" / entry["path"]).read_bytes()).predict([x])[0][0]

@@ -64,7 +64,7 @@ def test_a_reflect_pad_lowers_to_one_gather_with_constant_indices(tmp_path: Path
     graph = lowered.subgraphs[0]
     (gather,) = [op for op in graph.operators if op.op_name in ("GATHER", "GATHER_ND")]
     assert graph.tensors[gather.inputs[1]].is_constant
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     x = np.random.default_rng(0).standard_normal((1, 1, 1, 576)).astype(np.float32)
     (y,) = TfliteRunner(lowered.file_bytes).run_raw([x])

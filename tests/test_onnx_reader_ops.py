@@ -184,7 +184,7 @@ def test_a_clip_bound_computed_at_run_time_traces(tmp_path: Path, monkeypatch: p
     assert (got == x.max() - 2.0).sum() > 0 and (got == x).sum() > 0  # both sides of the bound are taken
     # litert-torch lowers it too (its clamp wants numbers: the bound is a maximum with a tensor).
     pytest.importorskip("litert_torch")
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
     from edgeserve.sources.onnx.source import ROUTE_ENV, load_onnx
 
     monkeypatch.setenv(ROUTE_ENV, "reader")

@@ -18,8 +18,8 @@ from conftest import ROOT, load_script
 
 from edgeserve.errors import InputError, PreprocessSpecError
 from edgeserve.preprocess import PreprocessSpec
-from edgeserve.runtime.litert import TensorDetail
-from edgeserve.runtime.preprocess_fast import FramePreprocessor, build_lut, plain_preprocess, round_half_away
+from edgeserve.runtime.backends.litert_run import TensorDetail
+from edgeserve.runtime.io.preprocess_fast import FramePreprocessor, build_lut, plain_preprocess, round_half_away
 
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 GRAY_NORM = dict(mean=(0.45,), std=(0.226,))
@@ -403,7 +403,7 @@ def test_import_edgeserve_runtime_preprocess_fast_does_not_import_cv2() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, edgeserve.runtime.preprocess_fast; "
+    code = ("import sys, edgeserve.runtime.io.preprocess_fast; "
             "print('cv2' in sys.modules, 'ai_edge_litert' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
@@ -413,7 +413,7 @@ def test_finite_values_past_the_range_saturate_like_tflite_quantize() -> None:
     """1e37 / 0.1 is inf in float32, and inf - inf inside the rounding was NaN, cast to 0: a huge
     input became the zero point. TFLite's Quantize clamps to the type's range (reference_ops'
     AffineQuantize: min(max(round(x / scale) + zp, qmin), qmax)); so does this, for every width."""
-    from edgeserve.runtime.preprocess_fast import quantize
+    from edgeserve.runtime.io.preprocess_fast import quantize
 
     big = np.array([1e37, -1e37, 3e38, -3e38, np.inf, -np.inf], np.float32)
     for dtype, zp in ((np.int8, 0), (np.int8, -5), (np.uint8, 128), (np.int16, 0)):

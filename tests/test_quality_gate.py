@@ -373,7 +373,7 @@ def test_every_artifact_says_which_source_output_each_output_is(two_heads: Path,
     order under names of their own. The manifest maps each artifact's outputs to the source's
     (issue 48), and the mapping is the one the values bear out."""
     from edgeserve.pipeline import convert
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     result = convert(two_heads / "two_heads.keras", ["tflite-int8", "mcu-c", "onnx"], tmp_path / "out",
                      calib=two_heads / "calib.npz")

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import InputError
-from edgeserve.runtime.inputs import iter_inputs
+from edgeserve.runtime.io.inputs import iter_inputs
 
 
 def invoke(*args: object) -> object:

@@ -94,7 +94,7 @@ def test_jetson_profile_chain_on_an_onnx_file(model: Path) -> None:
 def test_tensorrt_is_opened_with_fp16_int8_for_qdq_and_an_engine_cache(model: Path, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """No TensorRT here: the session ORT is asked for is captured, then refused as ORT would."""
-    from edgeserve.runtime.backend_onnx import provider_list
+    from edgeserve.runtime.backends.onnx import provider_list
 
     asked: list = []
     real_session = ort.InferenceSession

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from edgeserve.runtime import Session
-from edgeserve.runtime.backend_litert import litert_placement
-from edgeserve.runtime.preprocess_fast import plain_preprocess
+from edgeserve.runtime.backends.litert import litert_placement
+from edgeserve.runtime.io.preprocess_fast import plain_preprocess
 from runtime_fakes import fake_backends
 
 from edgeserve.errors import BackendError, EdgeServeError, InputError, ManifestError
@@ -170,7 +170,7 @@ def test_litert_placement_walks_delegate_partitions() -> None:
 
 # ----- frames, outputs, zero copy ---------------------------------------------------------
 def test_frames_classify_like_the_plain_path(digits_conversion: Path, frames: tuple) -> None:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     s = Session(digits_conversion / "manifest.json", labels=[f"digit {i}" for i in range(10)])
     runner = TfliteRunner((digits_conversion / "model_int8.tflite").read_bytes())
@@ -236,7 +236,7 @@ def test_a_thousand_frames_allocate_nothing(testdata: Path) -> None:
 
 
 def test_mobilenet_on_a_real_photo_matches_the_plain_pipeline(testdata: Path) -> None:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
     from skimage import data as skdata
 
     s = Session(testdata / MOBILENET, preprocess=IMAGENET, backend="litert:xnnpack")
@@ -252,7 +252,7 @@ def test_mobilenet_on_a_real_photo_matches_the_plain_pipeline(testdata: Path) ->
 
 # ----- tensors and bad input ----------------------------------------------------------------
 def test_tensor_inputs_are_quantized_or_taken_as_they_are(testdata: Path) -> None:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     model = testdata / "mlperf-tiny/kws_ref_model.tflite"
     s = Session(model)
@@ -342,7 +342,7 @@ def test_verification_on_every_core_equals_one_interpreter_in_order() -> None:
     and the progress callback sees one tick per sample."""
     from conftest import TESTDATA, require_testdata
 
-    from edgeserve.runtime.litert import TfliteRunner, predict_on_cores
+    from edgeserve.runtime.backends.litert_run import TfliteRunner, predict_on_cores
 
     model = require_testdata(TESTDATA / "mlperf-tiny" / "kws_ref_model.tflite").read_bytes()
     runner = TfliteRunner(model)

@@ -91,8 +91,8 @@ def _profile_with_only(name: str) -> object:
 
 def test_a_failed_first_call_keeps_the_only_backend(digits_conversion: Path, digits_example: Path) -> None:
     """The probe's Session lost its only backend to one failed call, for good."""
-    from edgeserve.runtime.backend import register_backend, unregister_backend
-    from edgeserve.runtime.backend_litert import LiteRTBackend
+    from edgeserve.runtime.backends.registry import register_backend, unregister_backend
+    from edgeserve.runtime.backends.litert import LiteRTBackend
 
     from edgeserve.errors import InferenceError
 

@@ -47,7 +47,7 @@ def _ort(path: Path, x: np.ndarray) -> np.ndarray:
 
 
 def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     return TfliteRunner(model).predict([x])[0][0]
 

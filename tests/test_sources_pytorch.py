@@ -41,7 +41,7 @@ def _torch_outputs(example: TorchExample, x: np.ndarray) -> np.ndarray:
 
 
 def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     return TfliteRunner(model).predict([x])[0][0]
 
@@ -181,7 +181,7 @@ def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
     (entry,) = result.manifest["artifacts"]
     assert [(i["name"], i["shape"]) for i in entry["inputs"]] == [("image", [1, 3, 8, 8]), ("side", [1, 5])]
     assert [o["name"] for o in entry["outputs"]] == [t.name for t in signature.outputs]
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     got = TfliteRunner((tmp_path / "out" / entry["path"]).read_bytes()).predict([images, sides])[0]
     with torch.no_grad():
@@ -250,7 +250,7 @@ def test_mobilenet_v3_small_reaches_tflite_int8_and_coreml(tmp_path: Path) -> No
 
     from edgeserve.quality.metrics import sqnr_db
     from edgeserve.pipeline import convert
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     result = convert(module, ["tflite-int8", "coreml"], tmp_path / "out", calib=tmp_path / "calib.npz",
                      example_inputs=torch.zeros(1, 3, 224, 224), options={"max_drop": 100.0})

@@ -23,7 +23,7 @@ tf = pytest.importorskip("tensorflow")
 
 
 def _litert(model: bytes, x: np.ndarray) -> list[np.ndarray]:
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     return TfliteRunner(model).predict([x])[0]
 
@@ -321,7 +321,7 @@ def test_an_operator_the_quantizer_has_no_rule_for_stays_float_and_microcontroll
     full-integer model, refuses in one line naming the operator; the source is untouched."""
     import keras
 
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
     from edgeserve.tflite.model import TfliteModel
 
     inputs = keras.Input((8,))

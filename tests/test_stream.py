@@ -10,7 +10,7 @@ import pytest
 
 from edgeserve.preprocess import PreprocessSpec
 from edgeserve.runtime import Session
-from edgeserve.runtime.video_pipeline import StreamStats
+from edgeserve.runtime.streaming.video_pipeline import StreamStats
 
 SPEC = PreprocessSpec(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), crop="center")
 

@@ -37,7 +37,7 @@ def alexa(models):
 def speech_frames(tmp_path_factory) -> np.ndarray:
     """Feature frames of the four wake words, through the TFLM audio frontend, quantized for
     the models: [235, 1, 3, 40] int8."""
-    from edgeserve.runtime.audio import read_wav
+    from edgeserve.runtime.audio.pcm import read_wav
 
     wav = speak(FOUR_WAKE_WORDS, tmp_path_factory.mktemp("speech") / "four.wav", VOICE)
     return quantized_strides(features(read_wav(wav).samples.tobytes()), *INPUT_QUANTIZATION)
@@ -194,8 +194,8 @@ def test_zero_copy_input_follows_the_engine_memory(alexa, speech_frames):
 def test_the_scalar_decoder_equals_the_dequantizer_on_every_value():
     """value() reads a one-value 8-bit output through a 256-entry table (an int8 -1 is entry
     255): equal to the Session's float32 dequantization on all 256 raw values, to float32."""
-    from edgeserve.runtime.litert import TensorDetail
-    from edgeserve.runtime.outputs import Dequantizer, scalar_decoder
+    from edgeserve.runtime.backends.litert_run import TensorDetail
+    from edgeserve.runtime.io.outputs import Dequantizer, scalar_decoder
     
     for dtype, zero in ((np.int8, -128), (np.int8, 5), (np.uint8, 0), (np.uint8, 131)):
         detail = TensorDetail("p", 0, (1, 1), np.dtype(dtype), 0.0123, zero)

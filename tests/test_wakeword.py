@@ -21,7 +21,7 @@ import pytest
 from speech import speak
 
 from edgeserve.errors import InputError
-from edgeserve.runtime.audio import Audio, from_pcm, read_wav
+from edgeserve.runtime.audio.pcm import Audio, from_pcm, read_wav
 
 pymicro_wakeword = pytest.importorskip("pymicro_wakeword")
 MODELS_DIR = Path(pymicro_wakeword.__file__).parent / "models"
@@ -69,7 +69,7 @@ def _reference(name: str, audio: Audio) -> tuple[list[float], list[float]]:
 
 def _ours(name: str, audio: Audio):
     from edgeserve.runtime import Session
-    from edgeserve.runtime.wakeword import WakeWordStream, detector_settings
+    from edgeserve.runtime.audio.wakeword import WakeWordStream, detector_settings
 
     cutoff, window, _ = detector_settings(MODELS_DIR / f"{name}.tflite", None, None)
     with Session(MODELS_DIR / f"{name}.tflite", backend="litert:cpu", threads=1) as session:
@@ -184,7 +184,7 @@ def test_bench_and_profile_report_time_and_energy_per_second_of_audio():
     from click.testing import CliRunner
 
     from edgeserve.cli import cli
-    from edgeserve.runtime.wakeword import stream_figures
+    from edgeserve.runtime.audio.wakeword import stream_figures
 
     result = CliRunner().invoke(cli, ["bench", str(MODELS_DIR / "alexa.tflite"), "--frames", "300", "--json"])
     assert result.exit_code == 0, result.output
@@ -349,7 +349,7 @@ def test_a_live_source_keeps_counts_not_a_float_per_stride(speech):
     """Two floats per stride for ever grew a listener by 4 MB an hour: a live stream keeps the
     count and the highest average; the detections are the same as with the full history."""
     from edgeserve.runtime import Session
-    from edgeserve.runtime.wakeword import WakeWordStream
+    from edgeserve.runtime.audio.wakeword import WakeWordStream
 
     audio = read_wav(speech)
     with Session(MODELS_DIR / "alexa.tflite", backend="litert:cpu", threads=1) as session:

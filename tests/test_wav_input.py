@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from edgeserve.errors import InputError
-from edgeserve.runtime.audio import SAMPLE_RATE, read_wav
+from edgeserve.runtime.audio.pcm import SAMPLE_RATE, read_wav
 
 
 def _wav(path: Path, rate: int = SAMPLE_RATE, channels: int = 1, seconds: float = 0.5) -> Path:

@@ -36,7 +36,7 @@ def check_with_tflm(model_bytes: bytes, host_arena_bytes: int, samples: Sequence
     tflm_outputs = tflm.run(model_bytes, host_arena_bytes, samples)
     try:
         from edgeserve.console import capture_native_stderr
-        from edgeserve.runtime.litert import TfliteRunner
+        from edgeserve.runtime.backends.litert_run import TfliteRunner
 
         with capture_native_stderr():
             runner = TfliteRunner(model_bytes, reference_kernels=True)
@@ -73,7 +73,7 @@ def check_stream_with_tflm(model_bytes: bytes, host_arena_bytes: int,
     """State carried frame to frame in both interpreters; TFLM is reset between its two passes."""
     from edgeserve.converters.microcontroller import tflm
     from edgeserve.console import capture_native_stderr
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     interpreter, _ = tflm._interpreter(model_bytes, host_arena_bytes)
     passes = []

@@ -419,8 +419,8 @@ def _step_records(generated: Any) -> list[dict[str, Any]]:
 
 
 def _audio(model: TfliteModel, ctx: ConversionContext) -> dict[str, Any] | None:
-    """A streaming audio model's frontend settings and detector (runtime/wakeword.py)."""
-    from edgeserve.runtime.wakeword import audio_manifest
+    """A streaming audio model's frontend settings and detector (runtime/audio/wakeword.py)."""
+    from edgeserve.runtime.audio.wakeword import audio_manifest
 
     graph = model.subgraphs[0]
     return audio_manifest(tuple(graph.tensors[graph.inputs[0]].shape), ctx.source.path)

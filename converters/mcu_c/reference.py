@@ -72,7 +72,7 @@ def reference_outputs(model_bytes: bytes, inputs: np.ndarray) -> tuple[str, np.n
     except Exception as exc:  # noqa: BLE001 - any refusal means: ask LiteRT instead
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     from edgeserve.console import capture_native_stderr
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     with capture_native_stderr():
         runner = TfliteRunner(model_bytes, reference_kernels=True)
@@ -91,7 +91,7 @@ def litert_outputs(model_bytes: bytes, inputs: np.ndarray) -> np.ndarray | None:
     """LiteRT's reference kernels' raw outputs on the same inputs, one stream; None when
     LiteRT refuses the model (it rejects person_detect's quantized_dimension 3)."""
     from edgeserve.console import capture_native_stderr
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     try:
         with capture_native_stderr():

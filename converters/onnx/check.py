@@ -78,9 +78,9 @@ def placement(model: bytes) -> dict[str, Any]:
     what was and was not tried here.
     """
     ort = require("onnxruntime", "running an ONNX artifact")
-    from edgeserve.runtime import backend_onnx
-    from edgeserve.runtime.backend_base import BackendOptions, BackendUnavailable
-    from edgeserve.runtime.backend_onnx import PROVIDERS, OnnxRuntimeBackend
+    from edgeserve.runtime.backends import onnx as backend_onnx
+    from edgeserve.runtime.backends.base import BackendOptions, BackendUnavailable
+    from edgeserve.runtime.backends.onnx import PROVIDERS, OnnxRuntimeBackend
 
     available = set(ort.get_available_providers())
     plugin = installed("onnxruntime_ep_openvino")

@@ -381,7 +381,7 @@ class TfliteInt8Converter(Converter):
 
     # ----- verify -----------------------------------------------------------------------
     def verify(self, ctx: ConversionContext, attempt: Attempt, metric: str, opts: Options) -> None:
-        from edgeserve.runtime.litert import TfliteRunner, predict_on_cores
+        from edgeserve.runtime.backends.litert_run import TfliteRunner, predict_on_cores
 
         assert attempt.model is not None
         float_io = opts.io == "float"
@@ -429,7 +429,7 @@ class TfliteInt8Converter(Converter):
     # ----- write ------------------------------------------------------------------------
     def _write(self, ctx: ConversionContext, opts: Options, attempts: list[Attempt],
                table: LayerTable) -> dict[str, Any]:
-        from edgeserve.runtime.litert import TfliteRunner
+        from edgeserve.runtime.backends.litert_run import TfliteRunner
 
         layers = table.measured_or_empty()
         if not table.measured:
@@ -585,7 +585,7 @@ def _float_fidelity(float_model: bytes, ctx: ConversionContext, samples: int = 3
     A route that changes the float numbers (a wrong layout, a dropped op) shows here, apart
     from what quantization costs.
     """
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     head = ctx.evaluation.head(samples)
     runner = TfliteRunner(float_model)

@@ -26,7 +26,7 @@ REVERIFY_MAX_STEPS = 2
 def reverify_artifact(entry: Mapping[str, Any], root: Path) -> VerifyResult:
     """`edgeserve verify` of a tflite-int8 entry: hashes, provenance, integer-only operators, the
     recorded raw outputs within REVERIFY_MAX_STEPS and top-1 agreement on the fixture."""
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     checks: list[Check] = []
     records = {"artifact": entry, "report": entry["report"], "fixture": entry["verification"]["fixture"]}
@@ -113,7 +113,7 @@ def _tensors_check(parsed: TfliteModel, entry: Mapping[str, Any]) -> Check:
 def _unsound(model: bytes) -> str | None:
     """Why the .tflite cannot be loaded in this process, or None: the validator every command
     uses, then one load and invoke in a child, so a kernel that crashes costs a child."""
-    from edgeserve.runtime.probe import probe_in_subprocess
+    from edgeserve.runtime.backends.probe import probe_in_subprocess
     from edgeserve.tflite.verify import validate_tflite
 
     try:

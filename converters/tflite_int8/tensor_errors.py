@@ -20,7 +20,7 @@ from edgeserve.tflite.model import TfliteModel
 
 def _interpreter(model: bytes):  # noqa: ANN202 - LiteRT's Interpreter
     from edgeserve.console import capture_native_stderr, quiet_warnings
-    from edgeserve.runtime.litert import interpreter_module
+    from edgeserve.runtime.backends.litert_run import interpreter_module
 
     # LiteRT warns that keeping every tensor is for debugging: here it is exactly that.
     with capture_native_stderr(), quiet_warnings():
@@ -50,7 +50,7 @@ def tensor_errors(float_model: bytes, quant_model: bytes, samples: Iterable[Sequ
     if not pairs:
         return []
     stats = {d["index"]: {"sq_err": [], "sqnr": [], "max": 0.0} for d, *_ in pairs}
-    from edgeserve.runtime.litert import _detail
+    from edgeserve.runtime.backends.litert_run import _detail
 
     # The quantized model's inputs are quantized as the runtime does it (round half away from zero).
     q_inputs = [_detail(d) for d in q_run.get_input_details()]

@@ -41,8 +41,8 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
 
     ARTIFACT a conversion folder (OUT, without --target): every artifact in it that this
     machine can run, on the same input, side by side in one table."""
-    from edgeserve.runtime.bench import benchmark, synthetic_frame
-    from edgeserve.runtime.inputs import iter_inputs
+    from edgeserve.runtime.measure.bench import benchmark, synthetic_frame
+    from edgeserve.runtime.io.inputs import iter_inputs
 
     if input_path is not None and synthetic is not None:
         raise click.UsageError("give either --input or --synthetic, not both")
@@ -82,17 +82,17 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
                   "placement": session.placement.to_dict(), "threads": session.threads,
                   "input_shape": list(frame.shape), "cold_start_ms": round(cold_ms, 3),
                   **benchmark(session, frame, frames=frames, warmup=warmup)}
-        from edgeserve.runtime.wakeword import stream_figures
+        from edgeserve.runtime.audio.wakeword import stream_figures
 
         stream = stream_figures(tuple(session.inputs[0].shape), None)
         if stream is not None:
             # Per stride as the detector runs it (StreamStep), not Session.run's general path.
-            from edgeserve.runtime.bench import stride_seconds
+            from edgeserve.runtime.measure.bench import stride_seconds
 
             stream = stream_figures(tuple(session.inputs[0].shape), stride_seconds(session, frame, frames))
             result["stream"] = {**stream, "timed": f"StreamStep.value, frames copied in, median of {frames} strides"}
         if pipeline:
-            from edgeserve.runtime.bench import pipeline_fps
+            from edgeserve.runtime.measure.bench import pipeline_fps
 
             result["pipeline"] = pipeline_fps(session, frame, frames)
     if json_out:
@@ -113,8 +113,8 @@ def _parse_wxh(value: str) -> tuple[int, int]:
 
 def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, profile: str | None,
              public_key: Path | None, json_out: bool, plot: Path | None = None) -> None:
-    """Every artifact of a conversion folder on the same input, one table (runtime/compare.py)."""
-    from edgeserve.runtime.compare import compare
+    """Every artifact of a conversion folder on the same input, one table (runtime/measure/compare.py)."""
+    from edgeserve.runtime.measure.compare import compare
 
     if plot is not None:
         from edgeserve.profiling.report import check_available
@@ -123,7 +123,7 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
     rows = compare(manifest, frames=frames, warmup=warmup, threads=threads, profile=profile, public_key=public_key)
     if plot is not None:
         from edgeserve.atomic import write_bytes
-        from edgeserve.runtime.compare import render_png
+        from edgeserve.runtime.measure.compare import render_png
 
         write_bytes(plot, render_png(rows, f"{manifest.parent.name}: latency against size ({frames} runs each)"))
     if json_out:

@@ -76,14 +76,14 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
     session = _open_session(artifact, prof, threads)
     inputs = getattr(session, "inputs", None) or ()
     input_shape = tuple(inputs[0].shape) if inputs else ()
-    from edgeserve.runtime.wakeword import stream_figures
+    from edgeserve.runtime.audio.wakeword import stream_figures
 
     # A streaming model runs per stride as the wake-word detector runs it, not through
     # Session.run's general path (2.5x a wake word's invoke on XNNPACK).
     streaming = stream_figures(input_shape, None) is not None and hasattr(session, "stream_step")
     try:
         if streaming:
-            from edgeserve.runtime.bench import StrideRunner
+            from edgeserve.runtime.measure.bench import StrideRunner
 
             runner: Any = StrideRunner(session)
         else:
@@ -112,7 +112,7 @@ def profile(artifact: Path, profile_name: str, duration: float, idle_s: float, r
 
 def _stream_figures(input_shape: tuple[int, ...], summary: dict[str, Any]) -> dict[str, Any] | None:
     """Streaming audio models: time and energy per second of audio, from the run's figures."""
-    from edgeserve.runtime.wakeword import stream_figures
+    from edgeserve.runtime.audio.wakeword import stream_figures
 
     rate = summary.get("rate_hz")
     energy = summary.get("energy_mj_per_inference")

@@ -62,8 +62,8 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
     stdin; mic or mic:ALSA_DEVICE for a microphone, through arecord) prints its detections instead,
     as they happen for a live source."""
     from edgeserve.cli.wakeword import is_audio, run_audio
-    from edgeserve.runtime.inputs import is_video_or_camera, iter_inputs, split_stack
-    from edgeserve.runtime.outputs import top_k as best
+    from edgeserve.runtime.io.inputs import is_video_or_camera, iter_inputs, split_stack
+    from edgeserve.runtime.io.outputs import top_k as best
 
     # Paths after the first --input's value arrive as extra arguments: they are inputs too.
     stray = [v for v in more_inputs if _is_number(v) and not Path(v).exists()]
@@ -104,7 +104,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
         takes_images = session.preprocess is not None
         saver = None
         if save_path is not None:
-            from edgeserve.runtime.drawing import Saver
+            from edgeserve.runtime.io.drawing import Saver
 
             saver = Saver(save_path)
         # Each frame's shape by name, for mapping boxes back (shapes only: frames are not kept;
@@ -125,7 +125,7 @@ def run(ctx: click.Context, artifact: Path, more_inputs: Sequence[str], inputs: 
                  for n, f in split_stack(name, array, model_shape, takes_images))
         if governor is None and len(inputs) == 1 and is_video_or_camera(inputs[0]):
             # Pipelined: the next frame decodes and preprocesses while this one runs.
-            from edgeserve.runtime.video_pipeline import StreamStats
+            from edgeserve.runtime.streaming.video_pipeline import StreamStats
 
             live = not Path(inputs[0]).is_file()
             names: dict[int, str] = {}

@@ -34,8 +34,8 @@ def _mic_device(name: str) -> str | None:
 def run_audio(artifact: Path, inputs: Sequence[str], cutoff: float | None, window: int | None, backend: str,
               threads: int | None, json_out: bool, quiet: bool, duration: float | None = None) -> None:
     from edgeserve.runtime import Session
-    from edgeserve.runtime.audio import read_wav
-    from edgeserve.runtime.wakeword import WakeWordStream, detector_settings
+    from edgeserve.runtime.audio.pcm import read_wav
+    from edgeserve.runtime.audio.wakeword import WakeWordStream, detector_settings
 
     if artifact.suffix != ".tflite":
         raise InputError(f"audio input needs a streaming .tflite model (microWakeWord); got {artifact}")
@@ -113,8 +113,8 @@ def _sigterm_stops() -> Any:
 def _listen(stream: Any, name: str, label: str, duration: float | None, echo: bool) -> float:
     """Feed a live source to ``stream`` as it arrives, printing each detection when it happens;
     Ctrl-C ends the source and keeps what was heard. Returns the seconds of audio heard."""
-    from edgeserve.runtime.audio import SAMPLE_RATE
-    from edgeserve.runtime.microphone import Microphone, pcm_chunks
+    from edgeserve.runtime.audio.pcm import SAMPLE_RATE
+    from edgeserve.runtime.audio.microphone import Microphone, pcm_chunks
 
     total = 0
     device = _mic_device(name)

@@ -66,7 +66,7 @@ class TfliteSource(SourceModel):
                 f"{self.path.name} is already a full-integer .tflite; this target needs a float source model "
                 "to convert and compare against"
             )
-        from edgeserve.runtime.litert import TfliteRunner
+        from edgeserve.runtime.backends.litert_run import TfliteRunner
 
         if self._runner is None:
             self._runner = TfliteRunner(self._data)

@@ -25,7 +25,7 @@ def custom_ops(model: Any) -> list[str]:
 
 def litert_refusal(data: bytes) -> tuple[Any, str | None]:
     """A LiteRT runner of ``data``, or None and LiteRT's reason when it cannot build one."""
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     try:
         return TfliteRunner(data), None

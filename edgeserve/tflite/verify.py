@@ -11,7 +11,7 @@ data, nothing writes a constant), the subgraph call graph, and the quantization 
 that kernels turn into fixed-point multipliers with checks that abort the process.
 
 ONNX files are checked by :mod:`edgeserve.onnx_check`; what static checks cannot reach is
-run in a child process by :mod:`edgeserve.runtime.probe`.
+run in a child process by :mod:`edgeserve.runtime.backends.probe`.
 
 Example:
     >>> model = validate_tflite(open("model.tflite", "rb").read())  # doctest: +SKIP

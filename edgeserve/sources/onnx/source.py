@@ -290,7 +290,7 @@ def _with_note(error: EdgeServeError, note: str) -> EdgeServeError:
 def _run_tflite(data: bytes, inputs: tuple[TensorInfo, ...], sample: list[np.ndarray]) -> list[np.ndarray]:
     """Every output of the float .tflite on one sample, inputs matched by name (by order when
     the names differ), outputs in the subgraph's order."""
-    from edgeserve.runtime.litert import TfliteRunner
+    from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     try:
         interpreter = TfliteRunner(data).interpreter

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.litert import TensorDetail
+from edgeserve.runtime.backends.litert_run import TensorDetail
 
 
 class Dequantizer:

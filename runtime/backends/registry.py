@@ -1,4 +1,4 @@
-"""The registry that names execution backends (types in ``edgeserve.runtime.backend_base``).
+"""The registry that names execution backends (types in ``edgeserve.runtime.backends.base``).
 
 Backends register a factory under their name, so tests (and users with an in-house
 engine) can add one without editing the Session: ``register_backend("acme:npu", kind="npu",
@@ -11,7 +11,7 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 
-from edgeserve.runtime.backend_base import KINDS, Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.runtime.backends.base import KINDS, Backend, BackendOptions, BackendUnavailable, Placement
 
 __all__ = ["ENGINE_SUFFIXES", "KINDS", "Backend", "BackendInfo", "BackendOptions", "BackendUnavailable", "Placement",
            "backend_info", "known_backends", "register_backend", "unregister_backend"]
@@ -73,7 +73,7 @@ def _register_builtins() -> None:
     _builtins_done = True
     # By name: the engine modules import this package's types, and a static import back
     # into them would tie the registry and every engine into one knot.
-    for module in (importlib.import_module(f"edgeserve.runtime.backend_{engine}")
+    for module in (importlib.import_module(f"edgeserve.runtime.backends.{engine}")
                    for engine in ("litert", "onnx", "coreml", "executorch")):
         for name, kind, factory in module.BACKENDS:
             _REGISTRY.setdefault(name, BackendInfo(name, module.ENGINE, kind, factory))

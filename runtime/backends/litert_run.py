@@ -69,7 +69,7 @@ class TensorDetail:
         """Float values to this tensor's integer type (round half away from zero, like TFLite)."""
         if not self.quantized:
             return x.astype(self.dtype, copy=False)
-        from edgeserve.runtime.preprocess_fast import quantize  # the same arithmetic the runtime's tables use
+        from edgeserve.runtime.io.preprocess_fast import quantize  # the same arithmetic the runtime's tables use
 
         return quantize(x, self.dtype, self.scale, self.zero_point)
 

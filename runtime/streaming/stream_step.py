@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import BackendError, ConcurrentUseError
-from edgeserve.runtime.backend_base import Backend
-from edgeserve.runtime.inputs import refuse_non_finite
-from edgeserve.runtime.outputs import Dequantizer, scalar_decoder
+from edgeserve.runtime.backends.base import Backend
+from edgeserve.runtime.io.inputs import refuse_non_finite
+from edgeserve.runtime.io.outputs import Dequantizer, scalar_decoder
 
 
 class StreamStep:

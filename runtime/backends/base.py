@@ -4,8 +4,8 @@ A backend is one engine + one accelerator choice (``litert:edgetpu``, ``onnxrunt
 ``coreml:ane``...). It owns the model's input and output memory: the Session writes the
 preprocessed frame straight into :meth:`Backend.input_buffer` and reads raw outputs from
 :meth:`Backend.output_buffer`, so no frame is copied between the two. Engine modules
-(backend_litert, backend_onnx, backend_coreml) import these; the registry that names them
-is ``edgeserve.runtime.backend``.
+(litert.py, onnx.py, coreml.py, executorch.py) import these; the registry that names them
+is ``edgeserve.runtime.backends.registry``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import EdgeServeError
-from edgeserve.runtime.litert import TensorDetail
+from edgeserve.runtime.backends.litert_run import TensorDetail
 
 #: Accelerator class of each backend name, used by ``require=`` and the parity gate.
 KINDS = ("npu", "gpu", "cpu")
@@ -79,7 +79,7 @@ class Backend(abc.ABC):
 
     def lend_views(self) -> LentViews | None:
         """Views of every input and output that stay valid across invokes, and the calls to use
-        while they are held (for :class:`~edgeserve.runtime.stream_step.StreamStep`); None when
+        while they are held (for :class:`~edgeserve.runtime.streaming.stream_step.StreamStep`); None when
         the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""
         return None
 

@@ -32,7 +32,7 @@ import numpy as np
 kind, options, data = sys.argv[1], sys.argv[2], sys.stdin.buffer.read()
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # runtimes print banners; keep the pipe clean
 if kind == "tflite":
-    from edgeserve.runtime.litert import interpreter_module
+    from edgeserve.runtime.backends.litert_run import interpreter_module
     module = interpreter_module()
     kwargs = {"model_content": data}
     if options == "reference_kernels":

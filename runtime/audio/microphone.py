@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from edgeserve.errors import InputError
-from edgeserve.runtime.audio import SAMPLE_RATE
+from edgeserve.runtime.audio.pcm import SAMPLE_RATE
 
 #: 100 ms of audio per read: detections print within a tenth of a second of the audio.
 CHUNK_BYTES = SAMPLE_RATE // 10 * 2

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, Placement
-from edgeserve.runtime.litert import TensorDetail
+from edgeserve.runtime.backends.base import Backend, BackendOptions, BackendUnavailable, Placement
+from edgeserve.runtime.backends.litert_run import TensorDetail
 
 ENGINE = "coreml"
 

@@ -1,7 +1,7 @@
 """LiteRT backends: Edge TPU and vendor NPU delegates, the GPU delegate, XNNPACK, plain CPU.
 
 The interpreter module is ai-edge-litert's, else tflite_runtime's, else TensorFlow's
-(``edgeserve.runtime.litert.interpreter_module``). Input and output memory is the
+(``edgeserve.runtime.backends.litert_run.interpreter_module``). Input and output memory is the
 interpreter's own: the Session gets it through the ``tensor(idx)`` functions, which are
 held for the interpreter's lifetime (the arrays they return must not outlive an invoke).
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeserve.runtime.backend_base import Backend, BackendOptions, BackendUnavailable, LentViews, Placement
+from edgeserve.runtime.backends.base import Backend, BackendOptions, BackendUnavailable, LentViews, Placement
 from edgeserve.errors import first_line
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class LiteRTBackend(Backend):
     def __init__(self, name: str, kind: str, data: bytes, options: BackendOptions,
                  delegate_library: str | None = None, builtin_only: bool = False) -> None:
         from edgeserve.console import capture_native_stderr
-        from edgeserve.runtime.litert import _detail, interpreter_module
+        from edgeserve.runtime.backends.litert_run import _detail, interpreter_module
 
         try:
             mod = interpreter_module()

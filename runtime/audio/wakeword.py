@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgeserve.errors import InputError
-from edgeserve.runtime.audio import SAMPLE_RATE, Audio
+from edgeserve.runtime.audio.pcm import SAMPLE_RATE, Audio
 
 STEP_MS = 10  # the frontend's hop: one feature frame per 160 samples
 WINDOW_MS = 30  # measured: the first frame comes after three hops

@@ -20,7 +20,7 @@ from edgeserve.errors import EdgeServeError
 from edgeserve.manifest.record import load_manifest
 from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.artifacts import served
-from edgeserve.runtime.loop_energy import LoopEnergy
+from edgeserve.runtime.measure.loop_energy import LoopEnergy
 
 def disk_bytes(path: Path) -> int:
     """A file's size, or every file's under a folder (an .mlpackage, OUT/mcu-c/)."""
@@ -52,7 +52,7 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
             profile: str | None = None, public_key: Path | None = None, seed: int = 0) -> list[dict[str, Any]]:
     """One row per artifact with status ok, in the manifest's order; ``ratio`` is p50 over the
     fastest artifact's p50 (1.0 for the fastest)."""
-    from edgeserve.runtime.bench import benchmark, synthetic_frame
+    from edgeserve.runtime.measure.bench import benchmark, synthetic_frame
     from edgeserve.runtime.session import Session
 
     manifest = load_manifest(manifest_path)
