@@ -178,3 +178,46 @@ def test_a_real_text_detector_reaches_int8_through_onnx2tf(tmp_path: Path, monke
     assert int8["status"] == "ok" and int8["integer_only"], int8.get("error")
     assert min(int8["output_sqnr_db"].values()) >= 10.0  # the gate's default bound
 
+
+
+def _gelu_net(folder: Path) -> tuple[Path, Path]:
+    """Conv, then GELU spelled with Erf as exporters write it, then a 1x1 conv. The reader's
+    float model computes Erf with a MINIMUM that ai-edge-quantizer has no int8 rule for (a mixed
+    model); onnx2tf fuses the GELU into one operator that quantizes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    arrays = {"W1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "B1": np.zeros(8), "W2": rng.standard_normal((4, 8, 1, 1)) * 0.3,
+              "B2": np.zeros(4), "sqrt2": np.array(2 ** 0.5), "one": np.array(1.0), "half": np.array(0.5)}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Div", ["h", "sqrt2"], ["hs"]), helper.make_node("Erf", ["hs"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["h", "e1"], ["he"]),
+             helper.make_node("Mul", ["he", "half"], ["g"]), helper.make_node("Conv", ["g", "W2", "B2"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in arrays.items()])
+    model = folder / "gelu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    calib = folder / "calib.npz"
+    np.savez(calib, x=rng.standard_normal((64, 3, 16, 16)).astype(np.float32))
+    return model, calib
+
+
+@pytest.mark.parametrize("route", ["", "reader"])
+def test_a_model_that_passes_only_mixed_takes_the_route_that_makes_it_integer_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str) -> None:
+    """Issue 48: the reader's model passed only as a mixed INT8 model; onnx2tf's route is tried
+    too and kept because it passes integer-only (and says what it was instead of). With the
+    reader's route alone (EDGESERVE_ONNX_ROUTE=reader) the mixed model stands, and says so."""
+    from edgeserve.pipeline import convert
+
+    model, calib = _gelu_net(tmp_path)
+    monkeypatch.setenv("EDGESERVE_ONNX_ROUTE", route)
+    entry = convert(model, ["tflite-int8"], tmp_path / "out", calib=calib).manifest["artifacts"][0]
+    assert entry["status"] == "ok"
+    if route == "":
+        assert entry["integer_only"] and "onnx2tf" in entry["route"]["float_model"]
+        assert "passed only as a mixed model (MINIMUM in float)" in entry["route"]["instead_of"]
+    else:
+        assert not entry["integer_only"] and list(entry["no_int8_rule"]) == ["MINIMUM"]
+        assert "reader" in entry["route"]["float_model"] and "no other route" in entry["route"]["other_route_tried"]

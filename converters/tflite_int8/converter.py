@@ -115,8 +115,14 @@ class TfliteInt8Converter(Converter):
                                 first_line(exc))]
         else:
             refused = None
-        if _onnx_source(ctx, route) and not any(a.status == "ok" for a in attempts):
-            attempts, layers = self._other_onnx_route(ctx, opts, route, metric, attempts, layers, refused)
+        passed = [a for a in attempts if a.status == "ok"]
+        # Passing only as a mixed model (an operator ai-edge-quantizer has no int8 rule for, as
+        # the reader writes it) is not the end either: the other route may write that part with
+        # operators that quantize (onnx2tf fuses a GELU the reader spells with Erf -> MINIMUM).
+        mixed_only = bool(passed) and all(a.no_int8_rule for a in passed)
+        if _onnx_source(ctx, route) and (not passed or mixed_only):
+            attempts, layers = self._other_onnx_route(ctx, opts, route, metric, attempts, layers, refused,
+                                                      integer_only_wins=mixed_only)
         crashed = [a.reason for a in attempts if "crashed (" in a.reason]
         if isinstance(route, TensorFlowRoute) and crashed and not any(a.model for a in attempts):
             # TensorFlow's converter died on every scheme (a Keras LSTM: its calibrator segfaults).
@@ -134,11 +140,14 @@ class TfliteInt8Converter(Converter):
         return self._write(ctx, opts, attempts, layers)
 
     def _other_onnx_route(self, ctx: ConversionContext, opts: Options, route: QuantizerRoute, metric: str,
-                          attempts: list[Attempt], layers: LayerTable,
-                          refused: UnsupportedOpError | None) -> tuple[list[Attempt], LayerTable]:
+                          attempts: list[Attempt], layers: LayerTable, refused: UnsupportedOpError | None,
+                          integer_only_wins: bool = False) -> tuple[list[Attempt], LayerTable]:
         """An ONNX source whose float model (the reader's, or onnx2tf's) gave no INT8 model that
         passes: the other route's float model through the same remedies, kept if it does better
-        (a passing model, or a model at all). Otherwise the first route's outcome stands."""
+        (a passing model, or a model at all). Otherwise the first route's outcome stands.
+
+        ``integer_only_wins``: the first route passed, but only as a mixed model; the other
+        route's is kept only if it passes integer-only (no operator left without an int8 rule)."""
         mine = (self._floated, self._route_record)
         try:
             with capture_native_stderr():
@@ -161,7 +170,13 @@ class TfliteInt8Converter(Converter):
                 raise refused from (exc if exc is not refused else None)  # neither route: the first refusal
             self._route_record = self._route_record | {"other_route_tried": first_line(exc)}
             return attempts, layers
-        if any(a.status == "ok" for a in theirs) or not any(a.model is not None for a in attempts):
+        if integer_only_wins:
+            if any(a.status == "ok" and not a.no_int8_rule for a in theirs):
+                self._route_record = self._route_record | {
+                    "instead_of": f"{mine[0].route}: passed only as a mixed model ({', '.join(attempts[-1].no_int8_rule)} "
+                                  "in float)"}
+                return theirs, second_layers
+        elif any(a.status == "ok" for a in theirs) or not any(a.model is not None for a in attempts):
             return theirs, second_layers
         self._floated, self._route_record = mine
         self._route_record = self._route_record | {"other_route_tried": f"{other.route}: {_summary(theirs)}"}
