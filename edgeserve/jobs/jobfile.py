@@ -100,13 +100,7 @@ def read_job(path: Path) -> Job:
 def _boards(value: Any, where: str) -> tuple[str, ...]:
     from edgeserve.device_profiles import list_profiles
 
-    if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
-        raise InputError(f"{where}: expected a list of device profile names; got {value!r}")
-    known = list_profiles()
-    unknown = [b for b in value if b not in known]
-    if unknown:
-        raise InputError(f"{where}: unknown device profile {unknown[0]!r}; expected one of {', '.join(known)}")
-    return tuple(dict.fromkeys(value))
+    return _names(value, where, "device profile", list_profiles())
 
 
 def _model(entry: Any, index: int, base: Path, job_targets: tuple[str, ...], path: Path) -> ModelSpec:
@@ -150,12 +144,16 @@ def _model(entry: Any, index: int, base: Path, job_targets: tuple[str, ...], pat
 def _targets(value: Any, where: str) -> tuple[str, ...]:
     from edgeserve.converters import target_names
 
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise InputError(f"{where}: expected a list of target names; got {value!r}")
-    known = target_names()
-    unknown = [t for t in value if t not in known]
+    return _names(value, where, "target", target_names())
+
+
+def _names(value: Any, where: str, kind: str, known: list[str]) -> tuple[str, ...]:
+    """A list of names each of which is ``known``, in order, each once."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of {kind} names; got {value!r}")
+    unknown = [v for v in value if v not in known]
     if unknown:
-        raise InputError(f"{where}: unknown target {unknown[0]!r}; expected one of {', '.join(known)}")
+        raise InputError(f"{where}: unknown {kind} {unknown[0]!r}; expected one of {', '.join(known)}")
     return tuple(dict.fromkeys(value))
 
 
