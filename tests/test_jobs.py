@@ -167,6 +167,23 @@ def test_a_bad_job_file_is_one_error_naming_what_was_expected(tmp_path: Path, te
     assert expected in str(caught.value)
 
 
+def test_a_job_cut_short_goes_on_in_the_same_folder(tmp_path: Path, testdata: Path) -> None:
+    """Ctrl-C (in the main thread, as a terminal sends it) once the first cell is in place: OUT
+    is already the job's (its table is written first), so the same command goes on there,
+    taking the finished cell as it is."""
+    job = read_job(write_job(tmp_path / "job", testdata))
+
+    def interrupt_after_the_first_cell(line: str) -> None:
+        if line.startswith("  [1/"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(job, tmp_path / "out", workers=1, say=interrupt_after_the_first_cell)
+    again = run_job(job, tmp_path / "out", workers=2, say=lambda line: None)
+    assert statuses(again) == EXPECTED
+    assert sum(c["cached"] for c in again["cells"]) == 1
+
+
 def test_out_is_never_a_folder_of_the_users_own_files(tmp_path: Path, testdata: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -57,6 +57,8 @@ def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str
     """
     say = say or (lambda line: print(line, file=sys.stderr))
     _check_out(out)
+    if not (out / TABLE_NAME).is_file():  # marks OUT as this job's at once: a run cut short can go on
+        write_tables(out, {"job": str(job.path), "boards": list(job.boards), "models": {}, "cells": []})
     digests: dict[Path, str] = {}
     cells: list[Cell] = []
     for model, target in job.cells():
