@@ -140,6 +140,27 @@ def test_an_out_of_memory_kill_is_retried_with_twice_the_memory(tmp_path: Path, 
     assert crashed["error"] == "convert died (SIGSEGV)" and not (tmp_path / "out/cells/sine_int8/mcu-c").exists()
 
 
+def test_what_crosses_between_machines_unpacks_inside_its_folder_only(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from edgeserve.jobs.cells import pack, unpack
+
+    (tmp_path / "cell/reports").mkdir(parents=True)
+    (tmp_path / "cell/reports/a.json").write_text("{}")
+    back = unpack(pack(tmp_path / "cell"), tmp_path / "here")
+    assert back == tmp_path / "here/cell" and (back / "reports/a.json").read_text() == "{}"
+    for name, kind in (("../escape.txt", tarfile.REGTYPE), ("/etc/escape", tarfile.REGTYPE), ("cell/link", tarfile.SYMTYPE)):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            member = tarfile.TarInfo(name)
+            member.type, member.linkname = kind, "/etc/passwd"
+            tar.addfile(member, io.BytesIO(b""))
+        with pytest.raises(ValueError, match="refusing the archive member"):
+            unpack(buffer.getvalue(), tmp_path / "there")
+    assert not (tmp_path / "escape.txt").exists()
+
+
 def test_how_a_cell_ended_is_read_from_convert() -> None:
     assert describe("onnx", None, "", None, 30)["status"] == "timeout"
     assert describe("onnx", -9, "", None, 30)["error"] == "convert died (SIGKILL: out of memory?)"

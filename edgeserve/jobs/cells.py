@@ -63,13 +63,20 @@ def pack(path: Path) -> bytes:
 
 
 def unpack(data: bytes, into: Path) -> Path:
-    """The one member tree of ``pack``'s tar under ``into``; members outside it are refused."""
+    """The one member tree of ``pack``'s tar under ``into``. Only plain files and folders with
+    relative paths inside it are taken (checked here: tarfile's own ``filter`` argument came
+    with Python 3.11.4, and Debian's 3.11 is older)."""
     into.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(into, filter="data")
-        top = {Path(m.name).parts[0] for m in tar.getmembers()}
-    if len(top) != 1:
-        raise ValueError(f"expected one file or folder in the archive; got {sorted(top)[:4]}")
+        members = tar.getmembers()
+        for member in members:
+            parts = Path(member.name).parts
+            if Path(member.name).is_absolute() or ".." in parts or not (member.isfile() or member.isdir()):
+                raise ValueError(f"refusing the archive member {member.name!r}: not a plain file or folder inside it")
+        top = {Path(m.name).parts[0] for m in members}
+        if len(top) != 1:
+            raise ValueError(f"expected one file or folder in the archive; got {sorted(top)[:4]}")
+        tar.extractall(into, members=members)
     return into / top.pop()
 
 
