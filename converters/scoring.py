@@ -12,11 +12,14 @@ from edgeserve.quality.gate import judge
 from edgeserve.quality.metrics import agreement, choose_metric, sqnr_db
 
 
-def score(ctx: ConversionContext, outputs: list[Any], opts: Any) -> dict[str, Any]:
-    """The artifact's outputs on the evaluation set against the source's, as the gate judges them."""
-    reference = ctx.reference_outputs()
-    metric = choose_metric(opts.metric, ctx.evaluation.labels, reference[0])
-    verdict = judge(metric, reference, outputs, ctx.evaluation.labels, max_drop=opts.max_drop,
+def score(ctx: ConversionContext, outputs: list[Any], opts: Any, samples: int | None = None) -> dict[str, Any]:
+    """The artifact's outputs on the evaluation set against the source's, as the gate judges them;
+    on its first ``samples`` only when given (``outputs`` then holds those)."""
+    reference = [r[:samples] for r in ctx.reference_outputs()]
+    labels = ctx.evaluation.labels
+    labels = labels[:samples] if labels is not None else None
+    metric = choose_metric(opts.metric, labels, reference[0])
+    verdict = judge(metric, reference, outputs, labels, max_drop=opts.max_drop,
                     min_sqnr_db=opts.min_sqnr_db, min_agreement=opts.min_agreement,
                         metric_requested=opts.metric is not None,
                     names=[t.name for t in ctx.source.signature.outputs], detections=DetectionGate.of(ctx))

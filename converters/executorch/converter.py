@@ -44,14 +44,13 @@ _CHILD = "edgeserve.converters.executorch.lower"
 MODES = {"fp32": ("fp32",), "int8": ("int8", "int8-float-tail", "int8-dynamic")}
 ACTIVATIONS = {"int8": "int8 static", "int8-float-tail": "int8 static", "int8-dynamic": "int8 dynamic"}
 FLOAT_TAIL = ", the concatenations that make {} in float"
-# A quantized form whose PT2E model, run in torch before lowering, puts an output judged by SQNR
-# this far under the gate's bound is not lowered: XNNPACK's kernels carry out the same quantized
-# arithmetic. Measured on the corpus on the same samples (docs/executorch.md): the lowered .pte
-# at most 0.44 dB above the simulation in static int8 and 2.3 dB in dynamic (XNNPACK picks its
-# run-time int8 ranges its own way); simulated on fewer samples than measured, the figures
-# were up to 6.0 dB apart, hence the evaluation samples themselves (up to PRECHECK_SAMPLES).
-HOPELESS_MARGIN_DB = 6.0
-PRECHECK_SAMPLES = 64
+# Each INT8 form is judged by the gate as PT2E's q/dq program run in torch before it is lowered:
+# XNNPACK's kernels carry out the same quantized arithmetic. Measured on the corpus on the same
+# samples (docs/executorch.md): the lowered .pte at most 0.44 dB above the simulation in static
+# int8 and 2.3 dB in dynamic (XNNPACK picks its run-time int8 ranges its own way); simulated on
+# fewer samples than judged, the figures were up to 6.0 dB apart, hence the evaluation samples
+# themselves (up to SIMULATED_SAMPLES).
+SIMULATED_SAMPLES = 64
 DYNAMIC_NOTE = ("dynamic quantization: int8 weights; each convolution's and linear layer's input quantized "
                 "to int8 at run time from its own range (XNNPACK's qd8 kernels), every other operator in float, "
                 "and a convolution behind an explicit pad in float too (ExecuTorch 1.5.1's XNNPACK fails to run "
@@ -174,105 +173,115 @@ class _ExecutorchBase(Converter):
                                inputs: list[np.ndarray], opts: GateOptions, mixed: dict[int, dict[str, Any]],
                                attempts: list[dict[str, Any]]) -> tuple[str, dict[str, Any], list[np.ndarray],
                                                                         dict[str, Any], Path]:
-        """Each form of MODES in turn, lowered and scored, until one passes; the best one (the
-        passing one, or the least short of the gate). Every quantized form is recorded in
-        ``attempts``, a form the pre-check found hopeless too, with what it measured."""
+        """The float form lowered once; the INT8 forms of MODES each judged before they are lowered
+        (see _simulate), the first one the gate passes there lowered and judged again as a .pte.
+        When none passes in simulation, the one closest to passing is lowered, once, so that the
+        failed target leaves the .pte its figures describe. Every form is recorded in ``attempts``."""
+        if self.precision != "int8":
+            built, outputs, pte = self._lower(ctx, "fp32", saved, calibration, inputs, ())
+            scored = score(ctx, outputs, opts)
+            return "fp32", built, outputs, scored, pte
+        pending = [mode for mode in MODES["int8"]]
+        simulated: dict[str, tuple[dict[str, Any], tuple[tuple[int, int], ...], int]] = {}
         best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
-        precheck = self._precheck(ctx, opts) if self.precision == "int8" else None
-        not_lowered: dict[str, float] = {}  # form -> its worst simulated SQNR
-        failed_before: list[int] = []  # the outputs the previous attempt failed on
-        modes, forced = list(MODES[self.precision]), False
-        while modes or (best is None and not_lowered):
-            if not modes:
-                # Every form was hopeless or broke: the least hopeless one is lowered after all (from
-                # the program its pre-check kept), so the failed target leaves the .pte its figures describe.
-                modes, forced = [max(not_lowered, key=not_lowered.get)], True
-                not_lowered.clear()
-            mode = modes.pop(0)
-            # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
-            # scale cannot hold, and only when static int8 failed on one of them.
-            joins = tuple((index, mixed[index]["axis"]) for index in failed_before if index in mixed)
-            if mode == "int8-float-tail" and not joins:
-                continue
-            pte = ctx.workdir / self.name / mode / self.artifact
-            pte.parent.mkdir(parents=True, exist_ok=True)
-            what = f" ({ACTIVATIONS[mode]} activations)" if mode in ACTIVATIONS else ""
-            check = None if forced else precheck
-            with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime{what} (child process)"):
-                try:
-                    built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins, check,
-                                      str(pte.parent / "quantized.pt2"),
-                                      what=f"lowering and running the {self.name} .pte{what}")
-                except EdgeServeError as exc:
-                    if best is None and not attempts:
-                        raise  # not even the first attempt: the target's one error line
-                    # A remedy ExecuTorch cannot build: said in the report, the best .pte so far kept.
-                    attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
-                                     "reason": str(exc)})
-                    if best is not None:
-                        break
+        failed_before: list[int] = []  # the outputs the last judged form failed on
+        while True:
+            choice = None
+            while pending and choice is None:
+                mode = pending.pop(0)
+                # The float tail (tflite-int8's remedy) only for outputs found to join ranges one int8
+                # scale cannot hold, and only when static int8 failed on one of them.
+                joins = tuple((index, mixed[index]["axis"]) for index in failed_before if index in mixed)
+                if mode == "int8-float-tail" and not joins:
                     continue
-            simulated, reused = built.pop("simulated_sqnr_db", None), built.pop("reused_quantized", False)
-            if mode == "int8-dynamic" and not built["int8_layers"]:
-                # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
-                # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
-                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "error",
-                                 "reason": "dynamic quantization made no layer int8 (it takes convolutions and "
-                                           "linear layers, none behind an explicit pad)"})
+                judged = self._simulate(ctx, mode, saved, calibration, inputs, joins, opts, attempts)
+                if judged is None:
+                    continue
+                simulated[mode] = (judged, joins, len(attempts) - 1)
+                failed_before = [o["index"] for o in judged["quality"]["outputs"] if not o["ok"]]
+                choice = mode if judged["ok"] else None
+            if choice is None:
+                if best is not None or not simulated:
+                    break  # a .pte was judged, and no form left passes even in simulation
+                choice = min(simulated, key=lambda m: simulated[m][0]["shortfall"])
+            judged, joins, index = simulated.pop(choice)
+            try:
+                built, outputs, pte = self._lower(ctx, choice, saved, calibration, inputs, joins)
+            except EdgeServeError as exc:
+                # A form ExecuTorch cannot build: said in its attempt, and the next one is lowered.
+                attempts[index] = {"remedy": choice, "activations": ACTIVATIONS[choice], "status": "error",
+                                   "reason": str(exc), "simulated_sqnr_db": attempts[index]["simulated_sqnr_db"]}
                 continue
-            if not built.get("lowered", True):
-                failed_before = [i for i, db in simulated.items() if db < opts.min_sqnr_db]
-                if mode != "int8-float-tail":
-                    not_lowered[mode] = min(simulated.values())
-                attempts.append({"remedy": mode, "activations": ACTIVATIONS[mode], "status": "failed",
-                                 "lowered": False, "simulated_sqnr_db": simulated,
-                                 "reason": self._hopeless(ctx, simulated, opts)})
-                continue
-            outputs = built.pop("outputs")
-            built["float_joins"] = [index for index, _ in joins] if mode == "int8-float-tail" else []
+            built["float_joins"] = [i for i, _ in joins] if choice == "int8-float-tail" else []
             scored = score(ctx, outputs, opts)
             failed_before = [o["index"] for o in scored["quality"]["outputs"] if not o["ok"]]
-            if mode in ACTIVATIONS:
-                attempt = {"remedy": mode, "activations": ACTIVATIONS[mode], "status": "ok" if scored["ok"] else "failed",
-                           "reason": scored["reason"], "output_sqnr_db": scored["output_sqnr_db"],
-                           **({"simulated_sqnr_db": simulated} if simulated else {}),
-                           "quality": scored["quality"], "portable_ops": built["portable_ops"]}
-                # A form lowered after all takes the place of its "not lowered" record.
-                earlier = [i for i, a in enumerate(attempts) if a["remedy"] == mode and a.get("lowered") is False]
-                if earlier:
-                    attempt["note"] = ("lowered after all, no other form having built a .pte"
-                                       + (", from the program its pre-check quantized" if reused else "")
-                                       + "; its pre-check: " + attempts[earlier[0]]["reason"].removeprefix("not lowered: "))
-                    attempts[earlier[0]] = attempt | {"simulated_sqnr_db": attempts[earlier[0]]["simulated_sqnr_db"]}
-                else:
-                    attempts.append(attempt)
+            attempt = {"remedy": choice, "activations": ACTIVATIONS[choice],
+                       "status": "ok" if scored["ok"] else "failed", "reason": scored["reason"],
+                       "output_sqnr_db": scored["output_sqnr_db"],
+                       "simulated_sqnr_db": attempts[index]["simulated_sqnr_db"],
+                       "quality": scored["quality"], "portable_ops": built["portable_ops"]}
+            if not judged["ok"]:
+                attempt["note"] = ("lowered though it failed in simulation, no form passing there"
+                                   + ("" if best is None else " either")
+                                   + f"; its simulation: {attempts[index]['reason'].removeprefix('simulated: ')}")
+            attempts[index] = attempt
             if best is None or scored["ok"] or scored["shortfall"] < best[3]["shortfall"]:
-                best = (mode, built, outputs, scored, pte)
-            if scored["ok"]:
+                best = (choice, built, outputs, scored, pte)
+            if scored["ok"] or not judged["ok"]:
                 break
         if best is None:  # every form broke in ExecuTorch: the first one's reason is the target's
-            raise SourceModelError(next(a["reason"] for a in attempts if a["status"] == "error"))
+            errors = [a["reason"] for a in attempts if a["status"] == "error"]
+            raise SourceModelError(errors[0] if errors else f"no INT8 form of {ctx.source.path.name} was built")
         return best
 
-    @staticmethod
-    def _hopeless(ctx: ConversionContext, simulated: dict[int, float], opts: GateOptions) -> str:
-        names = [t.name for t in ctx.source.signature.outputs]
-        worst = min(simulated, key=simulated.get)
-        name = names[worst] if worst < len(names) else f"output_{worst}"
-        samples = min(PRECHECK_SAMPLES, len(ctx.reference_outputs()[0]))
-        return (f"not lowered: PT2E's quantized model run in torch gives {name} {simulated[worst]:.1f} dB on its "
-                f"{samples} evaluation samples, more than {HOPELESS_MARGIN_DB:g} dB under the gate's "
-                f"{opts.min_sqnr_db:g} dB")
+    def _simulate(self, ctx: ConversionContext, mode: str, saved: Path, calibration: list[np.ndarray] | None,
+                  inputs: list[np.ndarray], joins: tuple[tuple[int, int], ...], opts: GateOptions,
+                  attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """A quantized form judged by the gate before it is lowered: PT2E's q/dq program run in
+        torch on the evaluation samples (up to SIMULATED_SAMPLES), the arithmetic XNNPACK's kernels
+        carry out. Its attempt is recorded (not lowered); None when the form could not be made."""
+        pte = ctx.workdir / self.name / mode / self.artifact
+        pte.parent.mkdir(parents=True, exist_ok=True)
+        samples = min(SIMULATED_SAMPLES, len(inputs[0]))
+        record = {"remedy": mode, "activations": ACTIVATIONS[mode]}
+        with ctx.progress.step(f"{self.name}: quantize ({ACTIVATIONS[mode]} activations) and judge it in torch "
+                               "(child process)"):
+            try:
+                built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins, samples,
+                                  str(pte.parent / "quantized.pt2"),
+                                  what=f"quantizing the {self.name} program ({ACTIVATIONS[mode]} activations)")
+            except EdgeServeError as exc:
+                attempts.append(record | {"status": "error", "reason": str(exc)})
+                return None
+        if mode == "int8-dynamic" and not built["int8_layers"]:
+            # Nothing it quantizes (silero-vad: its unrolled LSTM is matrix products, not linear
+            # layers, and its convolutions sit behind pads): a float .pte, not an INT8 one.
+            attempts.append(record | {"status": "error", "reason": "dynamic quantization made no layer int8 (it takes "
+                                                                    "convolutions and linear layers, none behind an "
+                                                                    "explicit pad)"})
+            return None
+        judged = score(ctx, built["simulated"], opts, samples=samples)
+        attempts.append(record | {
+            "status": "ok" if judged["ok"] else "failed", "lowered": False,
+            "simulated_sqnr_db": {int(k.removeprefix("output_")): v for k, v in judged["output_sqnr_db"].items()
+                                  if v is not None},
+            "reason": f"simulated: {judged['reason'] or 'passes'} (PT2E's program in torch, {samples} "
+                      "evaluation samples)"})
+        return judged
 
-    def _precheck(self, ctx: ConversionContext, opts: GateOptions) -> dict[str, Any] | None:
-        """What build() needs to see a quantized form cannot pass: the float outputs the gate
-        judges by SQNR (not by a decoder's detections, a classifier's top-1 or a task metric;
-        which ones, the gate says when judging the source against itself), on the evaluation
-        samples (up to PRECHECK_SAMPLES)."""
-        judged = score(ctx, ctx.reference_outputs(), opts)["quality"]["outputs"]
-        reference = {o["index"]: np.asarray(ctx.reference_outputs()[o["index"]][:PRECHECK_SAMPLES])
-                     for o in judged if o["judged_by"] == "sqnr"}
-        return {"reference": reference, "floor_db": opts.min_sqnr_db - HOPELESS_MARGIN_DB} if reference else None
+    def _lower(self, ctx: ConversionContext, mode: str, saved: Path, calibration: list[np.ndarray] | None,
+               inputs: list[np.ndarray], joins: tuple[tuple[int, int], ...]) -> tuple[dict[str, Any],
+                                                                                   list[np.ndarray], Path]:
+        """The form lowered to XNNPACK (from the program its simulation kept) and run in
+        executorch.runtime on every evaluation sample, in a child."""
+        pte = ctx.workdir / self.name / mode / self.artifact
+        pte.parent.mkdir(parents=True, exist_ok=True)
+        what = f" ({ACTIVATIONS[mode]} activations)" if mode in ACTIVATIONS else ""
+        with ctx.progress.step(f"{self.name}: lower to XNNPACK and run in executorch.runtime{what} (child process)"):
+            built = _in_child("build", str(saved), mode, calibration, str(pte), inputs, joins, None,
+                              str(pte.parent / "quantized.pt2"), what=f"lowering and running the {self.name} .pte{what}")
+        built.pop("reused_quantized", None)
+        return built, built.pop("outputs"), pte
 
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         """Hashes, then executorch.runtime (in a child) gives the recorded outputs again."""

@@ -16,19 +16,18 @@ import numpy as np
 
 def build(program_path: str, precision: str, calibration: list[np.ndarray] | None, pte_path: str,
           check_inputs: list[np.ndarray], float_joins: tuple[tuple[int, int], ...] = (),
-          precheck: dict[str, Any] | None = None, kept: str | None = None) -> dict[str, Any]:
+          simulate: int | None = None, kept: str | None = None) -> dict[str, Any]:
     """Lower the saved ExportedProgram to a .pte (quantized first for "int8", "int8-float-tail"
     and "int8-dynamic"), write it, and run it on ``check_inputs`` (N-first arrays, one per model
     input) with executorch.runtime. ``float_joins``: the outputs (index, mixed channel axis) whose
     joins "int8-float-tail" leaves unquantized.
 
-    ``precheck`` (quantized forms): {"reference": {output index: the float outputs of the first
-    samples}, "floor_db": x}. The quantized program runs in torch first (PT2E's own q/dq model,
-    the arithmetic XNNPACK's kernels carry out); when an output's SQNR there is under the floor,
-    the form cannot pass and is not lowered ({"lowered": False}): lowering is most of a form's time
-    (PaddleOCR's 320x320 text detector: 243 s of 380, profiled; docs/executorch.md). A form not
-    lowered keeps its quantized program in ``kept``, and a later call of that form (lowered
-    after all, every other form having failed) takes it from there instead of quantizing again."""
+    ``simulate`` (quantized forms): instead of lowering, the quantized program runs in torch on
+    the first ``simulate`` samples (PT2E's own q/dq model, the arithmetic XNNPACK's kernels carry
+    out) and its outputs are returned ({"lowered": False, "simulated": [...]}), the program kept in
+    ``kept``: converter.py judges each form so before it lowers one, since lowering is most of a
+    form's time (PaddleOCR's 320x320 text detector: 243 s of 380, profiled; docs/executorch.md).
+    A later call of that form takes the kept program instead of quantizing again."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -65,12 +64,11 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
                           if node.op == "call_function" and "dequantize_per_channel" in str(node.target))
         if precision == "int8-dynamic" and not int8_layers:
             return {"lowered": False, "int8_layers": 0, "float_behind_pads": behind_pads}  # nothing int8 to run
-        simulated = _simulated_sqnr(program, check_inputs, precheck["reference"]) if precheck else {}
-        if simulated and min(simulated.values()) < precheck["floor_db"]:
+        if simulate:
             if kept:
                 torch.export.save(program, kept)
-            return {"lowered": False, "simulated_sqnr_db": simulated, "float_behind_pads": behind_pads,
-                    "int8_layers": int8_layers}
+            return {"lowered": False, "simulated": _simulated(program, [x[:simulate] for x in check_inputs]),
+                    "float_behind_pads": behind_pads, "int8_layers": int8_layers}
     from edgeserve.converters.executorch.mac_share import program_mac_share
 
     macs = program_mac_share(program)  # what runs in int8, counted on the program XNNPACK is given
@@ -101,31 +99,21 @@ def build(program_path: str, precision: str, calibration: list[np.ndarray] | Non
     return {"delegated_nodes": int(info.num_delegated_nodes), "portable_nodes": int(info.num_non_delegated_nodes),
             "delegated_subgraphs": int(info.num_delegated_subgraphs), "portable_ops": portable,
             "xnnpack_error": xnnpack_error, "float_behind_pads": behind_pads, "int8_layers": int8_layers,
-            "outputs": outputs, "reused_quantized": reused, "macs": macs,
-            **({"simulated_sqnr_db": simulated} if precision != "fp32" and precheck else {})}
+            "outputs": outputs, "reused_quantized": reused, "macs": macs}
 
 
-def _simulated_sqnr(program: Any, inputs: list[np.ndarray], reference: dict[int, np.ndarray]) -> dict[int, float]:
-    """Each referenced output's SQNR (dB) when the quantized program runs in torch on the first
-    samples of ``inputs`` (as many as the reference holds); an output with no signal is left out."""
+def _simulated(program: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The quantized program's outputs in torch, sample by sample (batch 1, as it is lowered), stacked."""
     import torch
 
-    from edgeserve.quality.metrics import sqnr_db
-
     module = program.module()
-    count = min(len(r) for r in reference.values())
     rows = []
     with torch.no_grad():
-        for i in range(count):
+        for i in range(len(inputs[0])):
             got = module(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in inputs))
             got = got if isinstance(got, (tuple, list)) else (got,)
             rows.append([np.asarray(o.detach().numpy(), np.float32) for o in got])
-    found = {}
-    for index, ref in reference.items():
-        db = sqnr_db(np.asarray(ref)[:count], np.concatenate([row[index] for row in rows]))
-        if db is not None:
-            found[int(index)] = round(float(db), 2)
-    return found
+    return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
 
 
 def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarray] | None, str | None]:
@@ -138,9 +126,12 @@ def _run_or_why(pte_path: str, inputs: list[np.ndarray]) -> tuple[list[np.ndarra
         with capture_native_stderr() as native:
             return run(pte_path, inputs), None
     except RuntimeError as exc:
+        # cpuinfo's own lines ("Failed to open midr file", on every x86 machine) say nothing of the program.
+        said = [line.split("] ", 1)[-1] for line in (native.text if native else "").splitlines()
+                if "ailed" in line and not line.startswith("[cpuinfo")]
         if "Failed to load method" not in str(exc):
-            raise
-        said = [line.split("] ", 1)[-1] for line in (native.text if native else "").splitlines() if "ailed" in line]
+            # An execute that fails ("error 0x1") is a refusal of this form; the native log says which step.
+            raise RuntimeError(f"{exc} ({said[0]})" if said else str(exc)) from exc
         return None, f"the runtime could not load the lowered program: {said[0] if said else str(exc)}"
 
 
@@ -192,6 +183,7 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     module = _constants_as_parameters(program.module())  # constant propagation lifted new ones
     if dynamic:
         _relu_as_clamp(module)
+        _constant_operands_at_full_rank(module)
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
                                                                                 is_dynamic=dynamic))
     if dynamic:
@@ -267,6 +259,49 @@ def _relu_as_clamp(module: Any) -> None:
         if node.op == "call_function" and node.target in (torch.ops.aten.relu.default, torch.ops.aten.relu_.default):
             node.target, node.args = torch.ops.aten.clamp.default, (node.args[0], 0.0)
     module.recompile()
+
+
+# Elementwise operators whose second operand may be a constant the first one is broadcast against.
+_BROADCAST_BINARY = ("add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "maximum.default", "minimum.default")
+
+
+def _constant_operands_at_full_rank(module: Any) -> None:
+    """A scalar or low-rank constant operand of an elementwise operator as a parameter of the
+    other operand's rank (the same values, broadcast the same way). ExecuTorch 1.5.1's XNNPACK
+    delegate receives such a constant as an input of the delegate, and a dynamically quantized
+    delegate propagates its input shapes on every execute, which fails on a rank under the
+    other operand's ("Propagating input shapes failed with code: xnn_status_invalid_parameter",
+    then "error 0x1"). Measured: a hard-swish's "/ 6" (PP-PicoDet has 98) before any dynamically
+    quantized convolution failed that way; at full rank it runs."""
+    import torch
+
+    graph, count = module.graph, 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or not any(str(node.target).endswith(name) for name in _BROADCAST_BINARY) \
+                or len(node.args) < 2:
+            continue
+        first, second = node.args[0], node.args[1]
+        value = first.meta.get("val") if isinstance(first, torch.fx.Node) else None
+        if value is None or not hasattr(value, "shape") or not value.is_floating_point():
+            continue
+        rank = len(value.shape)
+        if isinstance(second, (int, float)) and not isinstance(second, bool):
+            constant = torch.full((1,) * rank, float(second), dtype=value.dtype)
+        elif isinstance(second, torch.fx.Node) and second.op == "get_attr" and "." not in second.target:
+            held = getattr(module, second.target)
+            if not isinstance(held, torch.Tensor) or not held.is_floating_point() or held.dim() >= rank:
+                continue
+            constant = held.detach().reshape((1,) * (rank - held.dim()) + tuple(held.shape))
+        else:
+            continue
+        name = f"_full_rank_constant_{count}"
+        count += 1
+        module.register_parameter(name, torch.nn.Parameter(constant, requires_grad=False))
+        with graph.inserting_before(node):
+            node.args = (first, graph.get_attr(name), *node.args[2:])
+    if count:
+        graph.eliminate_dead_code()
+        module.recompile()
 
 
 def _not_behind_a_pad(node: Any) -> bool:
