@@ -15,11 +15,11 @@ to every target (tflite-int8, mcu, coreml), and MobileNet-sized models: vww_96
 classifier (ONNX, from the rapidocr-onnxruntime wheel; tests/registry_models.py).
 
 demo: the digits example as `make demo` converts it (the CLI, cold, to tflite-int8, mcu, mcu-c
-and coreml), with isolated steps forked from the warm server (edgeserve/warm_children.py) and,
+and coreml), with isolated steps forked from the warm server (edgeserve/isolation/warm.py) and,
 side by side in the same run, each in a fresh Python (EDGESERVE_ISOLATION=cold); runs
 alternate, median of three each. Per mode: wall time and the CLI's own step timings. Then the
 same conversion into a fresh folder without coreml, and again into it with coreml added (the
-targets of the first kept, edgeserve/reuse.py).
+targets of the first kept, edgeserve/conversion/reuse.py).
 
 detector: a 320x320 detector as issue 24 asks, PaddleOCR's v4 text detector (DBNet, ONNX, from
 the same wheel), `edgeserve convert` run as a user runs it (the CLI, one process per target)
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeserve.schedule import default_jobs
+from edgeserve.conversion.schedule import default_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 MLPERF = ROOT.parent / "shared" / "testdata" / "mlperf-tiny"
@@ -79,7 +79,7 @@ def cases(work: Path) -> list[dict]:
 def run(work: Path) -> list[dict]:
     from edgeserve.atomic import sha256_file  # noqa: F401  (warm the package import outside the timer)
     from edgeserve.errors import AccuracyError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     rows = []
     for case in cases(work):
@@ -111,7 +111,7 @@ def run(work: Path) -> list[dict]:
 
 def _timed(source: object, targets: list[str], out: Path, **kwargs: object) -> tuple[float, dict]:
     from edgeserve.errors import AccuracyError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     start = time.perf_counter()
     try:

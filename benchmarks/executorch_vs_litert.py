@@ -64,7 +64,7 @@ def build(out: Path) -> dict[str, Any]:
     import torch
     from mobilenet_v3 import MobileNetV3Small, with_photo_statistics
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     torch.manual_seed(0)
     crops = photo_crops(132)

@@ -37,7 +37,7 @@ BACKENDS = {"onnx": "onnxruntime:cpu", "onnx-int8": "onnxruntime:cpu", "tflite-i
 def build(work: Path) -> Path:
     import keras
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.preprocess import PreprocessSpec
 
     keras.utils.set_random_seed(0)

@@ -162,7 +162,7 @@ class Converter(abc.ABC):
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
         """The frameworks this target's isolated steps import, for a source of ``source_kind``.
-        The fork server (edgeserve.warm_children) imports them while the model loads; a hint
+        The fork server (edgeserve.isolation.warm) imports them while the model loads; a hint
         for speed only: a step whose framework is not named imports it in its own child."""
         return ()
 

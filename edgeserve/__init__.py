@@ -15,7 +15,7 @@ __all__ = ["EdgeServeError", "MissingDependencyError", "PreprocessSpec", "Sessio
 
 # The two entry points, imported when first asked for (PEP 562), so that ``import edgeserve``
 # loads neither the conversion pipeline nor the runtime: ``from edgeserve import convert, Session``.
-_LAZY = {"convert": ("edgeserve.pipeline", "convert"), "Session": ("edgeserve.runtime.session", "Session")}
+_LAZY = {"convert": ("edgeserve.conversion.convert", "convert"), "Session": ("edgeserve.runtime.session", "Session")}
 
 
 def __getattr__(name: str) -> object:

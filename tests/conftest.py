@@ -172,7 +172,7 @@ def digits_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def digits_conversion(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """digits_cnn.keras converted to tflite-int8 once; tests must not modify it (copy first)."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     out = tmp_path_factory.mktemp("digits_build")
     convert(

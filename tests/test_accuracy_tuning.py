@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from edgeserve.cli import cli
 from edgeserve.errors import AccuracyError
-from edgeserve.pipeline import convert
+from edgeserve.conversion.convert import convert
 from sine_model import build_sine
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from edgeserve.cli import cli
 @pytest.fixture(scope="module")
 def four_formats(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The digits CNN as tflite-int8, onnx, onnx-int8 and mcu-c, with a recorded PreprocessSpec."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.preprocess import PreprocessSpec
 
     out = tmp_path_factory.mktemp("four_formats")

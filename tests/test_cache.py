@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edgeserve import cache
+from edgeserve.conversion import cache
 from edgeserve.cli import cli
 
 pytest.importorskip("ai_edge_quantizer")

@@ -76,7 +76,7 @@ def test_a_real_yolov8_keeps_its_final_concatenation_in_float(tmp_path: Path) ->
     from registry_models import YOLOV8N, registry_model
 
     from edgeserve.quality.metrics import sqnr_db
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.tflite.model import TfliteModel
 
     source = registry_model(YOLOV8N, tmp_path)
@@ -248,7 +248,7 @@ def test_core_ml_w8a8_keeps_a_range_per_part_for_a_mixed_output(tmp_path: Path) 
     pytest.importorskip("coremltools")
     import json
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     (tmp_path / "head.onnx").write_bytes(_per_level_head())
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(8).standard_normal((24, 3, 8, 8)).astype(np.float32))

@@ -270,7 +270,7 @@ def test_bad_calibration_data_is_refused(digits_example: Path, tmp_path: Path, x
 def test_interrupted_conversion_leaves_no_artifact(digits_example: Path, tmp_path: Path, monkeypatch) -> None:
     from edgeserve.converters import tflite_int8
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

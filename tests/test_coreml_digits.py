@@ -52,7 +52,7 @@ class Builds:
 def builds(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Builds:
     """fp16 (a classifier, with labels) and int8-weights through the API; w8a8 through the CLI
     in a fresh process, so that its real stderr can be checked for coremltools' noise."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     outs: dict[str, Path] = {}
     for precision in ("fp16", "int8-weights"):
@@ -266,7 +266,7 @@ def test_a_source_op_coremltools_cannot_convert_is_named(tmp_path: Path) -> None
     import keras
 
     from edgeserve.errors import UnsupportedOpError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     inputs = keras.Input((4,), name="v")
     keras.Model(inputs, keras.layers.Dense(3, activation="gelu")(inputs)).save(tmp_path / "gelu.keras")

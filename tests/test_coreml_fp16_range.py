@@ -41,7 +41,7 @@ def masked_softmax(path: Path) -> Path:
 
 
 def test_a_mask_bias_beyond_fp16_is_saturated_and_the_package_agrees(tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     rng = np.random.default_rng(1)
     count = 40

@@ -29,7 +29,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> TorchExample:
 
 
 def convert(example: TorchExample, source: str, out: Path, **kwargs: object) -> dict:
-    from edgeserve.pipeline import convert as run
+    from edgeserve.conversion.convert import convert as run
 
     result = run(example.root / source, ["coreml"], out, calib=example.root / "calib.npz",
                  eval_data=example.root / "eval.npz", **kwargs)  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def test_an_op_the_evaluator_cannot_run_fails_the_conversion(example: TorchExamp
             return torch.cumsum(x.flatten(1), dim=1)
 
     torch.export.save(torch.export.export(CumulativeSum(), (torch.zeros(1, 3, 8, 8),)), tmp_path / "cumsum.pt2")
-    from edgeserve.pipeline import convert as run
+    from edgeserve.conversion.convert import convert as run
 
     out = tmp_path / "out"
     with pytest.raises(UnsupportedOpError) as err:

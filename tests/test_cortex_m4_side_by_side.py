@@ -25,7 +25,7 @@ def test_the_same_model_in_every_cortex_m4_column(testdata: Path, tflm_cortex_m4
     from edgeserve.converters.microcontroller.cortex_m4 import build_image, weights_symbol
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.tflite.model import TfliteModel
 
     model = TfliteModel.from_file(testdata / MODEL)

@@ -31,7 +31,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> TorchExample:
 
 
 def _convert(source: Path, out: Path) -> dict:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     root = source.parent
     result = convert(source, ["executorch", "executorch-int8"], out, calib=root / "calib.npz",
@@ -154,7 +154,7 @@ def test_a_graph_xnnpack_refuses_is_lowered_to_portable_kernels_and_says_so(tmp_
     torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 8, 8),)), tmp_path / "net.pt2")
     x = np.random.default_rng(0).normal(size=(40, 3, 8, 8)).astype(np.float32)
     np.savez(tmp_path / "calib.npz", x=x)
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(tmp_path / "net.pt2", ["executorch"], tmp_path / "out", calib=tmp_path / "calib.npz",
                      options={"max_drop": 100.0})
@@ -196,7 +196,7 @@ def test_int8_weights_stay_int8_in_the_pte(tmp_path: Path) -> None:
                               torch.nn.Linear(128, 10)).eval()
     torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 16, 16),)), tmp_path / "net.pt2")
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).normal(size=(32, 3, 16, 16)).astype(np.float32))
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(tmp_path / "net.pt2", ["executorch", "executorch-int8"], tmp_path / "out",
                      calib=tmp_path / "calib.npz", options={"max_drop": 100.0, "min_agreement": 0.0})
@@ -259,7 +259,7 @@ def test_a_remedy_executorch_cannot_build_keeps_the_static_pte(tmp_path: Path, m
     by the gate) is still written, judged and said to be the static one."""
     from edgeserve.converters.executorch import converter
     from edgeserve.errors import AccuracyError, VerificationError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     _calibrated_too_small(tmp_path)
     real = converter._in_child
@@ -285,7 +285,7 @@ def test_a_dynamic_attempt_that_quantizes_nothing_is_not_an_int8_pte(tmp_path: P
     """Every convolution behind a pad: dynamic quantization would write a float .pte; that
     attempt is an error with the reason, and the static one is what the entry holds."""
     from edgeserve.errors import AccuracyError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.ZeroPad2d(1), torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(),

@@ -13,7 +13,7 @@ import pytest
 
 _PROBE = """
 import sys
-from edgeserve.pipeline import convert
+from edgeserve.conversion.convert import convert
 from edgeserve.errors import EdgeServeError
 try:
     convert(sys.argv[1], ["tflite-int8"], sys.argv[2], calib=sys.argv[3] or None, eval_data=sys.argv[4] or None)
@@ -172,7 +172,7 @@ def test_settings_files_that_are_pipes_devices_or_too_deep_are_one_error(testdat
         assert str(path) in errors[0] and ("nests" in errors[0] if where == "deep" else "not a regular file" in
                                            errors[0]), errors[0]
         assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, command
-    probe = ("from edgeserve.pipeline import read_labels\nfrom edgeserve.errors import InputError\n"
+    probe = ("from edgeserve.conversion.convert import read_labels\nfrom edgeserve.errors import InputError\n"
              f"try:\n    read_labels({str(path)!r})\nexcept InputError as e:\n    print('refused:', e)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("refused:") or where == "deep", done.stdout + done.stderr

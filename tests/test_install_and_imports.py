@@ -41,10 +41,10 @@ def test_import_edgeserve_imports_no_framework(tmp_path: Path) -> None:
 def test_convert_and_session_come_from_the_package_and_import_no_framework(tmp_path: Path) -> None:
     """``from edgeserve import convert, Session``: the pipeline's and the runtime's own objects,
     loaded when asked for (``import edgeserve`` alone loads neither module)."""
-    statement = ("import edgeserve\nassert 'edgeserve.pipeline' not in sys.modules\n"
+    statement = ("import edgeserve\nassert 'edgeserve.conversion.convert' not in sys.modules\n"
                  "from edgeserve import convert, Session\n"
-                 "import edgeserve.pipeline, edgeserve.runtime.session\n"
-                 "assert convert is edgeserve.pipeline.convert and Session is edgeserve.runtime.session.Session")
+                 "import edgeserve.conversion.convert, edgeserve.runtime.session\n"
+                 "assert convert is edgeserve.conversion.convert.convert and Session is edgeserve.runtime.session.Session")
     assert _heavy_after(statement, tmp_path) == []
     import edgeserve
 
@@ -215,7 +215,7 @@ def test_installed_says_what_can_be_imported_without_importing_it() -> None:
 
     from edgeserve._deps import installed
 
-    assert installed("json") and installed("edgeserve.schedule")
+    assert installed("json") and installed("edgeserve.conversion.schedule")
     assert not installed("edgeserve_no_such_module") and not installed("edgeserve_no_such_module.sub")
     assert "edgeserve_no_such_module" not in sys.modules
 

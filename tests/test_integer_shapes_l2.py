@@ -50,7 +50,7 @@ def op_types(data: bytes) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     root = tmp_path_factory.mktemp("se_embedder")
     source = root / "embedder.tflite"

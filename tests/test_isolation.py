@@ -1,4 +1,4 @@
-"""Native steps that can die run in a forked child (edgeserve/isolation.py): a real signal
+"""Native steps that can die run in a forked child (edgeserve/isolation/__init__.py): a real signal
 there becomes one error line naming the tool and the step, and the user's process lives on."""
 
 from __future__ import annotations

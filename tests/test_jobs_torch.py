@@ -50,7 +50,7 @@ def test_no_two_torch_traces_run_at_once_and_every_target_is_built(tmp_path: Pat
 
     monkeypatch.setattr(torch.export, "export", widened(torch.export.export))
     monkeypatch.setattr(torch.export, "save", widened(torch.export.save))
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(source, ["tflite-int8", "coreml", "executorch", "onnx"], tmp_path / "out", calib=calib,
                      jobs=2, options={"max_drop": 100.0})

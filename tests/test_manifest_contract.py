@@ -24,7 +24,7 @@ from edgeserve.runtime import Session
 
 @pytest.fixture(scope="module")
 def build(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     out = tmp_path_factory.mktemp("contract") / "OUT"
     convert(digits_example / "digits_cnn.keras", ["tflite-int8", "mcu"], out, calib=digits_example / "calib.npz",
@@ -176,7 +176,7 @@ def test_a_stale_mcu_build_is_reported(build: Path, tmp_path: Path) -> None:
 
 def test_converting_one_target_again_drops_what_was_built_from_it(build: Path, digits_example: Path,
                                                                   tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     out = tmp_path / "OUT"
     shutil.copytree(build, out)

@@ -109,7 +109,7 @@ def test_scratch_of_mean_and_transpose_conv_matches_tflm(tmp_path):
     import keras
 
     from edgeserve.converters.microcontroller import tflm
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     inputs = keras.Input((12, 12, 3))
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)

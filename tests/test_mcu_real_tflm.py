@@ -28,7 +28,7 @@ MODELS = {  # name -> file under the shared test data
 
 def _convert(testdata: Path, model: str, out: Path) -> tuple[Path, int]:
     """The mcu build for ``model`` and its 64-bit host arena size (from the manifest)."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(testdata / MODELS[model], ["mcu"], out, profile="stm32f746-discovery",
                      options={"name": model, "fit_check": False})

@@ -58,7 +58,7 @@ def test_planned_arena_is_tflms_own(wheel, name):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_convert_writes_resource_variables_and_streams_bit_exact(wheel, tmp_path, name):
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     source = tmp_path / f"{name}.tflite"
     source.write_bytes(_model(wheel, name))

@@ -10,7 +10,7 @@ import pytest
 
 from edgeserve.errors import DoesNotFitError, InputError
 from edgeserve.converters.microcontroller import tflm
-from edgeserve.pipeline import convert
+from edgeserve.conversion.convert import convert
 from edgeserve.tflite.model import TfliteModel
 
 INT8_MODELS = {

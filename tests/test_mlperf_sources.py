@@ -140,7 +140,7 @@ def converted(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Converted:
     from edgeserve.errors import AccuracyError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.preprocess import PreprocessSpec
     from edgeserve.sources import load_source
 

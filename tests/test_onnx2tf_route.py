@@ -92,7 +92,7 @@ def test_hard_sigmoid_and_shape_ops_become_quantizable(head: Path, tmp_path: Pat
 
 def test_int8_from_onnx2tf_model_matches_onnx_runtime(head: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.sources.onnx.source import ROUTE_ENV, ROUTE_ONNX2TF
 
     monkeypatch.setenv(ROUTE_ENV, "onnx2tf")
@@ -160,7 +160,7 @@ def test_a_real_text_detector_reaches_int8_through_onnx2tf(tmp_path: Path, monke
     from registry_models import OCR_V6_DET, registry_model
 
     from edgeserve.errors import AccuracyError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.sources.onnx.source import ROUTE_ENV, ROUTE_ONNX2TF
 
     source = registry_model(OCR_V6_DET, tmp_path)
@@ -209,7 +209,7 @@ def test_a_model_that_passes_only_mixed_takes_the_route_that_makes_it_integer_on
     """Issue 48: the reader's model passed only as a mixed INT8 model; onnx2tf's route is tried
     too and kept because it passes integer-only (and says what it was instead of). With the
     reader's route alone (EDGESERVE_ONNX_ROUTE=reader) the mixed model stands, and says so."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     model, calib = _gelu_net(tmp_path)
     monkeypatch.setenv("EDGESERVE_ONNX_ROUTE", route)

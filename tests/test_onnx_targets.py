@@ -31,7 +31,7 @@ def _ort(path: Path, x: np.ndarray, exact: bool = False) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def keras_build(digits_example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     out = tmp_path_factory.mktemp("onnx_keras")
     convert(digits_example / "digits_cnn.keras", ["onnx-int8"], out, calib=digits_example / "calib.npz",
@@ -113,7 +113,7 @@ def test_session_serves_both_artifacts(keras_build: Path, digits_example: Path) 
 def test_over_the_bound_the_worst_nodes_are_kept_in_float(digits_example: Path, tmp_path: Path) -> None:
     """A bound no INT8 model meets (mae, 0 % more error): every attempt is recorded, each keeping
     the next worst node of the per-node report in float, and the run fails with the manifest written."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     with pytest.raises(AccuracyError) as err:
         convert(digits_example / "digits_cnn.keras", ["onnx-int8"], tmp_path, calib=digits_example / "calib.npz",
@@ -138,7 +138,7 @@ def test_pytorch_to_onnx_and_onnx_int8(tmp_path: Path) -> None:
     pytest.importorskip("onnxscript")
     from torch_digits import SPEC, build
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     (tmp_path / "torch").mkdir()
     example = build(tmp_path / "torch", epochs=25)
@@ -172,7 +172,7 @@ def test_mobilenet_v2_int8_is_under_a_third_and_bench_runs_both(tmp_path: Path) 
     model.save(tmp_path / "mobilenet_v2.keras")
     x = np.random.default_rng(0).uniform(-1, 1, (48, 96, 96, 3)).astype(np.float32)
     np.savez(tmp_path / "calib.npz", x=x)
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(tmp_path / "mobilenet_v2.keras", ["onnx", "onnx-int8"], tmp_path / "out",
                      calib=tmp_path / "calib.npz", options={"max_drop": 100.0})
@@ -206,7 +206,7 @@ def test_dynamic_batch_from_pytorch_and_onnx_sources(tmp_path: Path) -> None:
     from torch_digits import build
 
     from edgeserve.errors import InputError
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     (tmp_path / "t").mkdir()
     example = build(tmp_path / "t", epochs=2)
@@ -278,7 +278,7 @@ def test_int16_activations_are_the_first_remedy(tmp_path: Path) -> None:
     import onnx
     from onnx import numpy_helper
 
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     source = _exact_weights_model(tmp_path)
     result = convert(source, ["onnx-int8"], tmp_path / "out", calib=tmp_path / "calib.npz",

@@ -26,7 +26,7 @@ def _convert(testdata: Path, folder: Path, low: float, high: float, caplog: pyte
     out = folder / "out"
     # The CLI's "edgeserve" logger does not propagate (it has a handler of its own): listen on the
     # pipeline's logger itself.
-    pipeline_log = logging.getLogger("edgeserve.pipeline")
+    pipeline_log = logging.getLogger("edgeserve.conversion.convert")
     pipeline_log.addHandler(caplog.handler)
     try:
         result = CliRunner().invoke(cli, ["convert", str(testdata / "mlperf-tiny" / "vww_96_float.tflite"), "-t",

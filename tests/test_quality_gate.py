@@ -220,7 +220,7 @@ def two_heads(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _convert(root: Path, out: Path, targets: tuple[str, ...] = ("tflite-int8",)) -> dict:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(root / "two_heads.keras", list(targets), out, calib=root / "calib.npz")
     return result.manifest["artifacts"][0]
@@ -372,7 +372,7 @@ def test_every_artifact_says_which_source_output_each_output_is(two_heads: Path,
     """TensorFlow's converter lists the regression head first; ONNX and Core ML keep the source's
     order under names of their own. The manifest maps each artifact's outputs to the source's
     (issue 48), and the mapping is the one the values bear out."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     result = convert(two_heads / "two_heads.keras", ["tflite-int8", "mcu-c", "onnx"], tmp_path / "out",

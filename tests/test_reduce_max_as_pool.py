@@ -34,7 +34,7 @@ def _global_max_pool(axes: list[int], out_shape: list[int]) -> bytes:
 def test_a_global_max_pool_is_rewritten_exactly_and_quantizes(tmp_path: Path) -> None:
     from edgeserve.converters.tflite_int8.float_prep import prepare_float_tflite
     from edgeserve.quality.metrics import sqnr_db
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.runtime.backends.litert_run import TfliteRunner
     from edgeserve.sources import load_source
     from edgeserve.tflite.model import TfliteModel

@@ -1,5 +1,5 @@
 """Converting again into the same folder keeps what the previous run built from exactly the same
-inputs (edgeserve/reuse.py): one more target costs that target; a change of any key rebuilds."""
+inputs (edgeserve/conversion/reuse.py): one more target costs that target; a change of any key rebuilds."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edgeserve import reuse
+from edgeserve.conversion import reuse
 from edgeserve.cli import cli
-from edgeserve.pipeline import convert
+from edgeserve.conversion.convert import convert
 
 MODEL = "tflm/hello_world_int8.tflite"
 

@@ -1,4 +1,4 @@
-"""Targets side by side (edgeserve/schedule.py): what is built from another waits for it, the rest
+"""Targets side by side (edgeserve/conversion/schedule.py): what is built from another waits for it, the rest
 run at once, and every outcome is settled in the calling thread."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from edgeserve.schedule import default_jobs, in_dependency_order
+from edgeserve.conversion.schedule import default_jobs, in_dependency_order
 
 NEEDS = {"tflite-int8": (), "mcu": ("tflite-int8",), "mcu-c": ("tflite-int8",), "coreml": (), "onnx": ()}
 
@@ -84,6 +84,6 @@ def test_default_jobs_is_the_cores_this_process_may_use_not_the_machines() -> No
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core here: the pinned and the unpinned answer are the same")
     pinned = subprocess.run([sys.executable, "-c", "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-                             "from edgeserve.schedule import default_jobs; print(default_jobs())"],
+                             "from edgeserve.conversion.schedule import default_jobs; print(default_jobs())"],
                             capture_output=True, text=True, check=True)
     assert pinned.stdout.strip() == "1" and default_jobs() == len(os.sched_getaffinity(0)) >= 2

@@ -53,7 +53,7 @@ def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
 
 
 def test_onnx_reaches_every_target(example: TorchExample, tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.sources.onnx.source import ROUTE
 
     source = example.root / "digits.onnx"
@@ -138,7 +138,7 @@ def test_an_operator_without_a_translation_is_one_error(tmp_path: Path, monkeypa
     assert line.startswith("error: ONNX operator Round (node 'round_1') has no translation")
     assert "Route tried: ONNX -> edgeserve's ONNX reader" in line and "What to do:" in line
     assert not (tmp_path / "out").exists()
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     with pytest.raises(UnsupportedOpError) as err:
         convert(source, ["tflite-int8"], tmp_path / "out2", calib=tmp_path / "calib.npz")
@@ -229,7 +229,7 @@ def ocr_cls(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_real_onnx_model_reaches_every_target(ocr_cls: Path, tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.sources import load_source
 
     source = load_source(ocr_cls, {"x": (1, 3, 48, 192)})
@@ -312,7 +312,7 @@ def test_inspect_shows_the_signature_operators_and_routes_before_converting(
 
 
 def test_the_same_calibration_feeds_core_ml_w8a8_from_onnx(example: TorchExample, tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(example.root / "digits.onnx", ["coreml"], tmp_path, calib=example.root / "calib.npz",
                      eval_data=example.root / "eval.npz", preprocess=SPEC, options={"coreml_precision": "w8a8"})
@@ -325,7 +325,7 @@ def test_the_same_calibration_feeds_core_ml_w8a8_from_onnx(example: TorchExample
 def test_a_real_onnx_model_to_the_onnx_targets(ocr_cls: Path, tmp_path: Path) -> None:
     """PaddleOCR's classifier (opset 10, 569 nodes) as an onnx artifact: opset raised, graph
     simplified, still what ONNX Runtime computes on the original; onnx-int8 from the same crops."""
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(ocr_cls, ["onnx", "onnx-int8"], tmp_path, calib=ocr_cls.parent / "calib.npz",
                      input_shapes={"x": (1, 3, 48, 192)}, options={"max_drop": 100.0})
@@ -341,7 +341,7 @@ def test_a_real_onnx_model_to_the_onnx_targets(ocr_cls: Path, tmp_path: Path) ->
 
 
 def test_external_data_is_read_from_beside_the_model_only(example: TorchExample, tmp_path: Path) -> None:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     model = onnx.load(str(example.root / "digits.onnx"))
     folder = tmp_path / "model"

@@ -28,7 +28,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> TorchExample:
 
 
 def _convert(source: object, targets: list[str], out: Path, example: TorchExample, **kwargs: object) -> dict:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(source, targets, out, calib=example.root / "calib.npz", eval_data=example.root / "eval.npz",
                      preprocess=SPEC, **kwargs)  # type: ignore[arg-type]
@@ -172,7 +172,7 @@ def test_inputs_and_outputs_keep_their_names_and_order(tmp_path: Path) -> None:
     np.savez(tmp_path / "calib.npz", image=images, side=sides)
     source = tmp_path / "two.pt2"
     torch.export.save(torch.export.export(module, (torch.zeros(1, 3, 8, 8), torch.zeros(1, 5))), source)
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.sources import load_source
 
     signature = load_source(source).signature
@@ -249,7 +249,7 @@ def test_mobilenet_v3_small_reaches_tflite_int8_and_coreml(tmp_path: Path) -> No
     assert len(np.unique(expected.argmax(1))) > 5  # the outputs tell images apart
 
     from edgeserve.quality.metrics import sqnr_db
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
     from edgeserve.runtime.backends.litert_run import TfliteRunner
 
     result = convert(module, ["tflite-int8", "coreml"], tmp_path / "out", calib=tmp_path / "calib.npz",

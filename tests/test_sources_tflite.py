@@ -45,7 +45,7 @@ def digits_floats(digits_example: Path, tmp_path_factory: pytest.TempPathFactory
 
 def _convert(source: Path, targets: list[str], out: Path, calib: Path, eval_data: Path | None = None,
              **kwargs: object) -> dict:
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     result = convert(source, targets, out, calib=calib, eval_data=eval_data, **kwargs)  # type: ignore[arg-type]
     return {a["target"]: a for a in result.manifest["artifacts"]} | {"_manifest": result.manifest}

@@ -80,7 +80,7 @@ def test_mcu_streams_through_tflm_and_plans_the_smallest_arena(stream_model, tmp
     from edgeserve.converters.microcontroller.arena import plan_head
     from edgeserve.converters.microcontroller.child import call_in_child
     from edgeserve.converters.mcu.persistent import estimate_arena
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     pytest.importorskip("tflite_micro")
     result = convert(stream_model, ["mcu", "mcu-c"], tmp_path / "out")

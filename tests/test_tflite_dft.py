@@ -123,7 +123,7 @@ def test_a_float_tflite_with_a_spectrum_reaches_onnx_and_coreml(tmp_path) -> Non
     pytest.importorskip("tf2onnx")
     pytest.importorskip("torch")
     pytest.importorskip("coremltools")
-    from edgeserve.pipeline import convert
+    from edgeserve.conversion.convert import convert
 
     source = tmp_path / "spectrum.tflite"
     source.write_bytes(spectrum_model("abs", 64, 64, squeeze=True))

@@ -1,4 +1,4 @@
-"""Isolated steps forked from a server with the frameworks imported (edgeserve/warm_children.py):
+"""Isolated steps forked from a server with the frameworks imported (edgeserve/isolation/warm.py):
 as isolated as a fresh Python (a death, a hang, a changed variable), without its imports."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from edgeserve import warm_children
+from edgeserve.isolation import warm as warm_children
 from edgeserve.isolation import NativeCrashError, run_isolated
 
 
@@ -80,7 +80,7 @@ def test_steps_of_several_threads_run_at_once_from_the_one_server(tmp_path, monk
 
 def _becomes_imported_in_the_server(name: str) -> None:
     deadline = time.monotonic() + 60
-    while not run_isolated("edgeserve.warm_children:_imported", name, tool="t", what="w"):
+    while not run_isolated("edgeserve.isolation.warm:_imported", name, tool="t", what="w"):
         assert time.monotonic() < deadline, f"the server never imported {name}"
         time.sleep(0.2)  # the server imports between steps: a step asked for goes first
 
@@ -91,10 +91,10 @@ def test_frameworks_named_or_imported_by_a_step_are_imported_in_the_server_for_t
     forked later find them imported. A PYTHON* variable of its own gives this test a new server
     (the suite's may have imported both already)."""
     monkeypatch.setenv("PYTHONEDGESERVETESTSERVER", str(os.getpid()) + str(time.monotonic()))
-    assert run_isolated("edgeserve.warm_children:_imported", "onnx", tool="t", what="w") is False
+    assert run_isolated("edgeserve.isolation.warm:_imported", "onnx", tool="t", what="w") is False
     warm_children.warm(["onnx"])
     _becomes_imported_in_the_server("onnx")
-    assert run_isolated("edgeserve.warm_children:_imported", "tflite_micro", "tflite_micro", tool="t", what="w") is False
+    assert run_isolated("edgeserve.isolation.warm:_imported", "tflite_micro", "tflite_micro", tool="t", what="w") is False
     _becomes_imported_in_the_server("tflite_micro")
 
 
@@ -109,7 +109,7 @@ def test_cold_mode_starts_a_fresh_python_for_each_step(monkeypatch):
 def test_the_server_and_its_step_die_with_a_killed_converting_process():
     """A conversion killed with SIGKILL (no atexit) leaves no server or step running."""
     script = ("import os, sys, threading\n"
-              "from edgeserve import warm_children\n"
+              "from edgeserve.isolation import warm as warm_children\n"
               "from edgeserve.isolation import run_isolated\n"
               "server = warm_children.server().process.pid\n"
               "threading.Thread(target=run_isolated, args=('time:sleep', 600),\n"

@@ -12,7 +12,7 @@ from edgeserve.cli.options import emit_json
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
 def cache_command(clear: bool, json_out: bool) -> None:
     """Show (or --clear) the targets kept between output folders: where, how many, how big."""
-    from edgeserve import cache
+    from edgeserve.conversion import cache
 
     removed = cache.clear() if clear else None
     info = cache.describe() | ({"removed": removed} if removed is not None else {})

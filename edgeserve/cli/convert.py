@@ -116,7 +116,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
     """Convert SOURCE (.keras, Keras 2 .h5, SavedModel dir, PyTorch .pt2 or traced .pt, .onnx, or a
     float or full-INT8 .tflite) to verified edge artifacts. `edgeserve inspect SOURCE` shows the routes."""
-    from edgeserve.pipeline import convert as run_convert
+    from edgeserve.conversion.convert import convert as run_convert
 
     if calib is not None and calib_random:
         raise click.UsageError("give either --calib or --calib-random, not both")

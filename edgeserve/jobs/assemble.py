@@ -1,6 +1,6 @@
 """Each model's folder, OUT/<model>/, as one ``convert`` of every target whose cell passed.
 
-The cells already built and checked those targets; convert's target cache (edgeserve.cache)
+The cells already built and checked those targets; convert's target cache (edgeserve.conversion.cache)
 is how they are taken instead of built again: each passing cell's entries are stored under their
 reuse keys (a cell that ran on another machine filled that machine's cache, not this one's),
 then one convert of the model with those targets copies each from the cache, re-hashed, and
@@ -27,7 +27,7 @@ from edgeserve.jobs.cells import place
 def assemble_models(job: Any, cells: list[Any], rows: dict[str, dict[str, Any]], out: Path, staging: Path,
                     say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """{model name: what its folder holds} for every model with a passing cell."""
-    from edgeserve import cache
+    from edgeserve.conversion import cache
 
     previous = _previous(out)
     if not cache.enabled():
@@ -62,7 +62,7 @@ def _assemble(model: Any, passed: list[Any], key: str, out: Path, staging: Path,
               timeout_s: float) -> tuple[str, dict[str, Any]]:
     import time
 
-    from edgeserve import cache
+    from edgeserve.conversion import cache
 
     for cell in passed:
         try:

@@ -18,8 +18,8 @@ from edgeserve.atomic import read_settings
 from edgeserve.console import Progress, capture_native_stderr
 from edgeserve.datasets import NO_CALIBRATION_HELP, check_data_paths, check_shape_early, load_calibration, load_eval
 from edgeserve.isolation import budget
-from edgeserve.schedule import default_jobs, in_dependency_order
-from edgeserve.source_outputs import label_outputs
+from edgeserve.conversion.schedule import default_jobs, in_dependency_order
+from edgeserve.conversion.source_outputs import label_outputs
 from edgeserve.manifest.staging import check_output_path, staged_output
 from edgeserve.errors import (
     AccuracyError,
@@ -85,9 +85,9 @@ def convert(
     an ONNX input to a value (a sample rate), so it is a constant in every artifact;
     ``batch_axes`` moves an ONNX input's or output's batch axis first (a recurrent state).
     ``reuse`` keeps a target that the previous run into ``out_dir`` built from exactly the same
-    inputs, options and tools (:mod:`edgeserve.reuse`); False builds every target again.
+    inputs, options and tools (:mod:`edgeserve.conversion.reuse`); False builds every target again.
     ``cache`` takes such a target from the cache shared between output folders, and keeps every
-    target that passes there (:mod:`edgeserve.cache`); False neither reads nor writes it.
+    target that passes there (:mod:`edgeserve.conversion.cache`); False neither reads nor writes it.
     ``jobs`` targets are built side by side (default: the cores this process may use; 1 builds
     them one after another in this thread); each one's isolated steps stay isolated.
 
@@ -159,7 +159,7 @@ def _warm_isolated_imports(converters: Sequence[Any], kind: str) -> None:
     """The frameworks the targets' isolated steps import start importing in the fork server now,
     beside the shared steps, instead of in the first step that needs each. Not before the model
     and the data have loaded: a run that ends on bad input costs no import it never needed."""
-    from edgeserve import warm_children
+    from edgeserve.isolation import warm as warm_children
 
     warm_children.warm(list(dict.fromkeys(m for c in converters for m in c.isolated_imports(kind))))
 
@@ -232,7 +232,7 @@ def _convert_into(out: Path, model: SourceModel, converters: list[Any], calibrat
                   jobs: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``loading`` None: every target is built again (--no-reuse); else the source's loading
     options, part of each target's reuse key."""
-    from edgeserve import cache, reuse
+    from edgeserve.conversion import cache, reuse
     from edgeserve.converters._base import ConversionContext
 
     use_cache = use_cache and cache.enabled()

@@ -9,7 +9,7 @@ prints is kept apart from it). A signal, an exit without a result or a hang beco
 and go on with the other targets.
 
 The child is forked from a server that has the frameworks imported already
-(:mod:`edgeserve.warm_children`), so a step does not pay TensorFlow's or coremltools' import
+(:mod:`edgeserve.isolation.warm`), so a step does not pay TensorFlow's or coremltools' import
 again; where that is off (EDGESERVE_ISOLATION=cold) or the server is gone, the step runs in a
 fresh Python, as isolated and only slower. Forking the converting process itself is never
 done: forking a process whose TensorFlow threads are running deadlocked in the test suite.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeserve.errors import EdgeServeError, clip_words
-from edgeserve.isolated_step import CRASH_FOR_TESTS, run_step  # noqa: F401 - CRASH_FOR_TESTS: the tests import it from here
+from edgeserve.isolation.step import CRASH_FOR_TESTS, run_step  # noqa: F401 - CRASH_FOR_TESTS: the tests import it from here
 
 DEFAULT_TIMEOUT_S = 3600.0
 _CHILD = "from edgeserve.isolation import serve; serve()"
@@ -132,7 +132,7 @@ _COLD = -(10**9)  # _run_warm's answer when the step must start a fresh Python i
 
 
 def _run_warm(function: str, payload: bytes, timeout_s: float) -> tuple[int | None, bytes, str]:
-    from edgeserve import warm_children
+    from edgeserve.isolation import warm as warm_children
 
     server = warm_children.server()
     if server is None:

@@ -1,6 +1,6 @@
 """Targets already built and checked, shared between output folders.
 
-An output folder keeps what its previous run built (:mod:`edgeserve.reuse`). This cache keeps
+An output folder keeps what its previous run built (:mod:`edgeserve.conversion.reuse`). This cache keeps
 the same thing for every folder: after a target passes, its files and manifest entry are copied
 under ``~/.cache/edgeserve/targets/<reuse key>/`` (``$EDGESERVE_CACHE_DIR/targets``, or
 ``$XDG_CACHE_HOME/edgeserve/targets``). A later conversion of the same source with the same
@@ -80,7 +80,7 @@ def lookup(key: str, out: Path) -> dict[str, Any] | None:
         entry = json.loads((folder / _ENTRY).read_text())
     except (OSError, ValueError):
         return None
-    from edgeserve.reuse import reusable
+    from edgeserve.conversion.reuse import reusable
 
     try:  # the same test an output folder's own entry passes: key, status, every file re-hashed
         problem = reusable(entry, key, folder) if isinstance(entry, dict) else "not an entry"

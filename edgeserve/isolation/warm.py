@@ -52,7 +52,7 @@ FRAMEWORKS = ("tensorflow", "keras", "torch", "coremltools", "executorch", "torc
 # here, which held TFLM's step of the digits demo 5 s. Imported part by part, a step waits for
 # one part at most.
 PARTS = {"coremltools": ("torch", "torchao", "executorch.exir", "coremltools")}
-_SERVER = "from edgeserve.warm_children import serve_forks; serve_forks()"
+_SERVER = "from edgeserve.isolation.warm import serve_forks; serve_forks()"
 _HEADER = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1
 
@@ -367,7 +367,7 @@ def _child(requests: int, answers: int, function: str, payload: bytes, cwd: str,
         os.environ.clear()
         os.environ.update(environment)
         before = {name.split(".")[0] for name in sys.modules}
-        from edgeserve.isolated_step import run_step
+        from edgeserve.isolation.step import run_step
 
         result = run_step(function, pickle.loads(payload))
         partial = folder / "result.partial"

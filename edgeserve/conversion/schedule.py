@@ -3,7 +3,7 @@
 After the shared steps (load, calibration data, the float reference) the targets of a
 conversion are independent but for what one is built from (mcu and mcu-c from tflite-int8's
 model). Their heavy work is in isolated children (forked side by side from one server:
-:mod:`edgeserve.warm_children`) and in native libraries that let go of the GIL (LiteRT, ONNX
+:mod:`edgeserve.isolation.warm`) and in native libraries that let go of the GIL (LiteRT, ONNX
 Runtime, numpy), so threads are enough to keep the machine's cores busy. What a build leaves
 for the run (the manifest, the artifacts the next targets read) is settled in the calling
 thread, one target at a time, in the order the builds end.

@@ -9,7 +9,7 @@ routes). A target whose previous entry has the same key, passed its checks, and 
 still hash to what the entry records is kept as it is, marked ``reused``; any change of any of
 those misses, and the target is built again. ``--no-reuse`` builds every target.
 
-This is the output folder's own record; :mod:`edgeserve.cache` keeps the same entries under
+This is the output folder's own record; :mod:`edgeserve.conversion.cache` keeps the same entries under
 the same keys for every folder.
 """
 
