@@ -183,6 +183,7 @@ def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndar
     module = _constants_as_parameters(program.module())  # constant propagation lifted new ones
     if dynamic:
         _relu_as_clamp(module)
+        _hard_swish_as_one_operator(module)
         _constant_operands_at_full_rank(module)
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
                                                                                 is_dynamic=dynamic))
@@ -259,6 +260,50 @@ def _relu_as_clamp(module: Any) -> None:
         if node.op == "call_function" and node.target in (torch.ops.aten.relu.default, torch.ops.aten.relu_.default):
             node.target, node.args = torch.ops.aten.clamp.default, (node.args[0], 0.0)
     module.recompile()
+
+
+def _hard_swish_as_one_operator(module: Any) -> None:
+    """x * clamp(x + 3, 0, 6) / 6, as ONNX exporters write a hard-swish (PP-PicoDet has 98), as
+    one aten.hardswish: the same function, which XNNPACK has as one operator. ExecuTorch 1.5.1's
+    XNNPACK delegate fails every execute of a dynamically quantized program where such a written-
+    out activation (or x * sigmoid(x)) feeds a convolution on one branch of a fork whose other
+    branch ends in the same activation ("Propagating input shapes failed", error 0x1; reduced from
+    PP-PicoDet to five convolutions); with the one operator it runs."""
+    import torch
+
+    aten = torch.ops.aten
+
+    def constant(node: Any) -> float | None:
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            return float(node)
+        if isinstance(node, torch.fx.Node) and node.op == "get_attr" and "." not in node.target:
+            held = getattr(module, node.target, None)
+            if isinstance(held, torch.Tensor) and held.numel() == 1:
+                return float(held.reshape(()))
+        return None
+
+    def is_call(node: Any, *targets: Any) -> bool:
+        return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
+
+    graph, found = module.graph, 0
+    for div in list(graph.nodes):
+        if not is_call(div, aten.div.Tensor) or constant(div.args[1]) != 6.0 or not is_call(div.args[0], aten.mul.Tensor):
+            continue
+        mul = div.args[0]
+        for x, clamp in (mul.args[:2], mul.args[1::-1]):
+            if not (is_call(clamp, aten.clamp.default) and tuple(constant(a) for a in clamp.args[1:3]) == (0.0, 6.0)
+                    and is_call(clamp.args[0], aten.add.Tensor) and clamp.args[0].args[0] is x
+                    and constant(clamp.args[0].args[1]) == 3.0):
+                continue
+            with graph.inserting_before(div):
+                one = graph.call_function(aten.hardswish.default, (x,))
+            one.meta = dict(div.meta)
+            div.replace_all_uses_with(one)
+            found += 1
+            break
+    if found:
+        graph.eliminate_dead_code()
+        module.recompile()
 
 
 # Elementwise operators whose second operand may be a constant the first one is broadcast against.
