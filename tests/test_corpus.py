@@ -157,8 +157,9 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
         "onnx": (OK, floor(exact=True)),
         "onnx-int8": (OK, floor(sqnr_db=13.5, activations="int16")),  # 15.3 dB (int8 activations: 1.8 dB)
         "executorch": (OK, floor(sqnr_db=97.5, xnnpack_share=0.93)),  # measured 99.4 dB, XNNPACK 95 %
-        # static int8: 1.4 dB; the dynamic .pte fails every execute in XNNPACK (error 0x1), said in attempts
-        "executorch-int8": (FAILED, 'SQNR'),
+        # static int8: 1.4 dB (judged in torch, not lowered); dynamic int8 measured 20.9 dB, XNNPACK 93 %,
+        # once its 98 written-out hard-swishes are one operator each (its .pte failed every execute before)
+        "executorch-int8": (OK, floor(sqnr_db=19.0, xnnpack_share=0.91, activations="int8 dynamic")),
         "mcu": (OK, floor(bit_exact=False)),  # max diff 34 int16 steps
         "mcu-c": (OK, floor(bit_exact=True)),  # int16; its 23 MB arena is past the emulated board
     },
