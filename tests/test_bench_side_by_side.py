@@ -34,6 +34,10 @@ def test_every_artifact_runs_on_the_same_frame_with_its_size_and_quality(four_fo
     assert [r["backend"].split(":")[0] for r in timed] == ["litert", "onnxruntime", "onnxruntime"]
     assert all(r["input"] == "640x480 frame" and 0 < r["p50_ms"] <= r["p95_ms"] for r in timed)
     assert min(r["ratio"] for r in timed) == 1.0 and all(r["ratio"] >= 1.0 for r in timed)
+    # Each artifact's own open time and peak resident memory (the mark reset for each): at least
+    # the bytes of its model, which the engine reads from disk.
+    assert all(r["load_ms"] > 0 and r["peak_memory_bytes"] >= r["bytes"] for r in timed), [
+        (r["target"], r["bytes"], r["load_ms"], r["peak_memory_bytes"]) for r in timed]
     manifest = json.loads((four_formats / "manifest.json").read_text())
     for entry in manifest["artifacts"]:
         row = rows[entry["target"]]

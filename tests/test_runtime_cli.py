@@ -79,6 +79,12 @@ def test_bench_json_fields(digits_conversion: Path) -> None:
     assert sum(r["stages_ms"].values()) <= lat["p95"]  # the stages are inside the end-to-end time
     assert r["cold_start_ms"] > lat["p50"] and r["throughput_fps"] > 0
     assert r["alloc_bytes_per_frame"] == 0
+    # AI Hub's profile figures: the open alone (within the cold start), opened again, and the peak
+    # resident memory the open and the runs added (at least the model's own bytes, read from disk).
+    assert 0 < r["load_ms"]["first"] < r["cold_start_ms"] and r["load_ms"]["warm"] > 0
+    entry = json.loads((digits_conversion / "manifest.json").read_text())["artifacts"][0]
+    model_bytes = (digits_conversion / entry["path"]).stat().st_size
+    assert r["peak_memory"]["bytes_added"] >= model_bytes, r["peak_memory"]
 
 
 def test_bench_rejects_bad_synthetic_sizes(digits_conversion: Path) -> None:

@@ -57,9 +57,13 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
     if plot is not None:
         raise click.UsageError("--plot draws the artifacts of a conversion folder side by side: give the folder "
                                "(OUT) without --target")
+    from edgeserve.runtime.measure.memory import PeakMemory
+
+    opened = (artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags, public_key)
+    memory = PeakMemory().start()  # what opening and running the model adds, up to the end of the timed runs
     t0 = time.perf_counter()
-    session = open_session(artifact, profile, backend, require, threads, target, labels, preprocess_file, spec_flags,
-                           public_key)
+    session = open_session(*opened)
+    first_load_ms = (time.perf_counter() - t0) * 1e3
     with session:
         if input_path is not None:
             frame = next(iter(iter_inputs([input_path])))[1]
@@ -76,12 +80,14 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
             frame = session.example_input()
         session.run(frame)
         cold_ms = (time.perf_counter() - t0) * 1e3
+        timed = benchmark(session, frame, frames=frames, warmup=warmup)
+        memory.stop()
         result = {"backend": session.backend, "attempts": [a.to_dict() for a in session.attempts],
                   "input": "frame" if frame.ndim == 3 and session.preprocess is not None else "model tensor",
                   "preprocess_overrides": list(session.preprocess_overrides),
                   "placement": session.placement.to_dict(), "threads": session.threads,
                   "input_shape": list(frame.shape), "cold_start_ms": round(cold_ms, 3),
-                  **benchmark(session, frame, frames=frames, warmup=warmup)}
+                  "load_ms": {"first": round(first_load_ms, 3)}, "peak_memory": memory.to_dict(), **timed}
         from edgeserve.runtime.audio.wakeword import stream_figures
 
         stream = stream_figures(tuple(session.inputs[0].shape), None)
@@ -95,6 +101,11 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
             from edgeserve.runtime.measure.bench import pipeline_fps
 
             result["pipeline"] = pipeline_fps(session, frame, frames)
+    # Opened again once the first session is closed: the load an application pays on its next start
+    # (files in the page cache, libraries loaded), as AI Hub's profile jobs report beside the first.
+    t0 = time.perf_counter()
+    with open_session(*opened, announce=False):
+        result["load_ms"]["warm"] = round((time.perf_counter() - t0) * 1e3, 3)
     if json_out:
         emit_json(result)
     else:
@@ -132,20 +143,23 @@ def _compare(manifest: Path, frames: int, warmup: int, threads: int | None, prof
         return
     w = max([12] + [len(r["target"]) for r in rows])
     click.echo(f"{'artifact':{w}} {'backend':22} {'size':>10} {'p50 ms':>9} {'p95 ms':>9} {'x fastest':>9} "
-               f"{'mJ/inf':>8}  quality")
+               f"{'load ms':>8} {'peak MiB':>8} {'mJ/inf':>8}  quality")
     for r in rows:
         size = f"{r['bytes'] / 1024:,.1f} KB"
         if "p50_ms" in r:
             mj = f"{r['mj_per_inference']:.3f}" if r.get("mj_per_inference") is not None else "-"
+            peak = f"{r['peak_memory_bytes'] / 2**20:.1f}" if r.get("peak_memory_bytes") is not None else "-"
             click.echo(f"{r['target']:{w}} {r['backend']:22} {size:>10} {r['p50_ms']:>9.3f} {r['p95_ms']:>9.3f} "
-                       f"{r['ratio']:>9.2f} {mj:>8}  {r['quality']}")
+                       f"{r['ratio']:>9.2f} {r['load_ms']:>8.1f} {peak:>8} {mj:>8}  {r['quality']}")
         else:
-            click.echo(f"{r['target']:{w}} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9} {'':>8}  {r['quality']}")
+            click.echo(f"{r['target']:{w}} {'not run':22} {size:>10} {'':>9} {'':>9} {'':>9} {'':>8} {'':>8} {'':>8}  "
+                       f"{r['quality']}")
             click.echo(f"{'':{w}}   {r['skipped']}")
     timed = [r for r in rows if "p50_ms" in r]
     if timed:
         click.echo(f"same input for every artifact: {timed[0]['input']}; {frames} timed runs each after {warmup} "
-                   "warm-up runs; quality as the manifest recorded it against the float source")
+                   "warm-up runs; load: opening the artifact; peak: the resident memory its open and runs added; "
+                   "quality as the manifest recorded it against the float source")
         unmeasured = sorted({r["energy"] for r in timed if r.get("mj_per_inference") is None and r.get("energy")})
         measured = sorted({r["energy"] for r in timed if r.get("mj_per_inference") is not None})
         if measured:
@@ -171,7 +185,12 @@ def _print_bench(r: dict[str, Any]) -> None:
     lat, st = r["latency_ms"], r["stages_ms"]
     threads = r["threads"] or "engine default"
     click.echo(f"backend        {r['backend']} ({placement(r['placement'])}), threads {threads}")
-    click.echo(f"cold start     {r['cold_start_ms']:.1f} ms (open + first inference)")
+    click.echo(f"cold start     {r['cold_start_ms']:.1f} ms (open + first inference); load {r['load_ms']['first']:.1f} ms "
+               f"first, {r['load_ms']['warm']:.1f} ms warm (opened again)")
+    peak = r["peak_memory"]
+    click.echo(f"peak memory    " + (f"{peak['bytes_added'] / 2**20:.1f} MiB added to the process (resident high-water "
+                                     "mark over the open and the bench's runs)" if peak["bytes_added"] is not None
+                                     else f"not measured: {peak['reason']}"))
     click.echo(f"latency        p50 {lat['p50']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f} ms  "
                f"({r['frames']} frames, input {'x'.join(map(str, r['input_shape']))})")
     click.echo(f"stages (p50)   preprocess {st['preprocess']:.3f}  invoke {st['invoke']:.3f}  "

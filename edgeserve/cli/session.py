@@ -40,13 +40,14 @@ def session_options(f: Any) -> Any:
 
 def open_session(artifact: Path, profile: str | None, backend: str, require: str | None, threads: int | None,
                  target: str | None, labels: Path | None, preprocess_file: Path | None,
-                 spec_flags: dict[str, Any], public_key: Path | None = None) -> Any:
+                 spec_flags: dict[str, Any], public_key: Path | None = None, announce: bool = True) -> Any:
+    """The Session the flags describe; ``announce``: say on stderr which preprocessing the flags override."""
     from edgeserve.runtime import Session
 
     spec = spec_overrides(preprocess_file, spec_flags)
     session = Session(artifact, profile, preprocess=spec, backend=backend, require=require, threads=threads,
                       target=target, labels=labels, public_key=public_key)
-    if session.preprocess_overrides and not quiet():
+    if session.preprocess_overrides and announce and not quiet():
         rest = "the rest as recorded" if session.preprocess_recorded else \
             "the rest from the model's input (the artifact records no preprocessing)"
         click.echo(f"preprocess: {', '.join(session.preprocess_overrides)} overridden, {rest}", err=True)

@@ -5,7 +5,8 @@ joined with the profile as a custom resource (``ray start --address=HEAD
 --resources='{"edgeserve/raspberry-pi-5": 1}'``), and each bench asks for one unit of it, so
 it runs there and never beside another bench on the same board. Without Ray, only the board
 "host" (this machine) can be reached. A bench is ``edgeserve bench MANIFEST --target T -p BOARD
---json`` in a child process: cold start, latency p50/p95/p99, the backend that ran it.
+--json`` in a child process: cold start, first and warm load, peak memory, latency p50/p95/p99,
+the backend that ran it.
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ def bench_cell(folder: Any, target: str, board: str, frames: int, timeout_s: flo
             errors = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
             return {"board": board, "node": node,
                     "error": found.get("error") or (errors[-1] if errors else f"bench exited {done.returncode}")}
-        latency = found["latency_ms"]
+        latency, load = found["latency_ms"], found.get("load_ms") or {}
         return {"board": board, "node": node, "backend": found.get("backend"), "cold_start_ms": found.get("cold_start_ms"),
+                "first_load_ms": load.get("first"), "warm_load_ms": load.get("warm"),
+                "peak_memory_bytes": (found.get("peak_memory") or {}).get("bytes_added"),
                 "p50_ms": latency.get("p50"), "p95_ms": latency.get("p95"), "p99_ms": latency.get("p99"),
                 "frames": found.get("frames"), "error": None}
 

@@ -11,6 +11,7 @@ reason instead of vanishing.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from edgeserve.manifest.record import load_manifest
 from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.artifacts import served
 from edgeserve.runtime.measure.loop_energy import LoopEnergy
+from edgeserve.runtime.measure.memory import PeakMemory
 
 def disk_bytes(path: Path) -> int:
     """A file's size, or every file's under a folder (an .mlpackage, OUT/mcu-c/)."""
@@ -72,8 +74,11 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
             row["skipped"] = "a microcontroller build: it runs on the board" + (
                 f" (emulated Cortex-M4: {m4['instructions']:,} instructions per inference)" if "instructions" in m4 else "")
             continue
+        memory = PeakMemory().start()  # each artifact's own peak: the mark is reset for each
         try:
+            started = time.perf_counter()
             with Session(manifest_path, profile, target=target, threads=threads, public_key=public_key) as session:
+                row["load_ms"] = round((time.perf_counter() - started) * 1e3, 3)
                 if session.preprocess is not None:
                     # One camera frame for every artifact, through each one's recorded preprocessing.
                     if shared_frame is None:
@@ -82,8 +87,9 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
                 else:
                     frame, row["input"] = session.example_input(), "model tensor"
                 result = benchmark(session, frame, frames=frames, warmup=warmup)
+                memory.stop()
                 row.update(backend=session.backend, p50_ms=result["latency_ms"]["p50"],
-                           p95_ms=result["latency_ms"]["p95"])
+                           p95_ms=result["latency_ms"]["p95"], peak_memory_bytes=memory.bytes_added)
                 row.update(_energy(energy, session, frame, frames))
         except EdgeServeError as exc:
             # Each backend's own reason (BackendError lists them), not just "none worked".
