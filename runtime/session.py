@@ -181,6 +181,12 @@ class Session:
     def kind(self) -> str:
         return self._current().kind
 
+    def operator_times(self, frame: np.ndarray, runs: int) -> list[dict[str, Any]]:
+        """Each operator's mean time over ``runs`` runs of ``frame`` from the active engine's own
+        profiler (Backend.operator_times; NotImplementedError where it has none)."""
+        self.run(frame)  # the input buffers now hold the frame, preprocessed
+        return self._current().operator_times(runs)
+
     @property
     def placement(self) -> Placement:
         return self._current().placement

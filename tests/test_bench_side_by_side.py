@@ -156,3 +156,31 @@ def test_a_folder_where_nothing_ran_is_a_failure(testdata: Path, tmp_path: Path)
         assert result.exit_code == 1, result.output
         assert "a microcontroller build: it runs on the board" in result.stdout
         assert "error: no artifact of" in result.stderr and "nothing was timed" in result.stderr
+
+
+def test_operators_are_timed_by_the_engine_profiler_node_for_node(four_formats, tmp_path):
+    """`bench --operators` on the ONNX model: one row per node ONNX Runtime runs after its graph
+    optimizations (checked against the optimized model ONNX Runtime itself writes: the same
+    operator types, as many nodes), each on the CPU provider, the shares summing to one. An
+    engine with no profiler edgeserve reads (LiteRT) says so instead of a table."""
+    import onnx
+    import onnxruntime as ort
+    from collections import Counter
+
+    entry = next(a for a in json.loads((four_formats / "manifest.json").read_text())["artifacts"]
+                 if a["target"] == "onnx")
+    result = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--target", "onnx", "--frames",
+                                      "20", "--warmup", "2", "--threads", "1", "--operators", "--json"])
+    assert result.exit_code == 0, result.output
+    ops = json.loads(result.output)["operators"]
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    so.intra_op_num_threads = 1
+    ort.InferenceSession(str(four_formats / entry["path"]), so, providers=["CPUExecutionProvider"])
+    executed = Counter(node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node)
+    assert Counter({g["op"]: g["nodes"] for g in ops["by_op"]}) == executed and ops["nodes"] == sum(executed.values())
+    assert {g["placed_on"] for g in ops["by_op"]} == {"CPUExecutionProvider"}
+    assert abs(sum(g["share"] for g in ops["by_op"]) - 1.0) < 0.01 and ops["us_per_run"] > 0
+    litert = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--target", "tflite-int8",
+                                      "--frames", "5", "--operators", "--json"])
+    assert litert.exit_code == 0 and "no per-operator profiler" in json.loads(litert.output)["operators"]["reason"]

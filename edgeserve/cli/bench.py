@@ -27,13 +27,16 @@ MAX_FRAMES = 1_000_000
               help="Timed frames.")
 @click.option("--pipeline", is_flag=True, help="Also time pipelined video (Session.stream: the next frame is "
                                                 "preprocessed while this one runs) against bare invoke() in the same run.")
+@click.option("--operators", is_flag=True, help="Also each operator's time and where it ran, from the engine's own "
+                                                 "profiler (ONNX Runtime), over --frames more runs.")
 @click.option("--warmup", type=click.IntRange(min=0, max=MAX_FRAMES), default=20, show_default=True,
               help="Untimed frames first.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="A conversion folder: also draw latency against size on disk into this PNG.")
 @session_options
 @click.option("--json", "json_out", is_flag=True, help="Print JSON on stdout.")
-def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, pipeline: bool, warmup: int,
+def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames: int, pipeline: bool, operators: bool,
+          warmup: int,
           plot: Path | None, profile: str | None, backend: str, require: str | None, threads: int | None,
           target: str | None, labels: Path | None, public_key: Path | None, preprocess_file: Path | None,
           json_out: bool, **spec_flags: Any) -> None:
@@ -48,6 +51,7 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
         raise click.UsageError("give either --input or --synthetic, not both")
     if artifact.is_dir() and (artifact / "manifest.json").is_file() and target is None:
         chosen = [flag for flag, on in (("--input", input_path), ("--synthetic", synthetic), ("--pipeline", pipeline),
+                                        ("--operators", operators),
                                         ("--backend", backend != "auto"), ("--require", require)) if on]
         if chosen:
             raise click.UsageError(f"{', '.join(chosen)} apply to one artifact: add --target NAME (a conversion "
@@ -101,6 +105,10 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
             from edgeserve.runtime.measure.bench import pipeline_fps
 
             result["pipeline"] = pipeline_fps(session, frame, frames)
+        if operators:
+            from edgeserve.runtime.measure.operators import operator_profile
+
+            result["operators"] = operator_profile(session, frame, frames)
     # Opened again once the first session is closed: the load an application pays on its next start
     # (files in the page cache, libraries loaded), as AI Hub's profile jobs report beside the first.
     t0 = time.perf_counter()
@@ -205,7 +213,20 @@ def _print_bench(r: dict[str, Any]) -> None:
         click.echo(f"streaming      {st['ms_per_stride']:.4f} ms per stride of {st['audio_ms_per_stride']:g} ms audio: "
                    f"real-time factor {st['real_time_factor']:.6f} ({1 / st['real_time_factor']:,.0f}x real time)")
     click.echo(f"allocations    {r['alloc_bytes_per_frame']} B/frame kept, {r['transient_peak_bytes']} B transient peak")
+    if "operators" in r:
+        _print_operators(r["operators"])
     if not quiet():  # -q: the figures only; the skipped backends go to stderr, as run's do
         for a in r["attempts"]:
             if not a["ok"]:
                 click.echo(f"  skipped {a['backend']} [{a['stage']}]: {a['reason']}", err=True)
+
+
+def _print_operators(ops: dict[str, Any]) -> None:
+    if "reason" in ops:
+        click.echo(f"operators      not profiled: {ops['reason']}")
+        return
+    click.echo(f"operators      {ops['nodes']} nodes, {ops['us_per_run'] / 1e3:.3f} ms of kernel time per run "
+               f"({ops['method']})")
+    for g in ops["by_op"]:
+        click.echo(f"  {g['op']:24} {g['placed_on']:28} {g['nodes']:>4} node(s) {g['us'] / 1e3:>9.3f} ms "
+                   f"{100 * g['share']:>5.1f} %")

@@ -83,6 +83,12 @@ class Backend(abc.ABC):
         the engine cannot promise that. Valid until :meth:`reset_state` or :meth:`close`."""
         return None
 
+    def operator_times(self, runs: int) -> list[dict[str, Any]]:
+        """Each operator's time over ``runs`` invokes on what the input buffers hold: [{"node",
+        "op", "placed_on", "us"}] (mean microseconds per run), from the engine's own profiler.
+        Raises NotImplementedError with the reason where the engine's Python API has none."""
+        raise NotImplementedError(f"{self.name} has no per-operator profiler edgeserve can read")
+
     def reset_state(self) -> None:
         """Return state kept between invocations (resource variables of a streaming model) to
         its initial value. Engines that keep no state have nothing to do."""
