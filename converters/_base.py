@@ -92,12 +92,13 @@ class ConversionContext:
         return self.once("mixed_range_outputs", self._find_mixed_range_outputs)
 
     def _find_mixed_range_outputs(self) -> dict[int, dict[str, Any]]:
-        from edgeserve.quality.metrics import choose_metric
         from edgeserve.quality.gate import mixed_range_outputs
+        from edgeserve.quality.options import GateOptions
+        from edgeserve.quality.metrics import choose_metric
 
         reference = self.reference_outputs()
         assert self.evaluation is not None
-        metric = choose_metric(self.options.get("metric"), self.evaluation.labels, reference[0])
+        metric = choose_metric(GateOptions.from_mapping(self.options).metric, self.evaluation.labels, reference[0])
         return mixed_range_outputs(reference, [t.name for t in self.source.signature.outputs],
                                    skip_first=metric == "top1")
 

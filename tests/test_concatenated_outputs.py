@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality.gate import DEFAULT_MIN_SQNR_DB, judge, mixed_range_outputs, small_range_channels
+from edgeserve.quality.gate import judge, mixed_range_outputs, small_range_channels
+from edgeserve.quality.options import DEFAULT_MIN_SQNR_DB
 
 
 def _detector_output(samples: int = 16) -> np.ndarray:

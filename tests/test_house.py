@@ -227,3 +227,60 @@ def test_each_target_says_its_own_route() -> None:
         assert sorted(r.target for r in routes) == sorted(names)
         assert all(r.exists or r.reason for r in routes), kind
     assert [r.target for r in routes_for("onnx")][:3] == ["tflite-int8", "mcu", "mcu-c"]  # the README's order
+
+
+def option_reads_by_key(path: Path) -> list[int]:
+    """Lines of ``path`` that read a convert option by its string key (``options.get("x")``,
+    ``ctx.options["x"]``, ``self.options.get(...)``) outside a ``from_mapping`` (the one place a
+    target's typed options are made from the flags). A TFLite operator's own ``op.options`` is
+    not a convert option and is left alone."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def in_from_mapping(node: ast.AST) -> bool:
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "from_mapping":
+                return True
+        return False
+
+    def is_options(value: ast.AST) -> bool:
+        if isinstance(value, ast.Name):
+            return value.id == "options"
+        if isinstance(value, ast.Attribute):
+            return value.attr == "options" and isinstance(value.value, ast.Name) and value.value.id in ("ctx", "self")
+        return isinstance(value, ast.BoolOp) and any(is_options(v) for v in value.values)
+
+    found = []
+    for node in ast.walk(tree):
+        read = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and is_options(node.func.value)) or \
+            (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_options(node.value)
+             and isinstance(node.slice, ast.Constant))
+        if read and not in_from_mapping(node):
+            found.append(node.lineno)
+    return found
+
+
+def test_targets_read_their_options_only_through_typed_options() -> None:
+    """Issue 49: a target reads the convert flags once, into its typed options (each target's
+    ``Options.from_mapping``, the gate's ``GateOptions``), never by string key in its code; so
+    does the quality gate that every target calls."""
+    folders = (ROOT / "converters", ROOT / "edgeserve" / "quality")
+    found = {str(path.relative_to(ROOT)): lines for folder in folders for path in sorted(folder.rglob("*.py"))
+             if (lines := option_reads_by_key(path))}
+    assert found == {}
+
+
+def test_an_option_read_by_key_is_found(tmp_path: Path) -> None:
+    """The check above can fail: reads by key outside from_mapping are found, those inside it and
+    a TFLite operator's options are not."""
+    module = tmp_path / "target.py"
+    module.write_text("class Options:\n"
+                      "    @classmethod\n"
+                      "    def from_mapping(cls, options):\n"
+                      "        return options.get('name')\n"
+                      "def convert(ctx, op):\n"
+                      "    axis = op.options.get('axis')\n"
+                      "    return ctx.options.get('metric'), (ctx.options or {}).get('output'), ctx.options['name']\n")
+    assert option_reads_by_key(module) == [7, 7, 7]

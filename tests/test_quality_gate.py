@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, judge, relative_rmse
+from edgeserve.quality.gate import judge, relative_rmse
+from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
 
 def _noisy(reference: np.ndarray, sqnr_db: float, seed: int = 0) -> np.ndarray:

@@ -49,7 +49,8 @@ from edgeserve.quality.metrics import (
     degenerate,
 )
 from edgeserve.converters._torch_source import ROUTE_FROM_TFLITE, torch_source
-from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict, judge
+from edgeserve.quality.gate import Verdict, judge
+from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
 ARTIFACT_NAME = "model.mlpackage"
 FIXTURE_SAMPLES = 32
@@ -97,8 +98,8 @@ class Options:
             deployment_target=options.get("deployment_target") or "iOS17",
             max_drop=1.0 if max_drop is None else float(max_drop),
             # --min-sqnr was not passed on to Core ML's gate before: it judged every output at 10 dB.
-            min_sqnr_db=_given(options, "min_sqnr_db", DEFAULT_MIN_SQNR_DB),
-            min_agreement=_given(options, "min_agreement", DEFAULT_MIN_AGREEMENT),
+            min_sqnr_db=_float_or(options.get("min_sqnr_db"), DEFAULT_MIN_SQNR_DB),
+            min_agreement=_float_or(options.get("min_agreement"), DEFAULT_MIN_AGREEMENT),
             metric=options.get("metric"),
             labels=_labels(options.get("labels")),
             author=options.get("author"),
@@ -162,7 +163,7 @@ class CoreMLConverter(Converter):
 
     def uses_calibration(self, options: Mapping[str, Any]) -> bool:
         # fp16 and int8-weights need no activation ranges; only w8a8 calibrates.
-        return (options.get("coreml_precision") or "fp16") == "w8a8"
+        return Options.from_mapping(options).precision == "w8a8"
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         from edgeserve.converters.coreml import toolchain
@@ -454,8 +455,7 @@ def _same_outputs(name: str, outputs: Sequence[np.ndarray], recorded: Sequence[n
     return Check(name, ok, f"max difference {diff:.3g} over {len(outputs[0])} samples (allowed {REVERIFY_ATOL})")
 
 
-def _given(options: Mapping[str, Any], key: str, default: float) -> float:
-    value = options.get(key)
+def _float_or(value: Any, default: float) -> float:
     return default if value is None else float(value)
 
 

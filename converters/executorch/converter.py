@@ -30,7 +30,7 @@ from edgeserve.quality.fixtures import read_fixture, write_fixture
 from edgeserve.errors import EdgeServeError, MissingDependencyError, SourceModelError, VerificationError
 from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.quality.metrics import degenerate
-from edgeserve.quality.gate import GateOptions
+from edgeserve.quality.options import GateOptions
 
 FIXTURE_SAMPLES = 32
 # A re-run of the same .pte on the same inputs: XNNPACK picks the same kernels, so only

@@ -137,7 +137,9 @@ class McuCConverter(Converter):
         return () if source_kind == "tflite" else ("tflite-int8",)
 
     def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
-        _cmsis_nn_for(options, profile)
+        from edgeserve.converters.mcu_c.options import Options
+
+        _cmsis_nn_for(Options.from_mapping(options).cmsis_nn, profile)
 
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
         from edgeserve.converters.microcontroller.int8_source import full_int8_model
@@ -146,14 +148,15 @@ class McuCConverter(Converter):
 
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         from edgeserve.converters.microcontroller.arena import plan_head
-        from edgeserve.converters.microcontroller.int8_source import Options, default_name
+        from edgeserve.converters.mcu_c.options import Options
+        from edgeserve.converters.microcontroller.int8_source import default_name
         from edgeserve.converters.microcontroller.memory import mcu_profile_limits
         from edgeserve.converters.microcontroller.split_tail import split_float_tail
         from edgeserve.converters.mcu_c.generate import generate
         from edgeserve.tflite.verify import validate_tflite
 
         opts = Options.from_mapping(ctx.options)
-        cmsis_nn = _cmsis_nn_for(ctx.options, ctx.profile)
+        cmsis_nn = _cmsis_nn_for(opts.cmsis_nn, ctx.profile)
         model_bytes, origin = self.prepare(ctx)
         built_from = _sha256(model_bytes)
         model_bytes, split = split_float_tail(model_bytes)  # tflite-int8's float tail, as integer outputs
@@ -385,12 +388,12 @@ class McuCConverter(Converter):
 CMSIS_NN_ARCHITECTURES = ("armv7e-m", "armv8-m.main")
 
 
-def _cmsis_nn_for(options: Mapping[str, Any], profile: Any) -> Any:
+def _cmsis_nn_for(given: Any, profile: Any) -> Any:
     """The CMSIS-NN tree to call (--cmsis-nn, or CMSIS_NN_DIR), refused with one clear line
     when it is not one, or when the profile's core is not one it is sized for."""
     from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 
-    tree = locate(options.get("cmsis_nn"))
+    tree = locate(given)
     if tree is None or profile is None:
         return tree
     arch = getattr(profile.cpu, "arch", None)

@@ -23,7 +23,7 @@ from edgeserve.manifest.record import check_file, edgeserve_version, file_record
 from edgeserve.quality.metrics import degenerate
 from edgeserve.converters.scoring import score
 from edgeserve.quality.fixtures import read_fixture, write_fixture
-from edgeserve.quality.gate import GateOptions
+from edgeserve.quality.options import GateOptions
 
 ARTIFACT_NAME = "model.onnx"
 FIXTURE_SAMPLES = 32

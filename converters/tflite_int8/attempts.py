@@ -12,7 +12,8 @@ import numpy as np
 from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.errors import InputError
 from edgeserve.quality.metrics import MetricResult
-from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB, Verdict
+from edgeserve.quality.gate import Verdict
+from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
 IO_TYPES = ("int8", "uint8", "float")
 

@@ -11,7 +11,7 @@ import click
 from edgeserve.cli.options import emit_json, preprocess_options, progress_for, spec_from_flags
 from edgeserve.errors import AccuracyError
 from edgeserve.quality.detections import DEFAULT_MAX_SCORE_ERROR, DEFAULT_MIN_DETECTION_MATCH
-from edgeserve.quality.gate import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 from edgeserve.runtime.decoders import DECODERS
 
 

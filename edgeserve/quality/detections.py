@@ -121,13 +121,16 @@ class DetectionGate:
     @classmethod
     def of(cls, ctx: Any) -> "DetectionGate | None":
         """The gate for a conversion run (``ctx``: a ConversionContext), or None without a decoder."""
-        output = (ctx.options or {}).get("output") or {}
+        from edgeserve.quality.options import GateOptions
+
+        opts = GateOptions.from_mapping(ctx.options or {})
+        output = opts.output or {}
         if output.get("kind") != "detect":
             return None
         size = ctx.preprocess.size if ctx.preprocess is not None and ctx.preprocess.size else None
         if size is None:
             size = _input_size(ctx.source.signature.inputs[0].shape)
-        bound, scores = ctx.options.get("min_detection_match"), ctx.options.get("max_score_error")
+        bound, scores = opts.min_detection_match, opts.max_score_error
         return cls(output["decoder"], dict(output.get("options") or {}), (int(size[0]), int(size[1])),
                    DEFAULT_MIN_DETECTION_MATCH if bound is None else float(bound),
                    DEFAULT_MAX_SCORE_ERROR if scores is None else float(scores))

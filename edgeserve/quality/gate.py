@@ -40,8 +40,8 @@ import numpy as np
 
 from edgeserve.quality.detections import DetectionGate, DetectionMatch
 from edgeserve.quality.metrics import MetricResult, evaluate, sqnr_db
+from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
 
-DEFAULT_MIN_SQNR_DB = 10.0
 #: A channel whose values stay under 1/64 of an output's largest channel gets at most 4 of the
 #: 256 steps one int8 scale gives the output: such channels are judged apart (small_range_channels).
 RANGE_RATIO = 64.0
@@ -49,27 +49,6 @@ RANGE_RATIO = 64.0
 #: wrist's depth in MediaPipe's hand landmarks, 0 by construction, measured 1e-7 of the x/y range):
 #: they are left out.
 INT16_STEPS = 32768.0
-#: Percent of samples whose top-1 must equal the float model's, for a classifier judged without
-#: labels. Measured on the corpus (benchmarks/corpus.py): INT8 classifiers that work agree on
-#: 87.5-100 % of their calibration-like inputs (fer's emotion model, PaddleOCR's direction
-#: classifier on crops that are mostly not text, PP-LCNet's orientation classifier); a classifier
-#: with half its answers moved agrees on about 50 % (tests/test_quality_gate.py).
-DEFAULT_MIN_AGREEMENT = 85.0
-
-
-@dataclasses.dataclass(frozen=True)
-class GateOptions:
-    """The gate's bounds as a target reads them from the convert options (CLI flags)."""
-
-    max_drop: float = 1.0
-    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
-    min_agreement: float = DEFAULT_MIN_AGREEMENT
-    metric: str | None = None
-
-    @classmethod
-    def from_mapping(cls, options: Any) -> Any:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in options.items() if k in known and v is not None})
 
 
 @dataclasses.dataclass(frozen=True)
