@@ -331,3 +331,17 @@ def test_a_node_stopped_mid_cell_costs_nothing_but_time(local_run: tuple[Path, P
     assert ran_there, "no cell started on the worker node: the check proved nothing"
     assert statuses(result["table"]) == statuses(local)
     assert all(not c["node"].endswith(worker.node_id[:8]) or c["status"] == "ok" for c in result["table"]["cells"])
+
+
+def test_a_board_column_shows_latency_and_peak_memory() -> None:
+    """A board's column: the bench's p50 and the peak memory the model added (MiB), or its error."""
+    from edgeserve.jobs.table import cell_text, columns, markdown
+
+    table = {"job": "j", "boards": ["host"], "cells": [
+        {"model": "m", "target": "onnx", "status": "ok",
+         "bench": {"host": {"p50_ms": 1.23456, "peak_memory_bytes": 3 * 2 ** 20, "error": None}}},
+        {"model": "m", "target": "coreml", "status": "ok", "bench": {"host": {"error": "no Core ML here"}}}]}
+    assert ("bench:host", "p50 ms, peak MiB on host") in columns(table)
+    assert cell_text(table["cells"][0], "bench:host") == "1.235, 3.0"
+    assert cell_text(table["cells"][1], "bench:host") == "error: no Core ML here"
+    assert "| 1.235, 3.0 |" in markdown(table)

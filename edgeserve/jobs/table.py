@@ -19,7 +19,8 @@ COLUMNS = (("model", "model"), ("target", "target"), ("status", "status"), ("byt
 
 def columns(table: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The table's columns: the cell's, then one per board the job benched on."""
-    return COLUMNS[:-1] + tuple((f"bench:{b}", f"p50 ms on {b}") for b in table.get("boards") or ()) + COLUMNS[-1:]
+    return COLUMNS[:-1] + tuple((f"bench:{b}", f"p50 ms, peak MiB on {b}") for b in table.get("boards") or ()) \
+        + COLUMNS[-1:]
 
 
 def cell_text(row: dict[str, Any], key: str) -> str:
@@ -27,7 +28,10 @@ def cell_text(row: dict[str, Any], key: str) -> str:
         found = (row.get("bench") or {}).get(key.removeprefix("bench:"))
         if not found:
             return ""
-        return f"{found['p50_ms']:.3f}" if found.get("p50_ms") is not None else "error: " + str(found.get("error"))
+        if found.get("p50_ms") is None:
+            return "error: " + str(found.get("error"))
+        peak = found.get("peak_memory_bytes")  # absent from a bench before 0.3.1, or None where not measured
+        return f"{found['p50_ms']:.3f}" + (f", {peak / 2**20:.1f}" if peak is not None else "")
     value = row.get(key)
     if value is None:
         return ""
