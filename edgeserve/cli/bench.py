@@ -196,7 +196,7 @@ def _print_bench(r: dict[str, Any]) -> None:
     click.echo(f"cold start     {r['cold_start_ms']:.1f} ms (open + first inference); load {r['load_ms']['first']:.1f} ms "
                f"first, {r['load_ms']['warm']:.1f} ms warm (opened again)")
     peak = r["peak_memory"]
-    click.echo(f"peak memory    " + (f"{peak['bytes_added'] / 2**20:.1f} MiB added to the process (resident high-water "
+    click.echo("peak memory    " + (f"{peak['bytes_added'] / 2**20:.1f} MiB added to the process (resident high-water "
                                      "mark over the open and the bench's runs)" if peak["bytes_added"] is not None
                                      else f"not measured: {peak['reason']}"))
     click.echo(f"latency        p50 {lat['p50']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f} ms  "
