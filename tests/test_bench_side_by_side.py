@@ -36,7 +36,11 @@ def test_every_artifact_runs_on_the_same_frame_with_its_size_and_quality(four_fo
     assert min(r["ratio"] for r in timed) == 1.0 and all(r["ratio"] >= 1.0 for r in timed)
     # Each artifact's own open time and peak resident memory (the mark reset for each): at least
     # the bytes of its model, which the engine reads from disk.
-    assert all(r["load_ms"] > 0 and r["peak_memory_bytes"] >= r["bytes"] for r in timed), [
+    from edgeserve.runtime.measure.memory import unmeasurable
+
+    measurable = unmeasurable() is None  # else each peak is None: the kernel cannot reset the mark
+    assert all(r["load_ms"] > 0 and (r["peak_memory_bytes"] >= r["bytes"] if measurable
+                                     else r["peak_memory_bytes"] is None) for r in timed), [
         (r["target"], r["bytes"], r["load_ms"], r["peak_memory_bytes"]) for r in timed]
     manifest = json.loads((four_formats / "manifest.json").read_text())
     for entry in manifest["artifacts"]:

@@ -290,7 +290,10 @@ def test_a_local_job_reaches_only_this_machine_as_a_board(local_run: tuple[Path,
     assert found["host"]["error"] is None and found["host"]["p50_ms"] > 0 and found["host"]["backend"]
     # AI Hub's profile figures, as bench measured them on the board: both loads and the peak memory.
     host = found["host"]
-    assert host["first_load_ms"] > 0 and host["warm_load_ms"] > 0 and host["peak_memory_bytes"] > 0
+    from edgeserve.runtime.measure.memory import unmeasurable
+
+    assert host["first_load_ms"] > 0 and host["warm_load_ms"] > 0
+    assert host["peak_memory_bytes"] > 0 if unmeasurable() is None else host["peak_memory_bytes"] is None
     assert "run it with --ray" in found["raspberry-pi-5"]["error"] and "edgeserve/raspberry-pi-5" in \
         found["raspberry-pi-5"]["error"]
 

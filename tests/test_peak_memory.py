@@ -9,13 +9,17 @@ import numpy as np
 import pytest
 
 from edgeserve.runtime.measure import memory
-from edgeserve.runtime.measure.memory import PeakMemory
+from edgeserve.runtime.measure.memory import PeakMemory, unmeasurable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+# The measuring tests need a kernel that resets the mark (Linux 4.0+); the one that breaks the reset
+# on purpose runs everywhere.
+needs_reset = pytest.mark.skipif(unmeasurable() is not None, reason=f"{unmeasurable()}")
 
 MIB = 2 ** 20
 
 
+@needs_reset
 def test_a_block_that_touches_64_mib_adds_at_least_that() -> None:
     with PeakMemory() as peak:
         block = np.ones(64 * MIB, np.uint8)  # written, so resident
@@ -25,6 +29,7 @@ def test_a_block_that_touches_64_mib_adds_at_least_that() -> None:
     assert 63 * MIB <= peak.bytes_added < 96 * MIB, peak.to_dict()
 
 
+@needs_reset
 def test_the_mark_is_reset_so_an_earlier_peak_does_not_count() -> None:
     """Without the reset, the second block would report the first one's 128 MiB."""
     block = np.ones(128 * MIB, np.uint8)

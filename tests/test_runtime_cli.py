@@ -84,7 +84,12 @@ def test_bench_json_fields(digits_conversion: Path) -> None:
     assert 0 < r["load_ms"]["first"] < r["cold_start_ms"] and r["load_ms"]["warm"] > 0
     entry = json.loads((digits_conversion / "manifest.json").read_text())["artifacts"][0]
     model_bytes = (digits_conversion / entry["path"]).stat().st_size
-    assert r["peak_memory"]["bytes_added"] >= model_bytes, r["peak_memory"]
+    from edgeserve.runtime.measure.memory import unmeasurable
+
+    if unmeasurable() is None:
+        assert r["peak_memory"]["bytes_added"] >= model_bytes, r["peak_memory"]
+    else:  # a kernel that cannot reset the mark: no figure, and the reason
+        assert r["peak_memory"] == {"bytes_added": None, "reason": unmeasurable()}
 
 
 def test_bench_rejects_bad_synthetic_sizes(digits_conversion: Path) -> None:

@@ -181,7 +181,7 @@ class _ExecutorchBase(Converter):
             built, outputs, pte = self._lower(ctx, "fp32", saved, calibration, inputs, ())
             scored = score(ctx, outputs, opts)
             return "fp32", built, outputs, scored, pte
-        pending = [mode for mode in MODES["int8"]]
+        pending = list(MODES["int8"])
         simulated: dict[str, tuple[dict[str, Any], tuple[tuple[int, int], ...], int]] = {}
         best: tuple[str, dict[str, Any], list[np.ndarray], dict[str, Any], Path] | None = None
         failed_before: list[int] = []  # the outputs the last judged form failed on

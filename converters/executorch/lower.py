@@ -113,6 +113,11 @@ def _simulated(program: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
             got = module(*(torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in inputs))
             got = got if isinstance(got, (tuple, list)) else (got,)
             rows.append([np.asarray(o.detach().numpy(), np.float32) for o in got])
+    return _stacked(rows)
+
+
+def _stacked(rows: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Per-sample outputs (one list per sample) as one N-first array per output."""
     return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
 
 
@@ -163,7 +168,7 @@ def run(pte_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for i in range(len(inputs[0])):
         outputs = method.execute([torch.from_numpy(np.ascontiguousarray(x[i:i + 1])) for x in inputs])
         rows.append([o.detach().numpy().copy() for o in outputs])
-    return [np.concatenate([row[k] for row in rows]) for k in range(len(rows[0]))]
+    return _stacked(rows)
 
 
 def _quantized(program: Any, example: tuple[Any, ...], calibration: list[np.ndarray], dynamic: bool = False,

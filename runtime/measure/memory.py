@@ -92,3 +92,10 @@ class PeakMemory:
             return {"bytes_added": None, "reason": self.reason}
         return {"bytes_added": self.bytes_added, "peak_resident_bytes": self.peak_kb * 1024,  # type: ignore[operator]
                 "method": "the process's resident high-water mark (VmHWM), reset when the block started"}
+
+
+def unmeasurable() -> str | None:
+    """Why this system cannot measure a block's peak (no /proc, or the mark cannot be reset), or None."""
+    with PeakMemory() as probe:
+        pass
+    return probe.reason
