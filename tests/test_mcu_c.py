@@ -326,6 +326,47 @@ def test_cli_convert_verify_and_tamper(testdata, tmp_path, cli):
     assert failed.exit_code != 0 and "kws.c" in failed.output
 
 
+def _stdout_blocks(command: list[str]) -> bool:
+    """Whether QEMU, started paused (-S) with ``command``, left its stdout blocking."""
+    import os
+    import subprocess
+    import time
+
+    qemu = subprocess.Popen([*command, "-S"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        for _ in range(100):  # QEMU sets up its character devices before it waits on -S
+            flags = open(f"/proc/{qemu.pid}/fdinfo/1").read().split()[3]
+            if qemu.poll() is not None or int(flags, 8) & os.O_NONBLOCK:
+                break
+            time.sleep(0.05)
+        assert qemu.poll() is None, qemu.stderr.read()
+        return not int(flags, 8) & os.O_NONBLOCK
+    finally:
+        qemu.kill()
+        qemu.wait()
+
+
+def test_the_emulated_board_writes_to_a_blocking_stdout(testdata, tmp_path):
+    """A non-blocking stdout loses semihosted bytes when its reader falls behind (CI read
+    "out ... stack 600"); -nographic, the self-check, does make it non-blocking."""
+    require_qemu()
+    model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite")
+    image = check.build_cortex_m4(_write(generated, tmp_path / "out"), "model", _inputs(model, 1), tmp_path / "m4")
+    assert _stdout_blocks(check.qemu_command(image))
+    assert not _stdout_blocks([a for a in check.qemu_command(image) if a not in ("-display", "none", "-monitor",
+                                                                               "-serial")] + ["-nographic"])
+
+
+def test_a_garbled_firmware_line_is_one_clear_error():
+    printed = check.firmware_lines("out 1 -2 3\nticks 40\nnoise\nstack 600\n")
+    assert printed == {"out": [[1, -2, 3]], "ticks": [[40]], "stack": [[600]]}
+    with pytest.raises(RuntimeError, match="unexpected firmware output line: 'out 1 -2 3 stack 600'"):
+        check.firmware_lines("out 1 -2 3 stack 600\n")
+    with pytest.raises(RuntimeError, match="unexpected firmware output line"):
+        check.firmware_lines("ticks 40 41\n")
+
+
 def test_cli_refusal_writes_nothing(testdata, tmp_path, cli):
     out = tmp_path / "lstm"
     result = cli("convert", str(testdata / "tflm/trained_lstm_int8.tflite"), "-t", "mcu-c", "-o", str(out))

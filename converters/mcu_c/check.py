@@ -232,19 +232,46 @@ def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Pat
     return image
 
 
+def qemu_command(image: Path) -> list[str]:
+    """qemu-system-arm running ``image`` on mps2-an386, its semihosted printf on our stdout.
+
+    Not -nographic: that puts QEMU's stdio in non-blocking mode, and semihosting writes to
+    the same file descriptor, so a reader that falls behind (a loaded machine) makes a write
+    fail with EAGAIN and the firmware's lines lose bytes (seen in CI: "out ... stack 600")."""
+    return [QEMU, "-M", "mps2-an386", "-display", "none", "-monitor", "none", "-serial", "none", "-semihosting",
+            "-icount", "shift=0", "-kernel", str(image)]
+
+
+def firmware_lines(stdout: str) -> dict[str, list[list[int]]]:
+    """The harness's lines ("out 1 -2 ...", "ticks N", "stack N", "arena_used N") by their
+    first word; a line that is not a word and integers is a broken run, said as one."""
+    printed: dict[str, list[list[int]]] = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if not words or words[0] not in ("out", "ticks", "stack", "arena_used"):
+            continue
+        try:
+            values = [int(v) for v in words[1:]]
+        except ValueError:
+            raise RuntimeError(f"unexpected firmware output line: {line[:200]!r}") from None
+        if words[0] != "out" and len(values) != 1:
+            raise RuntimeError(f"unexpected firmware output line: {line[:200]!r}")
+        printed.setdefault(words[0], []).append(values)
+    return printed
+
+
 def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None = None) -> TargetRun:
     """Run an image built by build_cortex_m4 (or the TFLM harness: ``weights`` then names the
     symbol pattern of its model data) under QEMU and read what it printed."""
-    done = subprocess.run([QEMU, "-M", "mps2-an386", "-nographic", "-semihosting", "-icount", "shift=0",
-                           "-kernel", str(image)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+    done = subprocess.run(qemu_command(image), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                           check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the firmware failed under {QEMU} (exit {done.returncode}): {done.stdout[-2000:]}"
                            f"{done.stderr[-2000:]}")
-    outputs = [[int(v) for v in line.split()[1:]] for line in done.stdout.splitlines() if line.startswith("out")]
-    ticks = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("ticks")]
-    stack = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("stack")]
-    arena = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("arena_used")]
+    printed = firmware_lines(done.stdout)
+    outputs, ticks = printed.get("out", []), [t[0] for t in printed.get("ticks", [])]
+    stack = [s[0] for s in printed.get("stack", [])]
+    arena = [a[0] for a in printed.get("arena_used", [])]
     if any(len(o) != output_bytes for o in outputs) or len(outputs) != len(ticks):
         raise RuntimeError(f"unexpected firmware output: {done.stdout[-2000:]}")
     size = subprocess.run([shutil.which(TOOLS["arm-size"].program) or "arm-none-eabi-size", "-A", str(image)],
