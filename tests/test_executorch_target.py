@@ -8,6 +8,7 @@ converter, and its outputs compared with torch's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,18 @@ class _Sixth(torch.nn.Module):
         return x / 6.0
 
 
+class _ScaledOnTheLeft(torch.nn.Module):
+    """A learned scale of shape (1,) times a tensor, the scale first (PaddleOCR's DBNet, as its
+    ONNX file writes it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor([1.5]))
+
+    def forward(self, x: Any) -> Any:
+        return self.scale * torch.nn.functional.hardswish(x)
+
+
 class _Fork(torch.nn.Module):
     """y = conv(x); act(conv(y)) + conv(act(conv(y))): the smallest graph PP-PicoDet's failure
     was reduced to."""
@@ -337,14 +350,15 @@ class _Fork(torch.nn.Module):
         return self.act(self.convs[1](y)) + self.convs[3](self.act(self.convs[2](y)))
 
 
-def _dynamic_pte_of(net: Any, tmp_path: Path, name: str) -> tuple[dict, np.ndarray, np.ndarray]:
-    """The dynamic INT8 .pte of ``net`` built and run as the converter's child does, in this process;
-    its outputs and torch's."""
+def _dynamic_pte_of(net: Any, tmp_path: Path, name: str, precision: str = "int8-dynamic",
+                    x: np.ndarray | None = None) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The INT8 .pte of ``net`` (dynamic unless ``precision`` says) built and run as the
+    converter's child does, in this process, calibrated and run on ``x``; its outputs and torch's."""
     from edgeserve.converters.executorch import lower
 
-    x = np.random.default_rng(0).normal(size=(4, 3, 8, 6)).astype(np.float32)
+    x = np.random.default_rng(0).normal(size=(4, 3, 8, 6)).astype(np.float32) if x is None else x
     torch.export.save(torch.export.export(net, (torch.from_numpy(x[:1]),)), tmp_path / f"{name}.pt2")
-    built = lower.build(str(tmp_path / f"{name}.pt2"), "int8-dynamic", [x], str(tmp_path / f"{name}.pte"), [x])
+    built = lower.build(str(tmp_path / f"{name}.pt2"), precision, [x], str(tmp_path / f"{name}.pte"), [x])
     with torch.no_grad():
         expected = net(torch.from_numpy(x)).numpy()
     return built, built["outputs"][0], expected
@@ -371,6 +385,22 @@ def test_a_constant_operand_before_a_dynamically_quantized_layer_is_given_full_r
         _dynamic_pte_of(net, tmp_path, "broken")
 
 
+def test_a_constant_on_the_left_is_given_full_rank_too(tmp_path: Path, monkeypatch) -> None:
+    """mul(scale, x) with a scale of shape (1,) first: XNNPACK's channels-last pass fails on it
+    in a dynamically quantized program ("required rank 4 tensor to use channels_last format"),
+    and the whole program fell to the portable kernels (DBNet's dynamic .pte: 0 of 1,413 nodes
+    delegated). Given full rank, XNNPACK takes it; without the rewrite it does not."""
+    from edgeserve.converters.executorch import lower
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), _ScaledOnTheLeft(), torch.nn.Conv2d(16, 8, 1)).eval()
+    built, got, expected = _dynamic_pte_of(net, tmp_path, "ok")
+    assert built["xnnpack_error"] is None and built["delegated_nodes"] > 0 and _sqnr(expected, got) > 20.0
+    monkeypatch.setattr(lower, "_constant_operands_at_full_rank", lambda module: None)
+    built, _, _ = _dynamic_pte_of(net, tmp_path, "broken")
+    assert "channels_last" in (built["xnnpack_error"] or "") and built["delegated_nodes"] == 0
+
+
 def test_a_written_out_hard_swish_is_one_operator_in_a_dynamic_pte(tmp_path: Path, monkeypatch) -> None:
     """The same delegate fails every execute where a written-out hard-swish feeds a dynamically
     quantized convolution on one branch of a fork and ends the other (PP-PicoDet's dynamic .pte
@@ -385,3 +415,71 @@ def test_a_written_out_hard_swish_is_one_operator_in_a_dynamic_pte(tmp_path: Pat
     monkeypatch.setattr(lower, "_hard_swish_as_one_operator", lambda module: None)
     with pytest.raises(RuntimeError, match=r"execute\(\) failed with error 0x1"):
         _dynamic_pte_of(net, tmp_path, "broken")
+
+
+def test_small_weights_keep_their_resolution_in_both_int8_forms(tmp_path: Path, monkeypatch) -> None:
+    """XNNPACK's quantizer floors weight scales at 2**-12, so a layer whose weights stay under
+    0.031 (a first convolution on 0-255 pixels; PaddleOCR's DBNet, a batch norm folded in) kept
+    a few levels or none, and its output was little more than the bias (DBNet: 0 dB in both
+    forms). With the floor at 2**-24 both .pte files agree with torch; at 2**-12 they do not."""
+    from edgeserve.converters.executorch import lower
+
+    torch.manual_seed(0)
+    # No biases: what the network computes is its weights' work alone.
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, bias=False), torch.nn.ReLU(),
+                              torch.nn.Conv2d(16, 8, 1, bias=False)).eval()
+    with torch.no_grad():
+        net[0].weight.mul_(3e-4 / float(net[0].weight.abs().max()))  # DBNet's reach 2e-4 (2**-12 is 2.4e-4)
+    pixels = np.random.default_rng(1).uniform(0, 255, size=(4, 3, 8, 6)).astype(np.float32)
+    for precision in ("int8", "int8-dynamic"):
+        built, got, expected = _dynamic_pte_of(net, tmp_path, f"fine-{precision}", precision, pixels)
+        assert built["int8_layers"] == 2 and _sqnr(expected, got) > 25.0, (precision, _sqnr(expected, got))
+    monkeypatch.setattr(lower, "WEIGHT_SCALE_FLOOR", 2.0 ** -12)
+    _, got, expected = _dynamic_pte_of(net, tmp_path, "coarse", "int8-dynamic", pixels)
+    assert _sqnr(expected, got) < 15.0
+
+
+class _UpsampledThenNormalized(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.up = torch.nn.ConvTranspose2d(8, 4, 2, 2, bias=False)
+        self.bias = torch.nn.Parameter(torch.randn(4, 1, 1))
+        self.norm = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x: Any) -> Any:
+        return self.norm(self.up(torch.relu(self.conv(x))) + self.bias)
+
+
+def test_skipping_the_qat_fold_changes_no_post_training_program() -> None:
+    """convert_pt2e's QAT conv + batch-norm fold is skipped (it costs seconds whenever a batch
+    norm is left, and finds nothing after post-training prepare): the converted program computes
+    bit for bit what it computes with the fold, here with a batch norm after a transposed
+    convolution and its bias added apart (DBNet's head, as ONNX writes it), which prepare leaves,
+    so the fold has a graph to search."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from edgeserve.converters.executorch import lower
+
+    torch.manual_seed(0)
+    net = _UpsampledThenNormalized().eval()
+    with torch.no_grad():
+        net.norm.running_mean.uniform_(-1, 1)
+        net.norm.running_var.uniform_(0.5, 2)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(2, 3, 8, 6)).astype(np.float32))
+    outputs = []
+    for skip in (False, True):
+        module = torch.export.export(net, (x[:1],)).module()
+        prepared = prepare_pt2e(module, XNNPACKQuantizer().set_global(
+            get_symmetric_quantization_config(is_per_channel=True)))
+        prepared(x[:1])
+        assert any("batch_norm" in str(n.target) for n in prepared.graph.nodes)  # the fold has work to look at
+        with lower._no_qat_folding() if skip else contextlib.nullcontext():
+            converted = convert_pt2e(prepared)
+        with torch.no_grad():
+            outputs.append(converted(x[1:]).numpy())
+    assert np.array_equal(outputs[0], outputs[1]) and np.abs(outputs[0]).max() > 0.1
