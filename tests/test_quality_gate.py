@@ -50,9 +50,17 @@ def test_every_output_is_judged_and_a_broken_second_head_fails_by_name() -> None
     assert verdict.metrics.drop_points == 0.0 and verdict.outputs[0].ok  # the headline is perfect
     assert not verdict.ok and verdict.failed_outputs == [1]
     assert verdict.reason == "boxes: SQNR 3.3 dB < min 10 dB"
-    assert verdict.shortfall() == (1, pytest.approx(6.7, abs=0.01))
+    assert verdict.shortfall() == (1, pytest.approx(6.7, abs=0.01), pytest.approx(-3.3, abs=0.01))
     passing = judge("top1", [probs, boxes], [probs, _noisy(boxes, 10.5)], None, max_drop=1.0, min_sqnr_db=10.0)
-    assert passing.ok and passing.shortfall() == (0, 0.0)
+    assert passing.ok and passing.shortfall()[:2] == (0, 0.0)
+    # Equally far from the bound in sum (two outputs, 10 dB short together): the form whose
+    # worst output is closer is the better failure.
+    even = judge("sqnr", [boxes, boxes], [_noisy(boxes, 5.0), _noisy(boxes, 5.0)], None, max_drop=1.0,
+                 min_sqnr_db=10.0)
+    uneven = judge("sqnr", [boxes, boxes], [_noisy(boxes, 2.0), _noisy(boxes, 8.0)], None, max_drop=1.0,
+                   min_sqnr_db=10.0)
+    assert even.shortfall()[:2] == (2, pytest.approx(10.0, abs=0.02)) == uneven.shortfall()[:2]
+    assert even.shortfall() < uneven.shortfall()
 
 
 def test_an_output_with_nan_fails_saying_so_not_as_sqnr_nan() -> None:
@@ -91,7 +99,7 @@ def test_an_unlabelled_classifier_is_judged_by_top1_agreement_not_by_one_flip() 
     assert not verdict.ok and agreed < 60
     assert verdict.reason == (f"top-1 agreement with the float model {agreed:.1f} % < min {DEFAULT_MIN_AGREEMENT:g} % "
                               "on 32 samples")
-    assert verdict.shortfall() == (1, pytest.approx(DEFAULT_MIN_AGREEMENT - agreed))
+    assert verdict.shortfall()[:2] == (1, pytest.approx(DEFAULT_MIN_AGREEMENT - agreed))
     # With labels, --max-drop judges accuracy points as before: the one flip fails at 1.0.
     labelled = judge("top1", [probs], [one_flip], probs.argmax(1), max_drop=1.0, min_sqnr_db=10.0)
     assert not labelled.ok and labelled.outputs[0].judged_by == "metric"

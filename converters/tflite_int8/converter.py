@@ -455,7 +455,7 @@ class TfliteInt8Converter(Converter):
             reasons = "; ".join(f"{a.remedy.name}: {a.reason}" for a in attempts)
             raise VerificationError(f"no tflite-int8 attempt produced a model: {reasons}")
         chosen = next((a for a in built if a.status == "ok"), None)
-        best = chosen or min(built, key=lambda a: a.verdict.shortfall() if a.verdict else (1 << 30, 0.0))
+        best = chosen or min(built, key=lambda a: a.verdict.shortfall() if a.verdict else (1 << 30, 0.0, 0.0))
         assert best.model is not None and best.metrics is not None
 
         provenance = {
