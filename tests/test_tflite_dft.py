@@ -117,19 +117,24 @@ def test_tf2onnx_converts_the_rewritten_model_and_onnx_runtime_agrees(tmp_path) 
     assert np.abs(got - expected).max() < 1e-4 * max(1.0, float(np.abs(expected).max()))
 
 
-def test_a_float_tflite_with_a_spectrum_reaches_onnx_and_coreml(tmp_path) -> None:
-    """The onnx and coreml targets of such a file (both start from tf2onnx), judged against the
-    file as given in LiteRT; the route says what was rewritten."""
+def test_a_float_tflite_with_a_spectrum_reaches_onnx_and_coreml(tmp_path, monkeypatch) -> None:
+    """The onnx and coreml targets of such a file (both start from tf2onnx, run once for the
+    two), judged against the file as given in LiteRT; the route says what was rewritten."""
     pytest.importorskip("tf2onnx")
     pytest.importorskip("torch")
     pytest.importorskip("coremltools")
     from edgeserve.conversion.convert import convert
+    from edgeserve.converters.onnx import export
 
+    runs = []
+    real = export._tf2onnx
+    monkeypatch.setattr(export, "_tf2onnx", lambda *a: runs.append(a) or real(*a))
     source = tmp_path / "spectrum.tflite"
     source.write_bytes(spectrum_model("abs", 64, 64, squeeze=True))
     calib = tmp_path / "calib.npz"
     np.savez(calib, x=np.random.default_rng(2).standard_normal((16, 5, 1, 64)).astype(np.float32))
     result = convert(source, ["onnx", "coreml"], tmp_path / "out", calib=calib)
+    assert len(runs) == 1
     entries = {a["target"]: a for a in result.manifest["artifacts"]}
     assert entries["onnx"]["status"] == "ok" and entries["coreml"]["status"] == "ok", entries
     assert entries["onnx"]["route"]["export"] == "float .tflite (RFFT2D as matrix products) -> tf2onnx"

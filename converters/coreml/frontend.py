@@ -251,7 +251,9 @@ def _torch_model(source: SourceModel, plans: Sequence[InputPlan]) -> Any:
     # A torch program from a float .tflite (through ONNX) keeps the .tflite's NHWC inputs.
     affines = [_graph_affine(plan, channels_last=getattr(plan, "layout", "nchw") == "nhwc") for plan in plans]
     program = getattr(source, "program", None)
-    table = _prelu_as_where(torch) if program is not None and _prelu_off_rank_4(program) else {}
+    table = _ops_coremltools_lacks(torch)
+    if program is not None and _prelu_off_rank_4(program):
+        table |= _prelu_as_where(torch)
     if all(a is None for a in affines):
         return _without_aliases(program.run_decompositions(table)) if program is not None else \
             source.module  # type: ignore[attr-defined]
@@ -298,6 +300,18 @@ def _without_aliases(program: Any) -> Any:
     if changed:
         program.graph_module.recompile()
     return program
+
+
+def _ops_coremltools_lacks(torch: Any) -> dict[Any, Any]:
+    """Decompositions for ATen ops that ``run_decompositions({})`` keeps and coremltools 9 has no
+    conversion for: ``new_ones`` (a Hugging Face BERT's attention mask, "Unsupported fx node
+    new_ones"; Ultralytics met it too, ultralytics/ultralytics#25616), written as ``full`` of ones,
+    which it converts."""
+    def new_ones(x: Any, size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: Any = None) -> Any:
+        return torch.full(size, 1, dtype=x.dtype if dtype is None else dtype)
+
+    return {torch.ops.aten.new_ones.default: new_ones}
 
 
 def _prelu_off_rank_4(program: Any) -> bool:

@@ -36,6 +36,15 @@ class FloatOnnx:
 
 
 def float_onnx(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
+    """The source as float ONNX, made once per conversion: the onnx target and, for a TensorFlow
+    or float .tflite source, the Core ML and ExecuTorch routes (through the ONNX reader) all start
+    from it, and tf2onnx runs in a fresh Python that imports TensorFlow each time (5-8 s a run on
+    the corpus's .tflite models)."""
+    key = "float_onnx:" + ("free batch" if dynamic_batch else "batch 1")
+    return ctx.once(key, lambda: _made(ctx, dynamic_batch))
+
+
+def _made(ctx: Any, dynamic_batch: bool) -> FloatOnnx:
     source = ctx.source
     onnx = require("onnx", "the onnx target")
     if dynamic_batch and source.kind == "onnx" and not _free_batch(source.proto):
