@@ -140,6 +140,9 @@ class Converter(abc.ABC):
     report_lines: ClassVar[str | None] = None
     # Where `inspect SOURCE` lists this target's route: the order of the README's matrix.
     route_order: ClassVar[int] = 100
+    # Whether edgeserve's runtime (`run`, `bench`, Session) opens this target's artifact; False for
+    # C built for a board, whose figures come from the emulated board instead.
+    served_by_runtime: ClassVar[bool] = True
 
     def route_from(self, kind: str, control_flow: bool = False) -> Any:
         """The tools that take a source of ``kind`` (edgeserve.routes.SOURCE_KINDS) to this target,
@@ -166,6 +169,11 @@ class Converter(abc.ABC):
         The fork server (edgeserve.isolation.warm) imports them while the model loads; a hint
         for speed only: a step whose framework is not named imports it in its own child."""
         return ()
+
+    def check_operators(self, model: Any) -> None:
+        """Raise this target's refusal (an EdgeServeError) when it cannot take a full-integer
+        .tflite ``model`` (edgeserve.tflite.model.TfliteModel), so `inspect` says what `convert`
+        would. Only checks that are pure Python and take milliseconds belong here."""
 
     def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
         """Refuse options this target cannot honour (InputError), before any model is loaded

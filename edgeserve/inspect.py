@@ -49,22 +49,14 @@ def inspect_path(path: str | Path) -> dict[str, Any]:
 
 
 def _checked(route: Route, model: TfliteModel) -> Route:
-    """``route`` refused with the target's own reason when its operator check (TFLM's resolver
-    for mcu, the C generator's lowering for mcu-c) refuses ``model``: both are pure Python and
-    take milliseconds, so inspect says what convert would, not "ready"."""
+    """``route`` refused with the target's own reason when its operator check (the converter's
+    ``check_operators``: TFLM's resolver, the C generator's lowering) refuses ``model``: such
+    checks are pure Python and take milliseconds, so inspect says what convert would, not "ready"."""
+    from edgeserve.converters import get_converter
     from edgeserve.errors import EdgeServeError
 
     try:
-        if route.target == "mcu":
-            from edgeserve.converters.microcontroller.ops import resolve_ops
-            from edgeserve.converters.microcontroller.select_v2 import select_as_v2
-
-            # as convert does: SELECT written as the SELECT_V2 TFLM has, before the check
-            resolve_ops(TfliteModel.from_bytes(select_as_v2(model.file_bytes)[0]))
-        elif route.target == "mcu-c":
-            from edgeserve.converters.mcu_c.lower import Lowering
-
-            Lowering(model).steps()
+        get_converter(route.target).check_operators(model)
     except EdgeServeError as exc:
         return Route(route.target, (), str(exc).splitlines()[0])
     except Exception as exc:  # noqa: BLE001 - a damaged model: inspect reports, it does not crash

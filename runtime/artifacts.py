@@ -27,13 +27,13 @@ log = logging.getLogger(__name__)
 
 SERVED_SUFFIXES = ", ".join(sorted(s for group in ENGINE_SUFFIXES.values() for s in group))
 
-#: Manifest targets that are not served by this runtime (their files are for other devices).
-_NOT_SERVED = {"mcu", "mcu-c"}  # C for a board; every other target's file is one the runtime serves
-
-
 def served(target: str) -> bool:
-    """Whether this runtime serves a manifest target's artifact (not C for a microcontroller)."""
-    return target not in _NOT_SERVED
+    """Whether this runtime serves a manifest target's artifact (not C for a microcontroller):
+    each converter says so of its own target (``served_by_runtime``). A target this version does
+    not know is tried, and its file's kind decides."""
+    from edgeserve.converters import get_converter, target_names
+
+    return target not in target_names() or get_converter(target).served_by_runtime
 
 
 @dataclasses.dataclass
@@ -149,7 +149,7 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
     root = path.parent
     artifacts = []
     for entry in manifest["artifacts"]:
-        if entry.get("status") != "ok" or entry.get("target") in _NOT_SERVED:
+        if entry.get("status") != "ok" or not served(str(entry.get("target"))):
             continue
         if target is not None and entry.get("target") != target:
             continue

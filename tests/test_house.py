@@ -284,3 +284,36 @@ def test_an_option_read_by_key_is_found(tmp_path: Path) -> None:
                       "    axis = op.options.get('axis')\n"
                       "    return ctx.options.get('metric'), (ctx.options or {}).get('output'), ctx.options['name']\n")
     assert option_reads_by_key(module) == [7, 7, 7]
+
+
+# Target names that name something else too outside converters/: an engine, a file kind and a
+# framework (coreml, onnx, executorch); and a kind of device profile, `kind = "mcu"`.
+NAMES_SHARED_WITH_ENGINES = {"coreml", "onnx", "executorch"}
+TARGET_NAMES_ALLOWED_OUTSIDE = {("edgeserve/device_profiles.py", "mcu")}
+
+
+def target_names_in(path: Path) -> set[str]:
+    """The registered target names ``path``'s code holds as a string of their own (not in a
+    docstring or message): a place that knows about a target outside its folder."""
+    from edgeserve.converters import target_names
+
+    names = set(target_names()) - NAMES_SHARED_WITH_ENGINES
+    return {node.value for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and node.value in names}
+
+
+def test_no_target_is_named_outside_the_converters() -> None:
+    """Issue 49: the runtime, inspect and the CLI ask a converter (``served_by_runtime``,
+    ``check_operators``, ``report_lines``) instead of listing targets by name."""
+    found = {(str(path.relative_to(ROOT)), name) for folder in (ROOT / "edgeserve", ROOT / "runtime")
+             for path in sorted(folder.rglob("*.py")) for name in target_names_in(path)}
+    assert found == TARGET_NAMES_ALLOWED_OUTSIDE
+
+
+def test_a_target_named_outside_the_converters_is_found(tmp_path: Path) -> None:
+    """The check above can fail: the lists runtime/artifacts.py and inspect.py had are found; a
+    docstring that mentions a target is not."""
+    module = tmp_path / "knowing.py"
+    module.write_text('"""Serves tflite-int8."""\n_NOT_SERVED = {"mcu", "mcu-c"}\n'
+                      'if route.target == "tflite-int8":\n    pass\n')
+    assert target_names_in(module) == {"mcu", "mcu-c", "tflite-int8"}

@@ -89,6 +89,7 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
 class McuConverter(Converter):
     name = "mcu"
     route_order = 1
+    served_by_runtime = False
 
     def route_from(self, kind: str, control_flow: bool = False) -> Any:
         """tflite-micro after tflite-int8's route (a full-integer .tflite: tflite-micro alone)."""
@@ -106,6 +107,13 @@ class McuConverter(Converter):
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
         return ("tflite_micro",)
+
+    def check_operators(self, model: Any) -> None:
+        """TFLM's op resolver for ``model``, after SELECT is written as the SELECT_V2 TFLM has
+        (as convert does)."""
+        from edgeserve.converters.microcontroller.ops import resolve_ops
+
+        resolve_ops(TfliteModel.from_bytes(select_as_v2(model.file_bytes)[0]))
 
     def requires(self, source_kind: str) -> tuple[str, ...]:
         return () if source_kind == "tflite" else ("tflite-int8",)

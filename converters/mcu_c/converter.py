@@ -117,6 +117,7 @@ C_GENERATOR = "edgeserve C generator"  # its route's tool: pure Python; gcc and 
 @register
 class McuCConverter(Converter):
     name = "mcu-c"
+    served_by_runtime = False
     route_order = 2
 
     def route_from(self, kind: str, control_flow: bool = False) -> Any:
@@ -135,6 +136,12 @@ class McuCConverter(Converter):
 
     def requires(self, source_kind: str) -> tuple[str, ...]:
         return () if source_kind == "tflite" else ("tflite-int8",)
+
+    def check_operators(self, model: Any) -> None:
+        """The C generator's lowering of ``model``: it refuses an operator it has no kernel for."""
+        from edgeserve.converters.mcu_c.lower import Lowering
+
+        Lowering(model).steps()
 
     def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
         from edgeserve.converters.mcu_c.options import Options
