@@ -317,3 +317,31 @@ def test_a_target_named_outside_the_converters_is_found(tmp_path: Path) -> None:
     module.write_text('"""Serves tflite-int8."""\n_NOT_SERVED = {"mcu", "mcu-c"}\n'
                       'if route.target == "tflite-int8":\n    pass\n')
     assert target_names_in(module) == {"mcu", "mcu-c", "tflite-int8"}
+
+
+def state_kept_on_self(path: Path) -> list[int]:
+    """Lines of ``path`` that assign an attribute of ``self``: a converter holding one run's state
+    (saved and restored around a fallback route, as tflite-int8's six fields once were)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        found |= {node.lineno for t in targets for a in ast.walk(t)
+                  if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"}
+    return sorted(found)
+
+
+def test_no_converter_keeps_a_runs_state_on_itself() -> None:
+    """Issue 49: what a conversion learns as it goes is handed from step to step (tflite-int8's
+    run.py), never kept on the converter object."""
+    found = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / "converters").glob("*/converter.py"))
+             if (lines := state_kept_on_self(path))}
+    assert found == {}
+
+
+def test_state_kept_on_self_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "converter.py"
+    module.write_text("class C:\n    def convert(self, ctx):\n        self._floated = 1\n"
+                      "        self._record: dict = {}\n        self.count += 1\n        (self._a, self._b) = (1, 2)\n"
+                      "        local = self.name\n")
+    assert state_kept_on_self(module) == [3, 4, 5, 6]

@@ -33,6 +33,7 @@ from edgeserve.converters.tflite_int8.layer_errors import LayerError, LayerTable
 from edgeserve.converters.tflite_int8.output_order import source_order, upstream_tensors
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
+from edgeserve.converters.tflite_int8.run import Run
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
 from edgeserve.quality.detections import DetectionGate
 from edgeserve.mac_share import mac_share
@@ -91,22 +92,24 @@ class TfliteInt8Converter(Converter):
                 "source (Keras, PyTorch, ONNX or a float .tflite). Use it with -t mcu directly"
             )
         opts = Options.from_mapping(ctx.options)
-        route = self.route(ctx, opts)
+        run = Run(ctx, opts)
+        route = self.route(run)
         with ctx.progress.step("float reference outputs"):
             ctx.reference_outputs()
-        self._route_record = self._describe_route(ctx, route)
+        run.route_record = self._describe_route(run, route)
         with budget(opts.remedy_budget_s):
-            return self._search(ctx, route, opts)
+            return self._search(run, route)
 
-    def _search(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> dict[str, Any]:
+    def _search(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The attempts on ``route`` (and the other routes an ONNX or Keras source has), inside
         the remedy budget, and the best of them written."""
-        layers = self.calibrate(ctx, route, opts)
+        ctx, opts = run.ctx, run.opts
+        layers = self.calibrate(run, route)
         metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
-        self._mixed = ctx.mixed_range_outputs()
+        run.mixed = ctx.mixed_range_outputs()
 
         try:
-            attempts = self._attempts(ctx, route, layers, metric, opts)
+            attempts = self._attempts(run, route, layers, metric)
         except UnsupportedOpError as exc:
             if not _onnx_source(ctx, route):
                 raise
@@ -121,81 +124,79 @@ class TfliteInt8Converter(Converter):
         # operators that quantize (onnx2tf fuses a GELU the reader spells with Erf -> MINIMUM).
         mixed_only = bool(passed) and all(a.no_int8_rule for a in passed)
         if _onnx_source(ctx, route) and (not passed or mixed_only):
-            attempts, layers = self._other_onnx_route(ctx, opts, route, metric, attempts, layers, refused,
-                                                      integer_only_wins=mixed_only)
+            attempts, layers, run = self._other_onnx_route(run, route, metric, attempts, layers, refused,
+                                                           integer_only_wins=mixed_only)
         crashed = [a.reason for a in attempts if "crashed (" in a.reason]
         if isinstance(route, TensorFlowRoute) and crashed and not any(a.model for a in attempts):
             # TensorFlow's converter died on every scheme (a Keras LSTM: its calibrator segfaults).
             # The same model reaches ai-edge-quantizer another way: tf2onnx, the ONNX reader, litert-torch.
             try:
                 with ctx.progress.step("TensorFlow's converter crashed: the model through tf2onnx and the ONNX reader"):
-                    fallback = self._route_through_onnx(ctx, opts)
+                    fallback = self._route_through_onnx(run)
             except EdgeServeError as exc:  # no way around: both failures go into the one error line
                 attempts.append(Attempt(Remedy("int8", "through tf2onnx and the ONNX reader"), "error",
                                         f"tf2onnx -> ONNX reader: {first_line(exc)}"))
-                return self._write(ctx, opts, attempts, layers)
-            self._route_record = self._describe_route(ctx, fallback) | {"instead_of": f"{route.name}: {crashed[0]}"}
-            layers = self.calibrate(ctx, fallback, opts)
-            attempts += self._attempts(ctx, fallback, layers, metric, opts)
-        return self._write(ctx, opts, attempts, layers)
+                return self._write(run, attempts, layers)
+            run.route_record = self._describe_route(run, fallback) | {"instead_of": f"{route.name}: {crashed[0]}"}
+            layers = self.calibrate(run, fallback)
+            attempts += self._attempts(run, fallback, layers, metric)
+        return self._write(run, attempts, layers)
 
-    def _other_onnx_route(self, ctx: ConversionContext, opts: Options, route: QuantizerRoute, metric: str,
-                          attempts: list[Attempt], layers: LayerTable, refused: UnsupportedOpError | None,
-                          integer_only_wins: bool = False) -> tuple[list[Attempt], LayerTable]:
+    def _other_onnx_route(self, run: Run, route: QuantizerRoute, metric: str, attempts: list[Attempt],
+                          layers: LayerTable, refused: UnsupportedOpError | None,
+                          integer_only_wins: bool = False) -> tuple[list[Attempt], LayerTable, Run]:
         """An ONNX source whose float model (the reader's, or onnx2tf's) gave no INT8 model that
         passes: the other route's float model through the same remedies, kept if it does better
-        (a passing model, or a model at all). Otherwise the first route's outcome stands.
+        (a passing model, or a model at all). Otherwise the first route's outcome stands. Returns
+        the attempts kept, their per-layer table and the run they were made on.
 
         ``integer_only_wins``: the first route passed, but only as a mixed model; the other
         route's is kept only if it passes integer-only (no operator left without an int8 rule)."""
-        mine = (self._floated, self._route_record)
+        ctx, first = run.ctx, run.floated
         try:
             with capture_native_stderr():
-                other = ctx.source.other_float_tflite(ctx.workdir / "other_route", self._floated,
-                                                      f"{self._floated.route}: {_summary(attempts)}")
+                other = ctx.source.other_float_tflite(ctx.workdir / "other_route", first,
+                                                      f"{first.route}: {_summary(attempts)}")
             if other is None:  # the float model already came from the second route, or there is none
                 raise refused or EdgeServeError(
-                    f"the other route was tried first and failed: {self._floated.fallback}" if self._floated.fallback
+                    f"the other route was tried first and failed: {first.fallback}" if first.fallback
                     else "no other route (onnx2tf is not installed, or EDGESERVE_ONNX_ROUTE names one)")
             with ctx.progress.step(f"no passing INT8 model: {other.route}"):
-                second = QuantizerRoute(other.model, ctx.calibration, opts.io, other.route, route.alternative,
+                second = QuantizerRoute(other.model, ctx.calibration, run.opts.io, other.route, route.alternative,
                                         _io_names(ctx))
-            self._floated = other
-            self._route_record = self._describe_route(ctx, second)
-            second_layers = self.calibrate(ctx, second, opts)
-            theirs = self._attempts(ctx, second, second_layers, metric, opts)
+            theirs_run = run.on_route(other)
+            theirs_run.route_record = self._describe_route(theirs_run, second)
+            second_layers = self.calibrate(theirs_run, second)
+            theirs = self._attempts(theirs_run, second, second_layers, metric)
         except EdgeServeError as exc:
-            self._floated, self._route_record = mine
             if refused is not None:
                 raise refused from (exc if exc is not refused else None)  # neither route: the first refusal
-            self._route_record = self._route_record | {"other_route_tried": first_line(exc)}
-            return attempts, layers
+            run.noted(other_route_tried=first_line(exc))
+            return attempts, layers, run
         if integer_only_wins:
             if any(a.status == "ok" and not a.no_int8_rule for a in theirs):
-                self._route_record = self._route_record | {
-                    "instead_of": f"{mine[0].route}: passed only as a mixed model ({', '.join(attempts[-1].no_int8_rule)} "
-                                  "in float)"}
-                return theirs, second_layers
+                theirs_run.noted(instead_of=f"{first.route}: passed only as a mixed model "
+                                            f"({', '.join(attempts[-1].no_int8_rule)} in float)")
+                return theirs, second_layers, theirs_run
         elif any(a.status == "ok" for a in theirs) or not any(a.model is not None for a in attempts):
-            return theirs, second_layers
-        self._floated, self._route_record = mine
-        self._route_record = self._route_record | {"other_route_tried": f"{other.route}: {_summary(theirs)}"}
-        return attempts, layers
+            return theirs, second_layers, theirs_run
+        run.noted(other_route_tried=f"{other.route}: {_summary(theirs)}")
+        return attempts, layers, run
 
-    def _attempts(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, layers: LayerTable,
-                  metric: str, opts: Options) -> list[Attempt]:
+    def _attempts(self, run: Run, route: TensorFlowRoute | QuantizerRoute, layers: LayerTable,
+                  metric: str) -> list[Attempt]:
         """The remedies in order on ``route``, each verified, until one passes the gate."""
+        ctx, opts = run.ctx, run.opts
         attempts: list[Attempt] = []
-        self._focus: set[str] | None = None  # the layers feeding the outputs the int8 attempt failed on
-        self._failed: list[int] = []  # the source outputs the int8 attempt failed on
-        remedies = iter(self._remedies(ctx, route, layers, opts))
+        run.focus, run.failed = None, []
+        remedies = iter(self._remedies(run, route, layers))
         while True:
             try:
                 remedy = next(remedies)
             except StopIteration:
                 break
             except BudgetExceededError as exc:  # the per-layer table a remedy needed ran past it
-                self._stopped(attempts, exc, opts)
+                self._stopped(run, attempts, exc)
                 break
             if isinstance(remedy, Attempt):  # a remedy that does not apply, with its reason
                 attempts.append(remedy)
@@ -204,58 +205,59 @@ class TfliteInt8Converter(Converter):
                 attempt = self.emit(route, remedy)
             if attempt.stopped:
                 attempts.append(attempt)
-                self._stopped(attempts, None, opts)
+                self._stopped(run, attempts, None)
                 break
             if attempt.model is not None:
                 self.verify(ctx, attempt, metric, opts)
                 if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
-                    self._failed = attempt.verdict.failed_outputs
-                    self._focus = upstream_tensors(attempt.model, _output_order(attempt.model, ctx), self._failed)
+                    run.failed = attempt.verdict.failed_outputs
+                    run.focus = upstream_tensors(attempt.model, _output_order(attempt.model, ctx), run.failed)
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
         return attempts
 
-    def _stopped(self, attempts: list[Attempt], exc: BudgetExceededError | None, opts: Options) -> None:
+    def _stopped(self, run: Run, attempts: list[Attempt], exc: BudgetExceededError | None) -> None:
         """Record that the remedy search stopped at its budget: the best attempt so far stands."""
         tried = ", ".join(a.remedy.name for a in attempts) or "none"
-        self._route_record = self._route_record | {
-            "stopped": f"the remedy search stopped when its {opts.remedy_budget_s:.0f} s budget ran out "
-                       f"(--remedy-budget){f' while {exc.what}' if exc else ''}; attempts made: {tried}"}
+        run.noted(stopped=f"the remedy search stopped when its {run.opts.remedy_budget_s:.0f} s budget ran out "
+                          f"(--remedy-budget){f' while {exc.what}' if exc else ''}; attempts made: {tried}")
 
-    def _route_through_onnx(self, ctx: ConversionContext, opts: Options) -> QuantizerRoute:
+    def _route_through_onnx(self, run: Run) -> QuantizerRoute:
         """A TensorFlow source as a float .tflite made the PyTorch way: its tf2onnx export read by
         edgeserve's ONNX reader (a Keras LSTM's while_loop is an ONNX Loop there) and lowered by
         litert-torch, then ai-edge-quantizer as for every non-TensorFlow source."""
         from edgeserve.converters._torch_source import torch_source
         from edgeserve.sources import FloatTflite
 
+        ctx = run.ctx
         onnx_source = torch_source(ctx, tensorflow_too=True)
         with capture_native_stderr():
             made = onnx_source.float_tflite(ctx.workdir / "via_onnx")
         # The reader's model, onnx2tf's when the reader cannot make one (made.route says which)
         route = f"batch-1 SavedModel -> tf2onnx -> {made.route.removeprefix('ONNX -> ')}"
-        self._floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools},
-                                    made.fallback)
-        return QuantizerRoute(made.model, ctx.calibration, opts.io, route, "", _io_names(ctx))
+        run.floated = FloatTflite(made.model, route, {"tf2onnx": package_version("tf2onnx"), **made.tools},
+                                  made.fallback)
+        return QuantizerRoute(made.model, ctx.calibration, run.opts.io, route, "", _io_names(ctx))
 
     # ----- prepare ----------------------------------------------------------------------
-    def route(self, ctx: ConversionContext, opts: Options) -> TensorFlowRoute | QuantizerRoute:
+    def route(self, run: Run) -> TensorFlowRoute | QuantizerRoute:
         """The TensorFlow converter for TensorFlow sources; ai-edge-quantizer for every other one."""
+        ctx, opts = run.ctx, run.opts
         if ctx.source.tflite_route == "saved-model":
             return TensorFlowRoute(ctx.batch1_saved_model(), ctx.calibration, opts.io, opts.debug_samples)
         with ctx.progress.step("float .tflite"), capture_native_stderr():
             floated = ctx.source.float_tflite(ctx.workdir)
-        self._floated = floated
+        run.floated = floated
         with ctx.progress.step("prepare the float .tflite for quantization"):
             return QuantizerRoute(floated.model, ctx.calibration, opts.io, floated.route, _alternative(ctx, floated),
                                   _io_names(ctx))
 
-    def _describe_route(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
+    def _describe_route(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> dict[str, Any]:
         """The route and every tool's version, and (float-.tflite route) the float model against its source."""
         record: dict[str, Any] = {"quantizer": route.name, "tools": route.tools()}
         if isinstance(route, QuantizerRoute):
-            floated = self._floated
+            floated = run.floated
             record["tools"] = floated.tools | record["tools"]
             record["float_model"] = floated.route
             if floated.fallback:
@@ -265,46 +267,46 @@ class TfliteInt8Converter(Converter):
             record["int8_by_edgeserve"] = route.made_integer
             # Filled when the int16x8 remedy is tried: operators written as int16-capable ones.
             record["int16x8_rewrites"] = route.int16_rewrites
-            record["float_vs_source"] = _float_fidelity(route.float_model, ctx)
+            record["float_vs_source"] = _float_fidelity(route.float_model, run.ctx)
         else:
             record["float_model"] = "batch-1 SavedModel"
         return record
 
     # ----- calibrate --------------------------------------------------------------------
-    def calibrate(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> LayerTable:
+    def calibrate(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> LayerTable:
         """The per-layer error table, measured when a remedy first needs it (the int8 model
         missed its gate) or now when the user asked for it (--per-layer): on a model whose int8
         attempt passes it was a quarter of a small conversion's time and nothing used it."""
-        self._layers_note: str | None = None
-        table = LayerTable(lambda: self._measure_layers(ctx, route, opts))
-        if opts.per_layer:
+        run.layers_note = None
+        table = LayerTable(lambda: self._measure_layers(run, route))
+        if run.opts.per_layer:
             table.get()
         return table
 
-    def _measure_layers(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute,
-                        opts: Options) -> list[LayerError]:
+    def _measure_layers(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> list[LayerError]:
         """Empty, with the reason kept for the report, when the tool measuring it crashed (the
         conversion itself may still work)."""
         from edgeserve.isolation import NativeCrashError
 
-        assert ctx.evaluation is not None
-        debug = ctx.evaluation.head(opts.debug_samples)
-        with ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
+        assert run.ctx.evaluation is not None
+        debug = run.ctx.evaluation.head(run.opts.debug_samples)
+        with run.ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
             try:
                 return route.layer_errors(debug)
             except NativeCrashError as exc:
-                self._layers_note = f"no per-layer table: {exc}"
+                run.layers_note = f"no per-layer table: {exc}"
                 log.warning("%s; converting without it", exc)
                 return []
 
-    def _remedies(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute, table: LayerTable,
-                  opts: Options) -> Iterator[Remedy | Attempt]:
+    def _remedies(self, run: Run, route: TensorFlowRoute | QuantizerRoute,
+                  table: LayerTable) -> Iterator[Remedy | Attempt]:
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
+        opts = run.opts
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
-        tail = self._float_tail(ctx, route, opts)
+        tail = self._float_tail(run, route)
         if tail is not None:
             yield tail
-        profile = ctx.profile
+        profile = run.ctx.profile
         int16 = Remedy("int16x8", "int16 activations, int8 weights")
         if profile is not None and not profile.quantization.int16_activations:
             yield Attempt(int16, "skipped", f"profile {profile.name} has no int16-activation kernels")
@@ -321,7 +323,7 @@ class TfliteInt8Converter(Converter):
         # The worst layers among those that feed the outputs that failed: a bad layer in
         # another head cannot repair them (all of them when the failing outputs are unknown).
         layers = table.get()
-        focus = self._focus
+        focus = run.focus
         ranked = [l for l in layers if focus is None or l.tensor in focus] or layers
         # Never every layer in float: that is the float model, not a remedy.
         limit = len(ranked) if len(ranked) < len(layers) else len(layers) - 1
@@ -335,22 +337,21 @@ class TfliteInt8Converter(Converter):
             names = ", ".join(l.short_name for l in worst)
             yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
 
-    def _float_tail(self, ctx: ConversionContext, route: TensorFlowRoute | QuantizerRoute,
-                    opts: Options) -> Remedy | Attempt | None:
+    def _float_tail(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> Remedy | Attempt | None:
         """The float-tail remedy (float_tail.py) when int8 failed on an output found, before
         quantization, to join ranges one scale cannot hold; None when no such output failed."""
-        mixed = [i for i in self._failed if i in self._mixed]
+        mixed = [i for i in run.failed if i in run.mixed]
         if not mixed:
             return None
-        names = ", ".join(self._mixed[i]["output"] for i in mixed)
+        names = ", ".join(run.mixed[i]["output"] for i in mixed)
         title = f"int8 with the concatenations that make {names} in float"
         if not isinstance(route, QuantizerRoute):
             return Attempt(Remedy("float-tail", title), "skipped",
                            "TensorFlow's converter keeps only the per-layer table's layers in float")
-        if opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
+        if run.opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
             return Attempt(Remedy("float-tail", title), "skipped", "a float tail is not available with --io uint8")
-        order = _output_order(route.float_model, ctx)
-        tail = concatenation_tail(route.float_model, [(order[i], self._mixed[i]["axis"]) for i in mixed])
+        order = _output_order(route.float_model, run.ctx)
+        tail = concatenation_tail(route.float_model, [(order[i], run.mixed[i]["axis"]) for i in mixed])
         if tail is None:
             return Attempt(Remedy("float-tail", title), "skipped",
                            f"{names} is not joined along its channel axis by a CONCATENATION (behind layout "
@@ -442,13 +443,13 @@ class TfliteInt8Converter(Converter):
             attempt.status = "ok"
 
     # ----- write ------------------------------------------------------------------------
-    def _write(self, ctx: ConversionContext, opts: Options, attempts: list[Attempt],
-               table: LayerTable) -> dict[str, Any]:
+    def _write(self, run: Run, attempts: list[Attempt], table: LayerTable) -> dict[str, Any]:
         from edgeserve.runtime.backends.litert_run import TfliteRunner
 
+        ctx, opts = run.ctx, run.opts
         layers = table.measured_or_empty()
         if not table.measured:
-            self._layers_note = "not measured: no remedy needed it (--per-layer measures it on every run)"
+            run.layers_note = "not measured: no remedy needed it (--per-layer measures it on every run)"
 
         built = [a for a in attempts if a.model is not None and a.metrics is not None]
         if not built:
@@ -465,7 +466,7 @@ class TfliteInt8Converter(Converter):
             "calibration_sha256": ctx.calibration.sha256,
             "calibration_origin": ctx.calibration.origin,
             "remedy": best.remedy.name,
-            "route": self._route_record,
+            "route": run.route_record,
             "preprocess": ctx.preprocess.to_dict() if ctx.preprocess else None,
         }
         from edgeserve.tflite.metadata import add_metadata
@@ -492,9 +493,9 @@ class TfliteInt8Converter(Converter):
         report = {
             "target": self.name,
             "layers": [l.to_dict() for l in layers],
-            **({"layers_note": self._layers_note} if getattr(self, "_layers_note", None) else {}),
+            **({"layers_note": run.layers_note} if run.layers_note else {}),
             "attempts": [a.to_dict() for a in attempts],
-            "mixed_range_outputs": list(self._mixed.values()),
+            "mixed_range_outputs": list(run.mixed.values()),
             "rounding_noise_steps": round(1 / np.sqrt(12), 4),
         }
         report_path = write_json(out / "reports" / "tflite-int8.json", report)
@@ -526,9 +527,9 @@ class TfliteInt8Converter(Converter):
             "agreement": best.agreement,
             "output_sqnr_db": best.output_sqnr_db,
             "quality": best.verdict.to_dict(),
-            "route": self._route_record,
+            "route": run.route_record,
             # Outputs whose float values join ranges one int8 scale cannot hold, found before quantizing.
-            "mixed_range_outputs": list(self._mixed.values()),
+            "mixed_range_outputs": list(run.mixed.values()),
             "attempts": [a.to_dict() for a in attempts],
             "worst_layers": [l.to_dict() for l in layers[:5]],
             "report": file_record(out, report_path),
