@@ -62,13 +62,13 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
     if not islands and not lookups:
         return model_bytes, {}
     from edgeserve.converters.tflite_int8.converter import Attempt, Remedy, TfliteInt8Converter
-    from edgeserve.converters.tflite_int8.converter import Options as GateOptions
+    from edgeserve.converters.tflite_int8.converter import Options as Int8Options
     from edgeserve.errors import UnsupportedOpError
     from edgeserve.quality.metrics import choose_metric
 
     named = ", ".join([f"{count} {op} in int8" for op, count in islands.items()]
                       + [f"{count} {op} as a lookup table" for op, count in lookups.items()])
-    opts = GateOptions.from_mapping(ctx.options)
+    opts = Int8Options.from_mapping(ctx.options)  # tflite-int8's: its own gate run judges the rewrite
     metric = choose_metric(opts.metric, ctx.evaluation.labels, ctx.reference_outputs()[0])
     attempt = Attempt(Remedy("tflm", f"for TFLM: {named}"), "")
     attempt.model = rewritten

@@ -13,21 +13,18 @@ from edgeserve.converters.tflite_int8.layer_errors import LayerError
 from edgeserve.errors import InputError
 from edgeserve.quality.metrics import MetricResult
 from edgeserve.quality.gate import Verdict
-from edgeserve.quality.options import DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_SQNR_DB
+from edgeserve.quality.options import GateOptions
 
 IO_TYPES = ("int8", "uint8", "float")
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
-    """tflite-int8 options (CLI: --io, --max-drop, --min-sqnr, --metric, --debug-samples, --per-layer,
-    --remedy-budget, --max-float-macs)."""
+class Options(GateOptions):
+    """tflite-int8 options: the gate's bounds every target reads (GateOptions: --max-drop,
+    --min-sqnr, --metric, ...) and its own (--io, --debug-samples, --per-layer, --remedy-budget,
+    --max-float-macs)."""
 
     io: str = "int8"
-    max_drop: float = 1.0
-    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
-    min_agreement: float = DEFAULT_MIN_AGREEMENT
-    metric: str | None = None
     debug_samples: int = 32
     per_layer: bool = False  # measure the per-layer error table even when no remedy needs it
     # Seconds the quantization attempts (int8, then each remedy, with the per-layer table) may
