@@ -46,6 +46,7 @@ class ExecutorchBackend(Backend):
                 self._method = Runtime.get().load_program(path).load_method("forward")
         except Exception as exc:  # the pybindings raise RuntimeError/ValueError on a bad program
             raise BackendUnavailable(f"ExecuTorch could not load {path}: {str(exc).splitlines()[0][:300]}") from exc
+        self._path = path
         meta = self._method.metadata
         self.inputs = tuple(_detail(f"input_{i}", meta.input_tensor_meta(i)) for i in range(meta.num_inputs()))
         self.outputs = tuple(_detail(f"output_{i}", meta.output_tensor_meta(i)) for i in range(meta.num_outputs()))
@@ -64,6 +65,29 @@ class ExecutorchBackend(Backend):
 
     def output_buffer(self, i: int) -> np.ndarray:
         return self._out[i]
+
+    def operator_times(self, runs: int) -> list[dict[str, Any]]:
+        """ExecuTorch's own event tracer (ETDump), in a second program of the same .pte loaded with
+        tracing on (tracing adds to each operator's time, so the timed method stays as it is):
+        each operator XNNPACK runs and each kernel call outside the delegate, averaged over ``runs``."""
+        import tempfile
+        from pathlib import Path
+
+        from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+        from executorch.runtime import Runtime
+
+        from edgeserve.console import capture_native_stderr
+        from edgeserve.runtime.backends.executorch_profile import operator_times
+
+        with capture_native_stderr():
+            program = Runtime.get().load_program(self._path, enable_etdump=True)
+            method = program.load_method("forward")
+            for _ in range(runs):
+                method.execute(self._in_tensors)
+        with tempfile.TemporaryDirectory(prefix="edgeserve-etdump-") as folder:
+            dump = Path(folder) / "run.etdp"
+            program.write_etdump_result_to_file(str(dump), str(Path(folder) / "debug.bin"))
+            return operator_times(deserialize_from_etdump_flatcc(dump.read_bytes()))
 
 
 def _detail(name: str, meta: Any) -> TensorDetail:
