@@ -336,15 +336,44 @@ def test_a_node_stopped_mid_cell_costs_nothing_but_time(local_run: tuple[Path, P
     assert all(not c["node"].endswith(worker.node_id[:8]) or c["status"] == "ok" for c in result["table"]["cells"])
 
 
-def test_a_board_column_shows_latency_and_peak_memory() -> None:
-    """A board's column: the bench's p50 and the peak memory the model added (MiB), or its error."""
+def test_a_board_column_shows_latency_peak_memory_and_energy() -> None:
+    """A board's column: the bench's p50, the peak memory the model added (MiB) and the energy per
+    inference where the board has a power sensor, or its error."""
     from edgeserve.jobs.table import cell_text, columns, markdown
 
     table = {"job": "j", "boards": ["host"], "cells": [
         {"model": "m", "target": "onnx", "status": "ok",
          "bench": {"host": {"p50_ms": 1.23456, "peak_memory_bytes": 3 * 2 ** 20, "error": None}}},
+        {"model": "m", "target": "tflite-int8", "status": "ok",
+         "bench": {"host": {"p50_ms": 2.0, "peak_memory_bytes": None, "mj_per_inference": 8.25, "error": None}}},
         {"model": "m", "target": "coreml", "status": "ok", "bench": {"host": {"error": "no Core ML here"}}}]}
-    assert ("bench:host", "p50 ms, peak MiB on host") in columns(table)
+    assert ("bench:host", "p50 ms, peak MiB, mJ on host") in columns(table)
     assert cell_text(table["cells"][0], "bench:host") == "1.235, 3.0"
-    assert cell_text(table["cells"][1], "bench:host") == "error: no Core ML here"
+    assert cell_text(table["cells"][1], "bench:host") == "2.000, -, 8.250 mJ"
+    assert cell_text(table["cells"][2], "bench:host") == "error: no Core ML here"
     assert "| 1.235, 3.0 |" in markdown(table)
+
+
+def test_a_board_with_a_power_sensor_gets_energy_per_inference(local_run: tuple[Path, Path, dict], tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """The board's bench (a child `edgeserve bench`) reads the machine's power sensor: here a
+    hwmon rail that reads a constant 4 W (a sysfs tree of its own), so each inference costs about
+    4 W times its time; without the tree, this machine has no sensor and the figure is None."""
+    job_path, out, _ = local_run
+    rail = tmp_path / "sys-root" / "sys/class/hwmon/hwmon0"
+    rail.mkdir(parents=True)
+    (rail / "name").write_text("board\n")
+    (rail / "power1_input").write_text(f"{4_000_000}\n")  # microwatts
+    monkeypatch.setenv("EDGESERVE_SYSFS_ROOT", str(tmp_path / "sys-root"))
+    job = read_job(job_path)
+    model = next(m for m in job.models if m.name == "sine_float")
+    cell = job_run.Cell(model, "tflite-int8", "key", out / "cells/sine_float/tflite-int8", job.memory_mb)
+    runner = job_run._LocalRunner(job, 1)
+    try:
+        ((_, _, host),) = list(runner.bench([(cell, "host")], job))
+    finally:
+        runner.close()
+    assert host["error"] is None and host["energy"].startswith("hwmon"), host
+    # 4 W over runs of about p50 each (Python's loop adds a little): the same order as 4 W x p50.
+    assert host["mj_per_inference"] is not None, host
+    assert 0.5 * 4.0 * host["p50_ms"] <= host["mj_per_inference"] <= 20 * 4.0 * host["p95_ms"], host

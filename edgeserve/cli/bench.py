@@ -109,6 +109,13 @@ def bench(artifact: Path, input_path: Path | None, synthetic: str | None, frames
             from edgeserve.runtime.measure.operators import operator_profile
 
             result["operators"] = operator_profile(session, frame, frames)
+        # Energy per inference where the machine has a power sensor (--frames more runs), as `bench
+        # OUT` measures each artifact; a profile job's board bench reads it from here.
+        from edgeserve.device_profiles import load_profile
+        from edgeserve.runtime.measure.loop_energy import LoopEnergy, per_inference
+
+        energy = LoopEnergy.open(load_profile(profile) if profile else None)
+        result.update(per_inference(energy, lambda: session.run(frame), frames))
     # Opened again once the first session is closed: the load an application pays on its next start
     # (files in the page cache, libraries loaded), as AI Hub's profile jobs report beside the first.
     t0 = time.perf_counter()
@@ -213,6 +220,8 @@ def _print_bench(r: dict[str, Any]) -> None:
         click.echo(f"streaming      {st['ms_per_stride']:.4f} ms per stride of {st['audio_ms_per_stride']:g} ms audio: "
                    f"real-time factor {st['real_time_factor']:.6f} ({1 / st['real_time_factor']:,.0f}x real time)")
     click.echo(f"allocations    {r['alloc_bytes_per_frame']} B/frame kept, {r['transient_peak_bytes']} B transient peak")
+    click.echo(f"energy         {r['mj_per_inference']:.4f} mJ per inference ({r['energy']}; the whole rail or package, "
+               "idle included)" if r["mj_per_inference"] is not None else f"energy         not measured: {r['energy']}")
     if "operators" in r:
         _print_operators(r["operators"])
     if not quiet():  # -q: the figures only; the skipped backends go to stderr, as run's do

@@ -6,7 +6,7 @@ joined with the profile as a custom resource (``ray start --address=HEAD
 it runs there and never beside another bench on the same board. Without Ray, only the board
 "host" (this machine) can be reached. A bench is ``edgeserve bench MANIFEST --target T -p BOARD
 --json`` in a child process: cold start, first and warm load, peak memory, latency p50/p95/p99,
-the backend that ran it.
+energy per inference where the board has a power sensor, the backend that ran it.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def bench_cell(folder: Any, target: str, board: str, frames: int, timeout_s: flo
                 "first_load_ms": load.get("first"), "warm_load_ms": load.get("warm"),
                 "peak_memory_bytes": (found.get("peak_memory") or {}).get("bytes_added"),
                 "p50_ms": latency.get("p50"), "p95_ms": latency.get("p95"), "p99_ms": latency.get("p99"),
+                "mj_per_inference": found.get("mj_per_inference"), "energy": found.get("energy"),
                 "frames": found.get("frames"), "error": None}
 
 

@@ -19,7 +19,7 @@ COLUMNS = (("model", "model"), ("target", "target"), ("status", "status"), ("byt
 
 def columns(table: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The table's columns: the cell's, then one per board the job benched on."""
-    return COLUMNS[:-1] + tuple((f"bench:{b}", f"p50 ms, peak MiB on {b}") for b in table.get("boards") or ()) \
+    return COLUMNS[:-1] + tuple((f"bench:{b}", f"p50 ms, peak MiB, mJ on {b}") for b in table.get("boards") or ()) \
         + COLUMNS[-1:]
 
 
@@ -31,7 +31,13 @@ def cell_text(row: dict[str, Any], key: str) -> str:
         if found.get("p50_ms") is None:
             return "error: " + str(found.get("error"))
         peak = found.get("peak_memory_bytes")  # absent from a bench before 0.3.1, or None where not measured
-        return f"{found['p50_ms']:.3f}" + (f", {peak / 2**20:.1f}" if peak is not None else "")
+        energy = found.get("mj_per_inference")  # absent before 0.3.3, None without a power sensor
+        parts = [f"{found['p50_ms']:.3f}"]
+        if peak is not None or energy is not None:
+            parts.append(f"{peak / 2**20:.1f}" if peak is not None else "-")
+        if energy is not None:
+            parts.append(f"{energy:.3f} mJ")
+        return ", ".join(parts)
     value = row.get(key)
     if value is None:
         return ""

@@ -21,7 +21,7 @@ from edgeserve.errors import EdgeServeError
 from edgeserve.manifest.record import load_manifest
 from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.artifacts import served
-from edgeserve.runtime.measure.loop_energy import LoopEnergy
+from edgeserve.runtime.measure.loop_energy import LoopEnergy, per_inference
 from edgeserve.runtime.measure.memory import PeakMemory
 
 def disk_bytes(path: Path) -> int:
@@ -90,7 +90,7 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
                 memory.stop()
                 row.update(backend=session.backend, p50_ms=result["latency_ms"]["p50"],
                            p95_ms=result["latency_ms"]["p95"], peak_memory_bytes=memory.bytes_added)
-                row.update(_energy(energy, session, frame, frames))
+                row.update(per_inference(energy, lambda: session.run(frame), frames))
         except EdgeServeError as exc:
             # Each backend's own reason (BackendError lists them), not just "none worked".
             failed = [f"{a.backend}: {a.reason}" for a in getattr(exc, "attempts", ()) if not a.ok]
@@ -101,24 +101,6 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
         if "p50_ms" in r and timed:
             r["ratio"] = round(r["p50_ms"] / min(timed), 2)
     return rows
-
-
-def _energy(energy: LoopEnergy, session: Any, frame: np.ndarray, frames: int) -> dict[str, Any]:
-    """Millijoules per inference over ``frames`` more runs, bracketed by the sensor's readings
-    (a loop of its own: the timed loop above also counts allocations); None and the reason
-    without a sensor, at no cost in time."""
-    if energy.source is None:
-        return {"mj_per_inference": None, "energy": energy.reason}
-
-    def loop() -> None:
-        for _ in range(frames):
-            session.run(frame)
-
-    _, joules, problem = energy.measure(loop)
-    if joules is None:
-        return {"mj_per_inference": None, "energy": problem}
-    return {"mj_per_inference": round(1e3 * joules / frames, 4),
-            "energy": f"{energy.name}: {getattr(energy.source, 'detail', '')}"[:200]}
 
 
 def render_png(rows: list[dict[str, Any]], title: str) -> bytes:

@@ -33,8 +33,10 @@ class LoopEnergy:
     @classmethod
     def open(cls, profile: Any = None) -> "LoopEnergy":
         from edgeserve.profiling.power import ProbeContext, open_power_source
+        from edgeserve.profiling.sysfs import resolve_root
 
-        probe = open_power_source("auto", ProbeContext(profile=profile))
+        # $EDGESERVE_SYSFS_ROOT, as `edgeserve profile` reads it (a recorded tree, or a container's mount)
+        probe = open_power_source("auto", ProbeContext(root=resolve_root(), profile=profile))
         if probe.source is not None and not probe.source.estimated:
             return cls(probe.source)
         tried = [f"{t['name']}: {t['reason']}" for t in probe.tried if t["status"] in ("unavailable", "failed")]
@@ -98,3 +100,30 @@ class LoopEnergy:
 def integrate(samples: list[tuple[float, float]]) -> float:
     """Joules from (seconds, watts) samples in time order: the trapezoid rule."""
     return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(samples, samples[1:]))
+
+
+# The shortest loop measured: a sensor that gives watts is sampled every ``interval_s`` (20 ms), so
+# a small model's --frames runs (a millisecond for TFLM's sine model) would fall between two readings.
+MIN_WINDOW_S = 0.5
+
+
+def per_inference(energy: LoopEnergy, run_once: Callable[[], Any], frames: int) -> dict[str, Any]:
+    """Millijoules per inference over at least ``frames`` more calls of ``run_once`` and at least
+    MIN_WINDOW_S, bracketed by the sensor's readings (a loop of its own: a timed loop also counts
+    allocations): {"mj_per_inference", "energy"}; None and the reason without a sensor, at no cost
+    in time."""
+    if energy.source is None:
+        return {"mj_per_inference": None, "energy": energy.reason}
+
+    def loop() -> int:
+        done, started = 0, time.perf_counter()
+        while done < frames or time.perf_counter() - started < MIN_WINDOW_S:
+            run_once()
+            done += 1
+        return done
+
+    runs, joules, problem = energy.measure(loop)
+    if joules is None:
+        return {"mj_per_inference": None, "energy": problem}
+    return {"mj_per_inference": round(1e3 * joules / runs, 4),
+            "energy": f"{energy.name}: {getattr(energy.source, 'detail', '')}"[:200]}
