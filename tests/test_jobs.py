@@ -216,9 +216,10 @@ def test_out_is_never_a_folder_of_the_users_own_files(tmp_path: Path, testdata: 
 
 def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path, dict], tmp_path: Path,
                                                     testdata: Path, monkeypatch) -> None:
-    """A head and a worker node on this machine (one CPU each, the worker tagged with the host
-    profile as a custom resource): the cells end as they did locally, with the same bytes, and
-    every bench on "host" ran on the tagged node; a board no node offers is one error per cell."""
+    """A head and a worker node on this machine, the worker a board as the docs start one (the host
+    profile as a custom resource, no CPU for other work): the cells end as they did locally, with
+    the same bytes, every one converted on the head and every bench on "host" run on the board;
+    a board no node offers is one error per cell."""
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
@@ -229,7 +230,7 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
     monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path / "node_cache"))
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
-        board = cluster.add_node(num_cpus=1, resources={"edgeserve/host": 1})
+        board = cluster.add_node(num_cpus=0, resources={"edgeserve/host": 1})
         ray.init(address=cluster.address, log_to_driver=False)
         monkeypatch.setenv("EDGESERVE_CACHE_DIR", str(tmp_path / "driver_cache"))
         on_ray = run_job(read_job(job), tmp_path / "out", ray_address=cluster.address, say=lambda line: None)
@@ -247,6 +248,7 @@ def test_the_same_job_on_a_ray_cluster_of_two_nodes(local_run: tuple[Path, Path,
         assert host["error"] is None and host["p50_ms"] > 0 and host["node"].endswith(board.node_id[:8])
         assert "p50_ms" not in pi and "no node of the cluster is a raspberry-pi-5" in pi["error"]
     assert {c["node"].rsplit("/", 1)[1] for c in on_ray["cells"]} <= nodes and len(nodes) == 2
+    assert not any(c["node"].endswith(board.node_id[:8]) for c in on_ray["cells"])  # no cell on the board
     for cell in on_ray["cells"]:
         if cell["status"] == "ok" and cell["target"] != "mcu-c":
             folder = f"cells/{cell['model']}/{cell['target']}"

@@ -1,9 +1,10 @@
 """Profile jobs: each served artifact of a job timed on each board it names, on that board.
 
 A board is a device profile (`edgeserve profiles`). On Ray, a machine is that board when it
-joined with the profile as a custom resource (``ray start --address=HEAD
---resources='{"edgeserve/raspberry-pi-5": 1}'``), and each bench asks for one unit of it, so
-it runs there and never beside another bench on the same board. Without Ray, only the board
+joined with the profile as a custom resource and no CPU for other work (``ray start
+--address=HEAD --num-cpus=0 --resources='{"edgeserve/raspberry-pi-5": 1}'``: no conversion cell,
+which asks for a CPU, is sent to a board that has only the runtime), and each bench asks for one
+unit of it, so it runs there and never beside another bench on the same board. Without Ray, only the board
 "host" (this machine) can be reached. A bench is ``edgeserve bench MANIFEST --target T -p BOARD
 --json`` in a child process: cold start, first and warm load, peak memory, latency p50/p95/p99,
 energy per inference where the board has a power sensor, the backend that ran it.

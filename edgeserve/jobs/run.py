@@ -286,10 +286,13 @@ class _RayRunner:
         for cell, board in todo:
             if resource_of(board) not in offered:
                 yield cell, board, {"board": board, "node": None, "error": (
-                    f"no node of the cluster is a {board}: start one with ray start --address=HEAD "
+                    f"no node of the cluster is a {board}: start one with ray start --address=HEAD --num-cpus=0 "
                     f"--resources='{{\"{resource_of(board)}\": 1}}'")}
                 continue
-            ref = task.options(num_cpus=1, resources={resource_of(board): 1}, max_retries=1).remote(
+            # No CPU asked: a board joins with --num-cpus=0, so that no conversion cell (one CPU
+            # each) is ever scheduled on it, and its one unit of the board resource is what keeps
+            # two benches from running there at once.
+            ref = task.options(num_cpus=0, resources={resource_of(board): 1}, max_retries=1).remote(
                 cell.target, board, job.bench_frames, job.timeout_s, self.ray.put(pack(cell.folder)))
             pending[ref] = (cell, board)
         self.pending.update({ref: cell for ref, (cell, _) in pending.items()})
