@@ -87,3 +87,38 @@ def test_default_jobs_is_the_cores_this_process_may_use_not_the_machines() -> No
                              "from edgeserve.conversion.schedule import default_jobs; print(default_jobs())"],
                             capture_output=True, text=True, check=True)
     assert pinned.stdout.strip() == "1" and default_jobs() == len(os.sched_getaffinity(0)) >= 2
+
+
+def test_processes_sharing_the_cores_are_told_their_share_of_openmp_threads(monkeypatch) -> None:
+    """torch's OpenMP threads spin: processes side by side each get cores // processes threads
+    (at least one), a process alone is left as it is, and a user's own OMP_NUM_THREADS wins."""
+    from edgeserve.conversion import schedule
+
+    monkeypatch.setattr(schedule, "default_jobs", lambda: 8)
+    assert schedule.shared_cores_env(2, environ={}) == {"OMP_NUM_THREADS": "4"}
+    assert schedule.shared_cores_env(16, environ={}) == {"OMP_NUM_THREADS": "1"}
+    assert schedule.shared_cores_env(1, environ={}) == {}
+    assert schedule.shared_cores_env(2, environ={"OMP_NUM_THREADS": "3"}) == {}
+
+
+def test_a_local_job_runs_each_cell_with_its_share_of_the_cores(tmp_path, monkeypatch) -> None:
+    """The local pool's convert processes get the share (Ray's tasks get OMP_NUM_THREADS from Ray)."""
+    import subprocess
+
+    from edgeserve.conversion import schedule
+    from edgeserve.jobs import cells
+
+    seen = []
+
+    def fake_run(command, **kwargs):
+        seen.append(kwargs["env"].get("OMP_NUM_THREADS"))
+        return subprocess.CompletedProcess(command, 1, "", "error: stopped by the test")
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(schedule, "default_jobs", lambda: 2)
+    monkeypatch.setattr(cells.subprocess, "run", fake_run)
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    cells.run_cell(str(model), "onnx", (), {str(model): model}, 60.0, str(tmp_path / "a"), beside=2)
+    cells.run_cell(str(model), "onnx", (), {str(model): model}, 60.0, str(tmp_path / "b"))
+    assert seen == ["1", None]

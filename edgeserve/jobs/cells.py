@@ -81,13 +81,16 @@ def unpack(data: bytes, into: Path) -> Path:
 
 
 def run_cell(model: str, target: str, flags: tuple[str, ...], files: dict[str, Any], timeout_s: float,
-             out_dir: str | None = None) -> dict[str, Any]:
+             out_dir: str | None = None, beside: int = 1) -> dict[str, Any]:
     """Convert one cell in a child process and describe it.
 
     ``files``: the name each file has in ``flags`` (its path on the machine that planned the job)
     -> a path here (same machine), or pack()'s bytes (another machine). ``out_dir``: where
     convert writes (same machine); None: a temporary folder, returned packed as "archive".
+    ``beside``: how many cells run on this machine at once (they share its cores).
     """
+    from edgeserve.conversion.schedule import shared_cores_env
+
     with tempfile.TemporaryDirectory(prefix="edgeserve-cell-") as tmp:
         here: dict[str, str] = {}
         for original, value in files.items():
@@ -99,7 +102,7 @@ def run_cell(model: str, target: str, flags: tuple[str, ...], files: dict[str, A
         started = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                                  env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                                  env={**os.environ, "PYTHONWARNINGS": "ignore", **shared_cores_env(beside)})
             code, said = done.returncode, done.stderr
         except subprocess.TimeoutExpired as exc:
             code, said = None, (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr) or ""

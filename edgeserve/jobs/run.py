@@ -170,6 +170,7 @@ class _LocalRunner:
 
     def __init__(self, job: Job, workers: int) -> None:
         self.job = job
+        self.workers = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell")
         self.pending: dict[Future, Cell] = {}
         self.staging: Path | None = None
@@ -179,7 +180,7 @@ class _LocalRunner:
         staged = self.staging / uuid.uuid4().hex
         files = {str(p): p for p in cell.model.files().values()}
         future = self.pool.submit(run_cell, str(cell.model.path), cell.target, cell.model.flags, files,
-                                  self.job.timeout_s, str(staged))
+                                  self.job.timeout_s, str(staged), self.workers)
         future.staged = staged  # type: ignore[attr-defined]
         self.pending[future] = cell
 
