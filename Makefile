@@ -94,8 +94,8 @@ test: setup registry-models tflm-host tflm-cortex-m4
 test-fast: setup registry-models tflm-host tflm-cortex-m4
 	$(PY) -m pytest -m "not slow"
 
-# The corpus matrix alone (thirteen real models through every target, the README's table; 12
-# minutes on 2 cores, docs/benchmarks.md; `make test` runs it too, beside the other tests: tests/test_corpus.py).
+# The corpus matrix alone (thirteen real models through every target, the README's table; under
+# 10 minutes on 2 cores, docs/benchmarks.md; `make test` runs it too, beside the other tests: tests/test_corpus.py).
 # EDGESERVE_CORPUS=name,name takes those models only.
 test-corpus: setup registry-models
 	$(PY) -m pytest tests/test_corpus.py
