@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 SERVED_SUFFIXES = ", ".join(sorted(s for group in ENGINE_SUFFIXES.values() for s in group))
 
+
 def served(target: str) -> bool:
     """Whether this runtime serves a manifest target's artifact (not C for a microcontroller):
     each converter says so of its own target (``served_by_runtime``). A target this version does

@@ -117,8 +117,8 @@ C_GENERATOR = "edgeserve C generator"  # its route's tool: pure Python; gcc and 
 @register
 class McuCConverter(Converter):
     name = "mcu-c"
-    served_by_runtime = False
     route_order = 2
+    served_by_runtime = False
 
     def route_from(self, kind: str, control_flow: bool = False) -> Any:
         """edgeserve's C generator after tflite-int8's route (a full-integer .tflite: edgeserve's C generator alone)."""

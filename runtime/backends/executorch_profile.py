@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# Events that contain others, or are not one run's work.
-WRAPPERS = ("Method::execute", "DELEGATE_CALL", "OPERATOR_CALL", "Method::init", "Program::load_method")
+# A kernel called outside the delegate. Every other named event contains others or is not one
+# run's work: "Method::execute", "DELEGATE_CALL", "OPERATOR_CALL", "Method::init", "Program::load_method".
 KERNEL_CALL = "native_call_"
 NS_PER_TICK = 1.0
 
@@ -49,7 +49,7 @@ def _innermost(event: Any) -> bool:
         return False
     if event.delegate_debug_id_str:
         return True
-    return bool(event.name) and event.name not in WRAPPERS and event.name.startswith(KERNEL_CALL)
+    return bool(event.name) and event.name.startswith(KERNEL_CALL)
 
 
 def _describe(event: Any) -> tuple[str, str, str]:
