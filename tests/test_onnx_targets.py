@@ -370,3 +370,49 @@ def test_onnx_int8_pre_processing_falls_back_when_ort_s_fails(tmp_path: Path, mo
                        [[np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4) * k] for k in (0.5, 1.0, 2.0)],
                        [], "int8")
     assert {n.op_type for n in onnx.load(out).graph.node} >= {"QuantizeLinear", "DequantizeLinear", "MatMul"}
+
+
+def _shared_bias_graph(tmp_path: Path) -> Path:
+    """Three 1x1 convolutions reading one bias initializer "c/Conv2D" (tf2onnx shares equal
+    constants), the first one's output named "c/Conv2D1": the name onnxruntime 1.32's quantizer
+    gives the second copy it makes of that bias (BirdNET's squeeze-excite blocks, issue 48)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    weights = [helper.make_tensor(f"w{i}", TensorProto.FLOAT, [4, 4, 1, 1], rng.normal(size=16).tolist())
+               for i in range(3)]
+    bias = helper.make_tensor("c/Conv2D", TensorProto.FLOAT, [4], [0.1, -0.2, 0.3, 0.05])
+    nodes = [helper.make_node("Conv", ["x", "w0", "c/Conv2D"], ["c/Conv2D1"], name="conv_a"),
+             helper.make_node("Sigmoid", ["c/Conv2D1"], ["s"], name="gate"),
+             helper.make_node("Conv", ["s", "w1", "c/Conv2D"], ["b"], name="conv_b"),
+             helper.make_node("Conv", ["b", "w2", "c/Conv2D"], ["y"], name="conv_c")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], [*weights, bias])
+    source = tmp_path / "shared_bias.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    return source
+
+
+def test_a_bias_shared_by_several_convolutions_quantizes_to_a_valid_model(tmp_path: Path, monkeypatch) -> None:
+    """Each convolution gets a bias of its own before ONNX Runtime's quantizer runs: its written
+    model passes onnx.checker and agrees with the float graph; with the quantizer left to copy the
+    bias itself, the copy takes a convolution's output name and the model fails the checker."""
+    from edgeserve.converters.onnx import check, int8
+    from edgeserve.errors import VerificationError
+
+    source = _shared_bias_graph(tmp_path)
+    x = np.random.default_rng(1).normal(size=(8, 1, 4, 6, 6)).astype(np.float32)
+    expected = check.run(check.session(source.read_bytes()), [x[:, 0]])[0]
+
+    def quantized(into: Path) -> bytes:
+        into.mkdir()
+        names, _ = int8.preprocess_step(str(source), str(into / "pre.onnx"))
+        int8.quantize_step(str(into / "pre.onnx"), str(into / "q.onnx"), names, [[s] for s in x], [], "int8")
+        return (into / "q.onnx").read_bytes()
+
+    got = check.run(check.session(quantized(tmp_path / "own"), exact=True, made_by="the quantizer"), [x[:, 0]])[0]
+    assert 10 * np.log10(np.sum(expected ** 2) / np.sum((expected - got) ** 2)) > 25
+    monkeypatch.setattr(int8, "_own_biases", lambda onnx, model: None)
+    with pytest.raises(VerificationError, match="fails onnx.checker"):
+        check.session(quantized(tmp_path / "shared"), exact=True, made_by="the quantizer")

@@ -352,10 +352,46 @@ def preprocess_step(source: str, destination: str) -> tuple[list[str], dict[str,
     model = onnx.load(destination)
     for i, node in enumerate(model.graph.node):
         node.name = node.name or f"{node.op_type}_{i}"
+    _own_biases(onnx, model)
     _flatten_gemm_biases(onnx, model)
     onnx.save(model, destination)
     inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     return inputs, {"used": how, **({"not_used": failed} if failed else {})}
+
+
+BIASED = ("Conv", "ConvTranspose", "Gemm")
+
+
+def _own_biases(onnx: Any, model: Any) -> None:
+    """Each Conv, ConvTranspose and Gemm reads a bias initializer of its own (the same values).
+    onnxruntime 1.32's QDQ quantizer copies a bias several nodes share (each needs a scale of its
+    own) and names the copy the bias's name and a number, checked against initializer names only:
+    BirdNET's tf2onnx graph shares ".../SE_CONV_1/Conv2D" among four squeeze-excite convolutions
+    and names the first one's output ".../SE_CONV_1/Conv2D2", the name the third copy got, so a
+    Sigmoid read a bias and the written model failed onnx.checker. Copies named here are unique
+    among every tensor of the graph, and the quantizer then has nothing to copy."""
+    constants = {t.name: t for t in model.graph.initializer}
+    overridable = {v.name for v in model.graph.input}  # an initializer a caller may feed stays shared
+    taken = set(constants) | overridable | {o for n in model.graph.node for o in n.output} | \
+        {v.name for v in model.graph.value_info}
+    read: set[str] = set()
+    for node in model.graph.node:
+        if node.op_type not in BIASED or len(node.input) < 3 or node.input[2] not in constants \
+                or node.input[2] in overridable:
+            continue
+        bias = node.input[2]
+        if bias not in read:
+            read.add(bias)
+            continue
+        name = f"{bias}_of_{node.name}"
+        while name in taken:
+            name += "_"
+        copy = onnx.TensorProto()
+        copy.CopyFrom(constants[bias])
+        copy.name = name
+        model.graph.initializer.append(copy)
+        taken.add(name)
+        node.input[2] = name
 
 
 def _flatten_gemm_biases(onnx: Any, model: Any) -> None:
