@@ -51,7 +51,7 @@ class Options(GateOptions):
 
 @dataclasses.dataclass(frozen=True)
 class Remedy:
-    name: str  # "int8", "float-tail", "int16x8", "float-front" or "float-layers"
+    name: str  # "int8", "float-refused", "float-tail", "int16x8", "float-front" or "float-layers"
     description: str
     float_layers: tuple[LayerError, ...] = ()
     # (operator, output tensor) kept float: at an output (float-tail), or feeding an operator

@@ -15,6 +15,7 @@ verify     run each attempt with LiteRT, check every operator runs on integer te
 from __future__ import annotations
 
 import logging
+import re
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -54,6 +55,8 @@ from edgeserve.tflite.model import TfliteModel
 
 ARTIFACT_NAME = "model_int8.tflite"
 FIXTURE_SAMPLES = 32
+# Remedies keeping float what LiteRT's int8 kernels refuse, each adding the next refused operator.
+MAX_REFUSED_ROUNDS = 3
 
 
 log = logging.getLogger(__name__)
@@ -188,7 +191,7 @@ class TfliteInt8Converter(Converter):
         """The remedies in order on ``route``, each verified, until one passes the gate."""
         ctx, opts = run.ctx, run.opts
         attempts: list[Attempt] = []
-        run.focus, run.failed = None, []
+        run.focus, run.failed, run.refused = None, [], []
         remedies = iter(self._remedies(run, route, layers))
         while True:
             try:
@@ -212,6 +215,9 @@ class TfliteInt8Converter(Converter):
                 if remedy.name == "int8" and attempt.verdict is not None and not attempt.verdict.ok:
                     run.failed = attempt.verdict.failed_outputs
                     run.focus = upstream_tensors(attempt.model, _output_order(attempt.model, ctx), run.failed)
+                if attempt.status == "error" and remedy.name in ("int8", "float-refused"):
+                    run.refused += [pair for pair in refused_operators(attempt.model, attempt.reason)
+                                    if pair not in run.refused]
             attempts.append(attempt)
             if attempt.status == "ok":
                 break
@@ -284,8 +290,8 @@ class TfliteInt8Converter(Converter):
         return table
 
     def _measure_layers(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> list[LayerError]:
-        """Empty, with the reason kept for the report, when the tool measuring it crashed (the
-        conversion itself may still work)."""
+        """Empty, with the reason kept for the report, when the tool measuring it crashed or LiteRT
+        refuses to run the all-int8 model (the other attempts, and their outcome, still stand)."""
         from edgeserve.isolation import NativeCrashError
 
         assert run.ctx.evaluation is not None
@@ -293,7 +299,7 @@ class TfliteInt8Converter(Converter):
         with run.ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
             try:
                 return route.layer_errors(debug)
-            except NativeCrashError as exc:
+            except (NativeCrashError, VerificationError) as exc:
                 run.layers_note = f"no per-layer table: {exc}"
                 log.warning("%s; converting without it", exc)
                 return []
@@ -303,6 +309,12 @@ class TfliteInt8Converter(Converter):
         """The remedies in order; one that cannot apply comes as a skipped Attempt with its reason."""
         opts = run.opts
         yield Remedy("int8", "int8 activations, int8 per-channel weights")
+        # LiteRT refused to run an int8 kernel (a DIV whose divisor sits at its zero point): that
+        # operator in float, then the next one it refuses with it, a few rounds at most.
+        rounds: set[tuple[tuple[str, str], ...]] = set()
+        while run.refused and tuple(run.refused) not in rounds and len(rounds) < MAX_REFUSED_ROUNDS:
+            rounds.add(tuple(run.refused))
+            yield self._float_refused(run)
         tail = self._float_tail(run, route)
         if tail is not None:
             yield tail
@@ -357,6 +369,16 @@ class TfliteInt8Converter(Converter):
                            f"{names} is not joined along its channel axis by a CONCATENATION (behind layout "
                            "operators only)")
         return Remedy("float-tail", f"{title} (each part keeps its own int8 scale)", float_tail=tuple(tail))
+
+    def _float_refused(self, run: Run) -> Remedy | Attempt:
+        """The operators LiteRT refused to run in int8 kept float, their neighbours int8."""
+        refused = run.refused[0]
+        more = f" and {len(run.refused) - 1} operator(s) computing its divisor" if len(run.refused) > 1 else ""
+        title = f"int8 with what LiteRT's int8 kernels refused in float: {refused[0]} ({refused[1]}){more}"
+        if run.opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
+            return Attempt(Remedy("float-refused", title), "skipped", "keeping operators float is not available "
+                           "with --io uint8")
+        return Remedy("float-refused", title, float_tail=tuple(run.refused))
 
     def _float_front(self, route: TensorFlowRoute | QuantizerRoute, opts: Options) -> Remedy | Attempt | None:
         """The float-front remedy when the int8 model is mixed (an operator without an int8 rule
@@ -547,6 +569,44 @@ class TfliteInt8Converter(Converter):
     # ----- re-verification --------------------------------------------------------------
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         return reverify_artifact(entry, root)
+
+
+# Operators with no multiply-accumulate, walked back from a refused division's divisor: kept float
+# with it, so the divisor keeps values int8 would round to its zero point (a clamp at 1e-9).
+CHEAP_IN_FLOAT = frozenset({"MAXIMUM", "MINIMUM", "SUM", "MEAN", "ADD", "SUB", "MUL", "CAST", "RESHAPE",
+                            "EXPAND_DIMS", "SQUEEZE", "BROADCAST_TO", "TILE", "ABS", "SQRT", "RSQRT",
+                            "SQUARE", "DEQUANTIZE", "QUANTIZE"})
+DIVISIONS = ("DIV", "FLOOR_DIV")
+
+
+def refused_operators(model: bytes | None, reason: str) -> list[tuple[str, str]]:
+    """[(operator, its first output tensor)] to keep float after LiteRT refused the node its
+    ``reason`` names ("Node number 102 (DIV) failed to invoke"): that node, and for a division
+    the cheap operators that compute its divisor (LiteRT's int8 DIV refuses a divisor on its zero
+    point); empty when the reason names no node of ``model``. LiteRT numbers the nodes of its
+    execution plan, which for a model without delegates is subgraph 0's operator order."""
+    found = re.search(r"Node number (\d+) \((\w+)\) failed to invoke", reason or "")
+    if not model or found is None:
+        return []
+    graph = TfliteModel.from_bytes(model).subgraphs[0]
+    index = int(found.group(1))
+    if index >= len(graph.operators) or graph.operators[index].op_name != found.group(2) \
+            or not graph.operators[index].outputs:
+        return []
+    op = graph.operators[index]
+    kept = [(op.op_name, graph.tensors[op.outputs[0]].name)]
+    if op.op_name in DIVISIONS and len(op.inputs) > 1:
+        producer = {t: o for o in graph.operators for t in o.outputs}
+        todo = [op.inputs[1]]
+        while todo and len(kept) < 16:
+            before = producer.get(todo.pop())
+            if before is None or before.op_name not in CHEAP_IN_FLOAT or not before.outputs:
+                continue
+            pair = (before.op_name, graph.tensors[before.outputs[0]].name)
+            if before.op_name not in ("DEQUANTIZE", "QUANTIZE") and pair not in kept:
+                kept.append(pair)
+            todo.extend(i for i in before.inputs if i >= 0)
+    return kept
 
 
 def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:

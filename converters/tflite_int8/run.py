@@ -29,6 +29,9 @@ class Run:
     # that follow look there first.
     failed: list[int] = dataclasses.field(default_factory=list)
     focus: set[str] | None = None
+    # Operators whose int8 kernel LiteRT refused to run ((operator, output tensor), from its
+    # "Node number N (OP) failed to invoke"): the remedy that follows keeps them float.
+    refused: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # Why the per-layer table is missing or empty, for the report.
     layers_note: str | None = None
 
