@@ -298,7 +298,9 @@ class TfliteInt8Converter(Converter):
         debug = run.ctx.evaluation.head(run.opts.debug_samples)
         with run.ctx.progress.step(f"per-layer error ({len(debug)} samples)"):
             try:
-                return route.layer_errors(debug)
+                # With what LiteRT refused kept float: the all-int8 model is one it will not run.
+                refused = [tensor for _, tensor in run.refused] if isinstance(route, QuantizerRoute) else None
+                return route.layer_errors(debug, keep_float=refused)
             except (NativeCrashError, VerificationError) as exc:
                 run.layers_note = f"no per-layer table: {exc}"
                 log.warning("%s; converting without it", exc)
@@ -314,7 +316,7 @@ class TfliteInt8Converter(Converter):
         rounds: set[tuple[tuple[str, str], ...]] = set()
         while run.refused and tuple(run.refused) not in rounds and len(rounds) < MAX_REFUSED_ROUNDS:
             rounds.add(tuple(run.refused))
-            yield self._float_refused(run)
+            yield self._float_refused(run, route)
         tail = self._float_tail(run, route)
         if tail is not None:
             yield tail
@@ -347,7 +349,11 @@ class TfliteInt8Converter(Converter):
             tried.add(k)
             worst = tuple(ranked[:k])
             names = ", ".join(l.short_name for l in worst)
-            yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}", worst)
+            # On the quantizer's route, what LiteRT refused in int8 stays float with them.
+            refused = tuple(run.refused) if isinstance(route, QuantizerRoute) else ()
+            also = " (and what LiteRT refused in int8)" if refused else ""
+            yield Remedy("float-layers", f"int8 with the {k} worst layer(s) in float: {names}{also}", worst,
+                         float_tail=refused)
 
     def _float_tail(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> Remedy | Attempt | None:
         """The float-tail remedy (float_tail.py) when int8 failed on an output found, before
@@ -370,11 +376,14 @@ class TfliteInt8Converter(Converter):
                            "operators only)")
         return Remedy("float-tail", f"{title} (each part keeps its own int8 scale)", float_tail=tuple(tail))
 
-    def _float_refused(self, run: Run) -> Remedy | Attempt:
+    def _float_refused(self, run: Run, route: TensorFlowRoute | QuantizerRoute) -> Remedy | Attempt:
         """The operators LiteRT refused to run in int8 kept float, their neighbours int8."""
         refused = run.refused[0]
         more = f" and {len(run.refused) - 1} operator(s) computing its divisor" if len(run.refused) > 1 else ""
         title = f"int8 with what LiteRT's int8 kernels refused in float: {refused[0]} ({refused[1]}){more}"
+        if not isinstance(route, QuantizerRoute):
+            return Attempt(Remedy("float-refused", title), "skipped",
+                           "TensorFlow's converter keeps only the per-layer table's layers in float")
         if run.opts.io == "uint8":  # as for float-layers: uint8 I/O is made from an all-int8 model only
             return Attempt(Remedy("float-refused", title), "skipped", "keeping operators float is not available "
                            "with --io uint8")

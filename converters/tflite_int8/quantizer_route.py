@@ -96,8 +96,8 @@ class QuantizerRoute:
     # The quantizer calibrates in LiteRT's interpreter, and the per-layer table runs the float
     # and int8 models side by side in it: native code given a model nobody has run before, so
     # both run in a child process (edgeserve.isolation); the arguments are bytes and arrays.
-    def layer_errors(self, debug: Any) -> list[LayerError]:
-        model = self.emit_scheme("int8")
+    def layer_errors(self, debug: Any, keep_float: list[str] | None = None) -> list[LayerError]:
+        model = self.emit_scheme("int8", keep_float=keep_float or None)
         return run_isolated(f"{__name__}:layer_errors_step", self.float_model, model, list(debug.batch1()),
                             self.described, tool="LiteRT (per-layer error)", what="measuring the per-layer int8 error")
 

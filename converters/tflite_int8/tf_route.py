@@ -37,7 +37,8 @@ class TensorFlowRoute:
     # TensorFlow's converter and its calibrator can crash on a model they accept (a Keras
     # LSTM: SIGSEGV in the calibrator's _feed_tensors), so every step below runs in a child
     # process (edgeserve.isolation): the arguments are plain arrays and a path.
-    def layer_errors(self, debug: Any) -> list[LayerError]:
+    def layer_errors(self, debug: Any, keep_float: list[str] | None = None) -> list[LayerError]:
+        # keep_float: tflite-int8 asks it only of the quantizer route (float-refused is skipped here)
         return run_isolated(f"{__name__}:layer_errors_step", str(self.saved_model), self.calibration.inputs, self.io,
                             debug.inputs, tool="TensorFlow's quantization debugger",
                             what="measuring the per-layer int8 error")
