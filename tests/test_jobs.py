@@ -122,7 +122,7 @@ def test_an_out_of_memory_kill_is_retried_with_twice_the_memory(tmp_path: Path, 
     job = write_job(tmp_path / "job", testdata)
     tries: list[tuple[str, str]] = []
 
-    def fake_cell(model, target, flags, files, timeout_s, out_dir):  # noqa: ANN001 - run_cell's signature
+    def fake_cell(model, target, flags, files, timeout_s, out_dir, beside=1):  # noqa: ANN001 - run_cell's signature
         tries.append((Path(model).name, target))
         base = {"seconds": 0.1, "node": "here", "bytes": None, "sqnr_db": None, "top1_agreement": None}
         if target == "onnx" and "float" in model and tries.count(tries[-1]) == 1:
