@@ -62,7 +62,7 @@ def test_a_division_litert_refuses_in_int8_is_kept_float(tmp_path: Path) -> None
     (div,) = [op for op in graph.operators if op.op_name == "DIV"]
     assert {graph.tensors[i].dtype_name for i in div.inputs} == {"float32"}
     # With it, what computes its divisor (the clamp at 1e-3 that int8 rounds to zero, the count):
-    from edgeserve.converters.tflite_int8.converter import refused_operators
+    from edgeserve.converters.tflite_int8.refused import refused_operators
 
     at = graph.operators.index(div)
     kept = refused_operators(model.file_bytes, f"Node number {at} (DIV) failed to invoke.")
@@ -84,7 +84,7 @@ def test_a_division_litert_refuses_in_int8_is_kept_float(tmp_path: Path) -> None
 def test_the_refused_node_is_read_from_litert_s_message() -> None:
     """The check above can fail: a message naming no node, or a node whose operator is not the one
     named, gives no remedy."""
-    from edgeserve.converters.tflite_int8.converter import refused_operators
+    from edgeserve.converters.tflite_int8.refused import refused_operators
 
     assert refused_operators(None, "Node number 3 (DIV) failed to invoke") == []
     assert refused_operators(b"", "LiteRT could not run this model: out of memory") == []

@@ -15,7 +15,6 @@ verify     run each attempt with LiteRT, check every operator runs on integer te
 from __future__ import annotations
 
 import logging
-import re
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +32,7 @@ from edgeserve.converters.tflite_int8.float_tail import concatenation_tail, floa
 from edgeserve.converters.tflite_int8.layer_errors import LayerError, LayerTable
 from edgeserve.converters.tflite_int8.output_order import source_order, upstream_tensors
 from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
+from edgeserve.converters.tflite_int8.refused import refused_operators
 from edgeserve.converters.tflite_int8.reverify import integer_problems, reverify_artifact
 from edgeserve.converters.tflite_int8.run import Run
 from edgeserve.converters.tflite_int8.tf_route import TensorFlowRoute
@@ -578,44 +578,6 @@ class TfliteInt8Converter(Converter):
     # ----- re-verification --------------------------------------------------------------
     def reverify(self, entry: Mapping[str, Any], root: Path) -> VerifyResult:
         return reverify_artifact(entry, root)
-
-
-# Operators with no multiply-accumulate, walked back from a refused division's divisor: kept float
-# with it, so the divisor keeps values int8 would round to its zero point (a clamp at 1e-9).
-CHEAP_IN_FLOAT = frozenset({"MAXIMUM", "MINIMUM", "SUM", "MEAN", "ADD", "SUB", "MUL", "CAST", "RESHAPE",
-                            "EXPAND_DIMS", "SQUEEZE", "BROADCAST_TO", "TILE", "ABS", "SQRT", "RSQRT",
-                            "SQUARE", "DEQUANTIZE", "QUANTIZE"})
-DIVISIONS = ("DIV", "FLOOR_DIV")
-
-
-def refused_operators(model: bytes | None, reason: str) -> list[tuple[str, str]]:
-    """[(operator, its first output tensor)] to keep float after LiteRT refused the node its
-    ``reason`` names ("Node number 102 (DIV) failed to invoke"): that node, and for a division
-    the cheap operators that compute its divisor (LiteRT's int8 DIV refuses a divisor on its zero
-    point); empty when the reason names no node of ``model``. LiteRT numbers the nodes of its
-    execution plan, which for a model without delegates is subgraph 0's operator order."""
-    found = re.search(r"Node number (\d+) \((\w+)\) failed to invoke", reason or "")
-    if not model or found is None:
-        return []
-    graph = TfliteModel.from_bytes(model).subgraphs[0]
-    index = int(found.group(1))
-    if index >= len(graph.operators) or graph.operators[index].op_name != found.group(2) \
-            or not graph.operators[index].outputs:
-        return []
-    op = graph.operators[index]
-    kept = [(op.op_name, graph.tensors[op.outputs[0]].name)]
-    if op.op_name in DIVISIONS and len(op.inputs) > 1:
-        producer = {t: o for o in graph.operators for t in o.outputs}
-        todo = [op.inputs[1]]
-        while todo and len(kept) < 16:
-            before = producer.get(todo.pop())
-            if before is None or before.op_name not in CHEAP_IN_FLOAT or not before.outputs:
-                continue
-            pair = (before.op_name, graph.tensors[before.outputs[0]].name)
-            if before.op_name not in ("DEQUANTIZE", "QUANTIZE") and pair not in kept:
-                kept.append(pair)
-            todo.extend(i for i in before.inputs if i >= 0)
-    return kept
 
 
 def _output_order(model: bytes, ctx: ConversionContext) -> list[int]:
