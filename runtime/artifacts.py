@@ -21,6 +21,7 @@ from edgeserve.runtime.backends.registry import ENGINE_SUFFIXES
 from edgeserve.atomic import NOT_REGULAR, read_regular, read_settings, special_file
 from edgeserve.errors import InputError, ManifestError, ModelFileError
 from edgeserve.manifest.record import MANIFEST_NAME, inside, load_manifest
+from edgeserve.manifest.entry import ArtifactEntry
 from edgeserve.preprocess import PreprocessSpec
 
 log = logging.getLogger(__name__)
@@ -149,22 +150,22 @@ def _from_manifest(path: Path, target: str | None) -> ServedModel:
     manifest = load_manifest(path)
     root = path.parent
     artifacts = []
-    for entry in manifest["artifacts"]:
-        if entry.get("status") != "ok" or not served(str(entry.get("target"))):
+    for written in manifest["artifacts"]:
+        where = f"{path} artifact {written.get('target')!r}"
+        entry = ArtifactEntry.read(written, where)
+        if not entry.ok or not served(entry.target):
             continue
-        if target is not None and entry.get("target") != target:
+        if target is not None and entry.target != target:
             continue
-        where = f"{path} artifact {entry.get('target')!r}"
-        file = inside(root, entry.get("path"), where)
+        file = inside(root, entry.path, where)
         engine = engine_of(file)
         if engine is None:  # refused, not skipped: skipping would serve another target without a word
             raise ManifestError(f"{where}: expected its path to name a model file ({SERVED_SUFFIXES}), "
-                                f"got {str(entry.get('path'))[:80]!r}")
-        if not entry.get("sha256"):
-            raise ManifestError(f"{path} artifact {entry.get('target')!r} has no sha256: nothing proves "
-                                f"{entry['path']} is the file that was verified")
-        labels = tuple(str(o.get("source_output") or "") for o in entry.get("outputs") or [] if isinstance(o, dict))
-        artifacts.append(Artifact(file, engine, entry["target"], entry["sha256"], int(entry.get("bytes") or 0),
+                                f"got {entry.path[:80]!r}")
+        if not entry.sha256:
+            raise ManifestError(f"{where} has no sha256: nothing proves {entry.path} is the file that was verified")
+        labels = entry.source_output_labels()
+        artifacts.append(Artifact(file, engine, entry.target, entry.sha256, entry.bytes or 0,
                                   source_outputs=labels if labels and all(labels) else ()))
     if not artifacts:
         targets = [a.get("target") for a in manifest["artifacts"]]

@@ -434,6 +434,30 @@ def cells_from(manifest: dict | None, targets: tuple[str, ...], error: str) -> d
     return cells
 
 
+def broken_contract(manifest: dict) -> list[str]:
+    """Where a real model's manifest breaks the published contract: the JSON Schema
+    (edgeserve/manifest/manifest.schema.json) and the typed record readers take each artifact
+    through (edgeserve.manifest.entry). Empty when it holds."""
+    from edgeserve.errors import ManifestError
+    from edgeserve.manifest import schema_path
+    from edgeserve.manifest.entry import ArtifactEntry
+
+    found = []
+    try:
+        import jsonschema
+    except ImportError:  # the dev extra's; the typed record is checked either way
+        jsonschema = None
+    if jsonschema is not None:
+        validator = jsonschema.Draft202012Validator(json.loads(schema_path().read_text()))
+        found += [f"schema: {'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in validator.iter_errors(manifest)]
+    for entry in manifest.get("artifacts", []):
+        try:
+            ArtifactEntry.read(entry, f"{entry.get('target')} artifact")
+        except ManifestError as exc:
+            found.append(f"record: {exc}")
+    return found
+
+
 def reason_in(error: str, target: str) -> str:
     """``target``'s part of convert's last error line ("a: refused: ...; b: not built: ..."),
     or the whole line when it names no target (the source itself was refused)."""
@@ -476,12 +500,13 @@ def run_model(model: CorpusModel, targets: tuple[str, ...], work: Path) -> dict:
     errors = [line for line in done.stderr.splitlines() + done.stdout.splitlines() if line.startswith("error:")]
     traceback = "Traceback (most recent call last)" in done.stderr + done.stdout
     cells = cells_from(manifest, targets, errors[-1] if errors else "")
+    contract = broken_contract(manifest) if manifest is not None else []
     if traceback:
         for cell in cells.values():
             if cell["status"] != "ok":
                 cell["status"] = "traceback"
     return {"model": model.name, "family": model.family, "source": source.name, "exit_code": done.returncode,
-            "seconds": round(seconds, 1), "cells": cells, "errors": errors,
+            "seconds": round(seconds, 1), "cells": cells, "errors": errors, "contract": contract,
             "stderr_tail": done.stderr.splitlines()[-5:]}
 
 

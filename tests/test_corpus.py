@@ -64,7 +64,7 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
     # activations reached 32,000 and INT8 invented palms). The photos hold one palm the float model
     # finds, so its detection cells turn on that one. int8 activations lose it; the int16x8 remedy
     # (PRELU rewritten for it) keeps it, at 23.9 dB. TFLM has no int16 RESIZE_BILINEAR: -t mcu runs
-    # its two in int8 between requantizations (converters/mcu/int8_islands.py), judged as tflite-int8.
+    # its two in int8 between requantizations (converters/tflm/int8_islands.py), judged as tflite-int8.
     "palm_detection_lite": {
         "tflite-int8": (OK, floor(sqnr_db=22.0, detection_match=0.95)),  # 23.9 dB, 1 of 1 (int16x8)
         # 23.7 dB, 1 of 1 (score error 0.03); TFLM within 239 int16 steps (< 1 int8 step) of LiteRT
@@ -180,7 +180,7 @@ EXPECTED: dict[str, dict[str, tuple[str, object]]] = {
     # its own wrapper feeds it (64 of context, then the chunk), on speech: every INT8 format keeps
     # int8 activations. Its STFT's reflect pad is one GATHER_ND with constant indices (the ONNX
     # reader's); TFLM's SQRT is float only, so -t mcu looks the int8 SQRT up in a table of LiteRT's
-    # results (converters/mcu/int8_lookup.py). mcu-c reads its two inputs (samples, state) back to
+    # results (converters/tflm/int8_lookup.py). mcu-c reads its two inputs (samples, state) back to
     # back and has both kernels; TFLM cannot run the int8 SQRT, so LiteRT's reference kernels judge it.
     "silero_vad": {
         "tflite-int8": (OK, floor(sqnr_db=14.5, activations="int8")),  # measured 16.0 dB
@@ -289,6 +289,7 @@ def test_every_cell_converts_and_agrees_or_is_refused_by_name(model, rows: dict[
     assert row["exit_code"] in (0, 1), row["stderr_tail"]
     cells = row["cells"]
     assert set(cells) == set(TARGETS), cells
+    assert row.get("contract") == [], row.get("contract")  # the manifest as the schema and the typed record say
     tracebacks = [t for t, c in cells.items() if c["status"] == "traceback"]
     assert not tracebacks, row["stderr_tail"]
     if any(c["status"] != OK for c in cells.values()):

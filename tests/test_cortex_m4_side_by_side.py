@@ -110,7 +110,7 @@ CMSIS_NN_SMALLEST = {
 @pytest.mark.parametrize("rel", sorted(CMSIS_NN_SMALLEST))
 def test_the_cmsis_nn_arena_plan_against_the_smallest_that_works(testdata: Path, rel: str) -> None:
     from edgeserve.converters.microcontroller.arena import plan_head
-    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflm.persistent import estimate_arena
     from edgeserve.tflite.model import TfliteModel
 
     model = TfliteModel.from_file(testdata / rel)

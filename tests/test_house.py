@@ -177,11 +177,11 @@ def test_the_target_test_finder_finds_them() -> None:
 # may still take from another, with why. Everything both microcontroller targets need is in
 # converters/microcontroller/; what every target's check needs in edgeserve/quality/ and
 # converters/scoring.py.
-TARGET_FOLDERS = ("tflite_int8", "mcu", "mcu_c", "coreml", "onnx", "executorch")
+TARGET_FOLDERS = ("tflite_int8", "tflm", "mcu_c", "coreml", "onnx", "executorch")
 ALLOWED_BETWEEN_TARGETS = {
     # mcu's rewrites for TFLM's kernels (int8 islands, lookup tables) are judged by tflite-int8's
     # own gate run (LiteRT on the rewritten model against the source), not a copy of it.
-    ("edgeserve.converters.mcu.converter", "edgeserve.converters.tflite_int8.converter"),
+    ("edgeserve.converters.tflm.converter", "edgeserve.converters.tflite_int8.converter"),
 }
 
 
@@ -203,11 +203,11 @@ def test_no_target_imports_another() -> None:
 
 
 def test_an_import_between_targets_is_found(tmp_path: Path) -> None:
-    """The check above can fail: a module of mcu_c importing mcu's converter is found."""
+    """The check above can fail: a module of mcu_c importing the TFLM target's converter is found."""
     module = tmp_path / "leaning.py"
-    module.write_text("from edgeserve.converters.mcu.converter import McuConverter\n")
+    module.write_text("from edgeserve.converters.tflm.converter import McuConverter\n")
     modules = project_modules() | {"edgeserve.converters.mcu_c.leaning": module}
-    assert ("edgeserve.converters.mcu_c.leaning", "edgeserve.converters.mcu.converter") in \
+    assert ("edgeserve.converters.mcu_c.leaning", "edgeserve.converters.tflm.converter") in \
         imports_between_targets(modules)
 
 

@@ -271,4 +271,4 @@ def test_every_data_file_is_matched_by_package_data() -> None:
                     and not any(fnmatch.fnmatch(relative, p) and relative.count("/") == p.count("/") for p in patterns):
                 unmatched.append(f"{package}: {relative}")
     assert unmatched == []
-    assert (ROOT / "firmware/templates/mcu/main.cc.in").is_file()  # the walk sees the templates
+    assert (ROOT / "firmware/templates/tflm/main.cc.in").is_file()  # the walk sees the templates

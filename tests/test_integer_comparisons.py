@@ -196,7 +196,7 @@ def test_hey_jarvis_with_its_verifier_reaches_both_microcontroller_targets(tmp_p
 
     # The same frames through LiteRT (the artifact), TFLM (the mcu build's model) and the C.
     from edgeserve.converters.microcontroller import tflm
-    from edgeserve.converters.mcu.int8_lookup import int8_lookups
+    from edgeserve.converters.tflm.int8_lookup import int8_lookups
     from edgeserve.converters.microcontroller.select_v2 import select_as_v2
     from edgeserve.converters.mcu_c.check import build_host, run_host
 

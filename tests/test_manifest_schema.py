@@ -74,3 +74,42 @@ def test_the_schemas_lists_are_the_codes() -> None:
     schema = json.loads(schema_path().read_text())
     assert sorted(schema["$defs"]["target"]["enum"]) == sorted(target_names())
     assert sorted(schema["properties"]["source"]["properties"]["kind"]["enum"]) == sorted(SOURCE_KINDS)
+
+
+def test_the_typed_record_is_the_schemas_artifact() -> None:
+    """Readers outside a target's folder take an entry through edgeserve.manifest.entry.ArtifactEntry:
+    its fields are the schema's artifact properties, and its required ones the schema's."""
+    from edgeserve.manifest.entry import _CONTRACT, contract_fields
+
+    artifact = json.loads(schema_path().read_text())["$defs"]["artifact"]
+    assert sorted(contract_fields()) == sorted(artifact["properties"])
+    assert [name for name, _, required in _CONTRACT if required] == artifact["required"]
+
+
+def test_every_written_entry_reads_as_the_typed_record(written: list[dict]) -> None:
+    from edgeserve.manifest.entry import ArtifactEntry
+
+    for manifest in written:
+        for entry in manifest["artifacts"]:
+            record = ArtifactEntry.read(entry)
+            assert (record.target, record.status, record.path) == (entry["target"], entry["status"], entry["path"])
+            assert record.ok is (entry["status"] == "ok") and record.fields is entry
+            assert record.size and record.size == (entry.get("bytes") or sum(f["bytes"] for f in entry["files"]))
+
+
+@pytest.mark.parametrize("break_it, says", [
+    (lambda e: e.pop("path"), "expected the field 'path' (a string), found none"),
+    (lambda e: e.update(bytes="12"), "expected 'bytes' to be an integer, found str"),
+    (lambda e: e.update(bytes=True), "expected 'bytes' to be an integer, found bool"),
+    (lambda e: e.update(files={"path": "a"}), "expected 'files' to be a list, found dict"),
+])
+def test_the_typed_record_refuses_a_broken_entry_in_one_line(written: list[dict], break_it, says: str) -> None:
+    from edgeserve.errors import ManifestError
+    from edgeserve.manifest.entry import ArtifactEntry
+
+    entry = copy.deepcopy(written[1]["artifacts"][0])
+    ArtifactEntry.read(entry)  # whole, it reads
+    break_it(entry)
+    with pytest.raises(ManifestError) as caught:
+        ArtifactEntry.read(entry, "OUT/manifest.json artifact 0")
+    assert str(caught.value).startswith(f"OUT/manifest.json artifact 0: {says}") and "\n" not in str(caught.value)

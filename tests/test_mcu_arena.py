@@ -129,7 +129,7 @@ def test_scratch_of_mean_and_transpose_conv_matches_tflm(tmp_path):
     use = tflm.arena_use(data, 1 << 20)
     assert plan.head_bytes == use.head
     # The tail too (TRANSPOSE_CONV's OpData, options and per-channel arrays), against the wheel.
-    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflm.persistent import estimate_arena
 
     assert estimate_arena(model, use.head, pointer_bytes=8, recording=True).tail_bytes == use.tail
 
@@ -140,7 +140,7 @@ def test_depth_to_space_and_space_to_depth_tail_matches_tflm(tmp_path):
     import mcu_c_models
 
     from edgeserve.converters.microcontroller import tflm
-    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflm.persistent import estimate_arena
 
     path = mcu_c_models.int8_tflite("d2s", tmp_path)
     data = path.read_bytes()

@@ -18,8 +18,8 @@ import pytest
 
 from edgeserve.errors import InputError
 from edgeserve.converters.microcontroller import toolchain
-from edgeserve.converters.mcu.carray import render_model_data, symbol_names
-from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
+from edgeserve.converters.tflm.carray import render_model_data, symbol_names
+from edgeserve.converters.tflm.examples import TensorDesc, render_examples, sketch_files
 from edgeserve.tflite.model import TfliteModel
 
 MODELS = {
@@ -262,7 +262,7 @@ def test_unknown_tensor_type_is_rejected():
 def test_the_arena_header_picks_the_plan_for_the_pointer_size(tmp_path):
     """kTensorArenaSize is the 32-bit plan on a Cortex-M and the 64-bit plan on a PC, from one
     header, so the generated main.cc runs on both (TFLM's structs hold wider pointers on a PC)."""
-    from edgeserve.converters.mcu.arena_header import render_arena_header
+    from edgeserve.converters.tflm.arena_header import render_arena_header
 
     header = render_arena_header("m", arena_bytes=5040, head_bytes=3072, tail_bytes=1956, temp_peak_bytes=0,
                                  host_arena_bytes=6048, terms={}, kernels="reference")

@@ -31,7 +31,7 @@ from edgeserve.converters.microcontroller.ops import (
     OpUse,
     resolve_ops,
 )
-from edgeserve.converters.mcu.ops_header import render_ops_header
+from edgeserve.converters.tflm.ops_header import render_ops_header
 from edgeserve.converters.microcontroller.toolchain import find_compiler
 from edgeserve.tflite.model import TfliteModel
 
@@ -348,7 +348,7 @@ def test_table_rows_are_consistent():
 
 
 def test_importing_the_op_table_stays_light():
-    code = ("import sys, edgeserve.converters.microcontroller.ops, edgeserve.converters.mcu.ops_header; "
+    code = ("import sys, edgeserve.converters.microcontroller.ops, edgeserve.converters.tflm.ops_header; "
             "heavy = {'tensorflow', 'tflite_micro', 'ai_edge_litert'} & set(sys.modules); "
             "sys.exit(sorted(heavy) or 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""edgeserve.converters.mcu.persistent, held to the real TFLM interpreter (the tflite-micro wheel).
+"""edgeserve.converters.tflm.persistent, held to the real TFLM interpreter (the tflite-micro wheel).
 
 The wheel builds its interpreter with the recording allocator on this 64-bit host, so
 ``estimate_arena(..., pointer_bytes=8, recording=True)`` must reproduce what it prints
@@ -21,7 +21,7 @@ import pytest
 
 from edgeserve.errors import UnsupportedOpError
 from edgeserve.converters.microcontroller import tflm
-from edgeserve.converters.mcu.persistent import ArenaBudget, estimate_arena
+from edgeserve.converters.tflm.persistent import ArenaBudget, estimate_arena
 from edgeserve.tflite.model import TfliteModel
 
 REQUIRED = [

@@ -21,7 +21,7 @@ import registry_models
 from speech import FOUR_WAKE_WORDS, VOICE, features, quantized_strides, speak
 from edgeserve.converters.microcontroller.arena import plan_head
 from edgeserve.converters.microcontroller.child import call_in_child
-from edgeserve.converters.mcu.persistent import estimate_arena, variable_names
+from edgeserve.converters.tflm.persistent import estimate_arena, variable_names
 from edgeserve.tflite.model import TfliteModel
 
 pytest.importorskip("tflite_micro")
@@ -101,7 +101,7 @@ def test_speech_streams_through_tflm_bit_exact_and_repeats_after_reset(wheel, tm
     assert len(frames) >= 100
     arena = estimate_arena(model, plan_head(model, pointer_bytes=8).head_bytes, pointer_bytes=8,
                            recording=True).total_bytes
-    result = call_in_child("edgeserve.converters.mcu.check:check_stream_with_tflm", data, arena, frames,
+    result = call_in_child("edgeserve.converters.tflm.check:check_stream_with_tflm", data, arena, frames,
                            what="streaming speech through TFLM")
     assert result.distinct_outputs > 10  # every detector reacts to the speech (16-26 values): this can fail
     assert result.reset_repeats

@@ -222,7 +222,7 @@ def test_a_crash_inside_tflm_is_one_error_line(testdata, tmp_path, monkeypatch, 
     from click.testing import CliRunner
 
     from edgeserve.cli import cli
-    from edgeserve.converters.mcu import converter
+    from edgeserve.converters.tflm import converter
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
     monkeypatch.setattr(converter, "TFLM_CHECK", f"crashers:{crasher}")

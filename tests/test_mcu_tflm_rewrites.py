@@ -1,8 +1,8 @@
 """What `-t mcu` rewrites for TFLM's kernels, judged against the float source before TFLM runs it.
 
-An int16x8 model with a bilinear resize (converters/mcu/int8_islands.py): TFLM's
+An int16x8 model with a bilinear resize (converters/tflm/int8_islands.py): TFLM's
 RESIZE_BILINEAR has no int16 kernel, so the resize runs in int8 between two requantizations.
-An int8 SQRT (converters/mcu/int8_lookup.py): TFLM's SQRT is float only, so it is looked up in
+An int8 SQRT (converters/tflm/int8_lookup.py): TFLM's SQRT is float only, so it is looked up in
 a table of LiteRT's own int8 results.
 
 Two float models whose int8 activations fail the gate and whose int16 ones pass: one tensor
@@ -110,10 +110,10 @@ def test_an_int8_sqrt_is_a_table_of_litert_results_that_tflm_looks_up(tmp_path: 
 
     from edgeserve.converters.microcontroller import tflm
     from edgeserve.converters.microcontroller.arena import plan_head
-    from edgeserve.converters.mcu.int8_lookup import by_value, int8_lookups
+    from edgeserve.converters.tflm.int8_lookup import by_value, int8_lookups
     from edgeserve.converters.microcontroller.quant import lookup_table
     from edgeserve.converters.microcontroller.ops import resolve_ops
-    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflm.persistent import estimate_arena
     from edgeserve.converters.tflite_int8.quantizer_route import QuantizerRoute
     from edgeserve.datasets import SampleSet
     from edgeserve.runtime.backends.litert_run import TfliteRunner

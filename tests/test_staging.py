@@ -82,7 +82,7 @@ def test_an_interrupt_leaves_out_as_it_was(testdata: Path, tmp_path: Path, monke
     (out / "notes.txt").write_text("the user's own file")
     before = tree(out)
 
-    from edgeserve.converters.mcu import converter
+    from edgeserve.converters.tflm import converter
 
     def interrupted(self, ctx, *args, **kwargs):
         (ctx.out_dir / "mcu" / "half_written.cc").write_text("// a file the interrupt cut short")

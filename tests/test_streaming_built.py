@@ -79,7 +79,7 @@ def test_stream_step_gives_every_output_like_run(stream_model):
 def test_mcu_streams_through_tflm_and_plans_the_smallest_arena(stream_model, tmp_path):
     from edgeserve.converters.microcontroller.arena import plan_head
     from edgeserve.converters.microcontroller.child import call_in_child
-    from edgeserve.converters.mcu.persistent import estimate_arena
+    from edgeserve.converters.tflm.persistent import estimate_arena
     from edgeserve.conversion.convert import convert
 
     pytest.importorskip("tflite_micro")

@@ -11,7 +11,7 @@ from string import Template
 
 @cache
 def template(path: str) -> Template:
-    """firmware/templates/<path> ("mcu/main.cc.in") as a Template."""
+    """firmware/templates/<path> ("tflm/main.cc.in") as a Template."""
     folder = resources.files("edgeserve._firmware").joinpath("templates")
     return Template(folder.joinpath(*path.split("/")).read_text(encoding="utf-8"))
 

@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edgeserve.errors import ManifestError
+from edgeserve.manifest.entry import ArtifactEntry
+
 CELL_RECORD = "cell.json"  # beside the manifest in each cell's folder: the key it was made from
 # Tests set this to a folder: a Ray task marks there when it starts a cell, by node id.
 STARTED_FOR_TESTS = "EDGESERVE_TEST_CELL_STARTED"
@@ -145,17 +148,18 @@ def describe(target: str, code: int | None, stderr: str, manifest: dict[str, Any
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return row | {"status": "crashed", "signal": -code,
                       "error": f"convert died ({name}{': out of memory?' if -code == signal.SIGKILL else ''})"}
-    for entry in (manifest or {}).get("artifacts", []):
-        if entry.get("target") == target:
-            outputs = (entry.get("quality") or {}).get("outputs") or []
-            sqnr = [o["sqnr_db"] for o in outputs if isinstance(o.get("sqnr_db"), (int, float))]
-            agreement = (entry.get("agreement") or {}).get("top1_agreement")
-            failed = entry.get("status") != "ok"
-            size = entry.get("bytes") or sum(f.get("bytes") or 0 for f in entry.get("files") or []) or None
-            return row | {"status": "ok" if not failed else "failed", "bytes": size,
-                          "path": entry.get("path"), "sqnr_db": min(sqnr) if sqnr else None,
+    for written in (manifest or {}).get("artifacts", []):
+        if written.get("target") == target:
+            try:
+                entry = ArtifactEntry.read(written, f"{target} artifact")
+            except ManifestError as exc:  # a manifest this edgeserve cannot read: the cell's error, not the job's
+                return row | {"error": str(exc)}
+            sqnr = entry.output_sqnr_db()
+            agreement = (entry.agreement or {}).get("top1_agreement")
+            return row | {"status": "ok" if entry.ok else "failed", "bytes": entry.size,
+                          "path": entry.path, "sqnr_db": min(sqnr) if sqnr else None,
                           "top1_agreement": agreement if isinstance(agreement, (int, float)) else None,
-                          "error": (entry.get("reason") or row["error"]) if failed else None}
+                          "error": None if entry.ok else (entry.reason or row["error"])}
     for kind, status in (("refused", "refused"), ("not_built", "not built")):
         for entry in (manifest or {}).get(kind, []):
             if entry.get("target") == target:

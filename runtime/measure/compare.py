@@ -19,6 +19,7 @@ import numpy as np
 
 from edgeserve.errors import EdgeServeError
 from edgeserve.manifest.record import load_manifest
+from edgeserve.manifest.entry import ArtifactEntry
 from edgeserve.device_profiles import load_profile
 from edgeserve.runtime.artifacts import served
 from edgeserve.runtime.measure.loop_energy import LoopEnergy, per_inference
@@ -31,18 +32,17 @@ def disk_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def quality(entry: dict[str, Any]) -> str:
+def quality(entry: ArtifactEntry) -> str:
     """What the manifest says the artifact keeps of the source, in a few words."""
-    metrics = entry.get("metrics") or {}
+    metrics = entry.metrics or {}
     if metrics.get("metric") == "top1" and metrics.get("quantized") is not None:
         if not metrics.get("labelled", True):  # against the float model's own top-1
             return f"top-1 agreement {100 * metrics['quantized']:.1f} %"
         return f"top1 {metrics['quantized']:.3f} (drop {metrics.get('drop_points', 0.0):.2f} pts)"
-    outputs = (entry.get("quality") or {}).get("outputs") or []
-    sqnr = [o["sqnr_db"] for o in outputs if o.get("sqnr_db") is not None]
+    sqnr = entry.output_sqnr_db()
     if sqnr:
         return f"SQNR {min(sqnr):.1f} dB" + (" (worst output)" if len(sqnr) > 1 else "")
-    check = entry.get("verification") or {}
+    check = entry.verification
     if check.get("bit_exact"):
         return f"bit-exact with {check.get('reference') or 'TFLM'}"
     if check.get("max_abs_diff") is not None:
@@ -62,15 +62,16 @@ def compare(manifest_path: Path, *, frames: int, warmup: int, threads: int | Non
     rows: list[dict[str, Any]] = []
     energy = LoopEnergy.open(load_profile(profile) if profile else None)
     shared_frame: np.ndarray | None = None
-    for entry in manifest["artifacts"]:
-        if entry.get("status") != "ok" or not entry.get("path"):
+    for written in manifest["artifacts"]:
+        entry = ArtifactEntry.read(written, f"{manifest_path} artifact {written.get('target')!r}")
+        if not entry.ok:
             continue
-        target = entry["target"]
-        row: dict[str, Any] = {"target": target, "path": entry["path"], "bytes": disk_bytes(root / entry["path"]),
+        target = entry.target
+        row: dict[str, Any] = {"target": target, "path": entry.path, "bytes": disk_bytes(root / entry.path),
                                "quality": quality(entry)}
         rows.append(row)
         if not served(target):  # a microcontroller build: its figures come from the emulated board
-            m4 = ((entry.get("verification") or {}).get("cortex_m4") or {})
+            m4 = entry.verification.get("cortex_m4") or {}
             row["skipped"] = "a microcontroller build: it runs on the board" + (
                 f" (emulated Cortex-M4: {m4['instructions']:,} instructions per inference)" if "instructions" in m4 else "")
             continue

@@ -28,7 +28,7 @@ model alone:
 8. **Inputs and outputs** (tail): a pointer array and a persistent ``TfLiteTensor``
    (with quantization) per model input and output.
 
-Per-kernel facts are in :mod:`edgeserve.converters.mcu.kernel_data`; the struct sizes below come
+Per-kernel facts are in :mod:`edgeserve.converters.tflm.kernel_data`; the struct sizes below come
 from the same measurements (see that module's docstring). The replay was checked against
 real TFLM twice: the tflite-micro wheel on x86-64 (tests/test_mcu_persistent.py), and
 TFLM built with arm-none-eabi-g++ and run under qemu-arm for the 32-bit figures (the
@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 
 from edgeserve.errors import ModelFileError, UnsupportedOpError
 from edgeserve.converters.microcontroller import arena
-from edgeserve.converters.mcu.kernel_data import (
+from edgeserve.converters.tflm.kernel_data import (
     COLUMNS,
     KERNELS,
     OP_DATA,

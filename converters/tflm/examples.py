@@ -15,8 +15,8 @@
 The programs read scale and zero point from the tensors at run time, so they stay right if
 the model is requantized; shapes and types are baked in and checked at run time, so a
 model swapped without regenerating fails with a message instead of reading past a buffer.
-The templates live here as strings, not as package data files, so the wheel needs no
-extra package-data patterns for ``.ino`` and ``.txt``.
+The text is in firmware/templates/tflm/ (read through microcontroller/templates.py); this module
+fills it in.
 """
 
 from __future__ import annotations
@@ -212,26 +212,26 @@ def _values(
 # Shared by main.cc and the sketch: pure functions, no printing, so each program reports
 # through its own channel (MicroPrintf or Serial). Quantize and Dequantize are included
 # only when used: an unused function in an anonymous namespace is a warning.
-_HELPERS = template("mcu/helpers.cc.in")
+_HELPERS = template("tflm/helpers.cc.in")
 
-_QUANTIZE = text("mcu/quantize.cc.in")
+_QUANTIZE = text("tflm/quantize.cc.in")
 
-_DEQUANTIZE = text("mcu/dequantize.cc.in")
+_DEQUANTIZE = text("tflm/dequantize.cc.in")
 
-_MAIN = template("mcu/main.cc.in")
+_MAIN = template("tflm/main.cc.in")
 
-_SKETCH = template("mcu/sketch.ino.in")
+_SKETCH = template("tflm/sketch.ino.in")
 
-_CMAKE = template("mcu/CMakeLists.txt.in")
+_CMAKE = template("tflm/CMakeLists.txt.in")
 
 
-_PROBE = template("mcu/probe.cc.in")
+_PROBE = template("tflm/probe.cc.in")
 
 # MicroResourceVariables::Create allocates the object and one MicroResourceVariable per
 # variable (a private struct: two names, a buffer pointer, a size_t and flags, 40 bytes on
-# a 64-bit host and 20 on a 32-bit MCU, as converters/mcu/persistent.py plans them), each
+# a 64-bit host and 20 on a 32-bit MCU, as converters/tflm/persistent.py plans them), each
 # aligned to MicroArenaBufferAlignment(); a failure there is a null dereference too.
-_STATE_PROBE = template("mcu/state_probe.cc.in")
+_STATE_PROBE = template("tflm/state_probe.cc.in")
 
 
 def _interpreter_setup(resource_variables: int) -> dict[str, str]:

@@ -35,9 +35,9 @@ OUT_DIR = "mcu"
 # identical inputs. Recorded in the manifest either way; more than this is an error.
 MAX_REFERENCE_STEPS = 3
 # TFLM runs in a child process (child.py): a crash there is an error line, not a dead convert.
-TFLM_CHECK = "edgeserve.converters.mcu.check:check_with_tflm"
+TFLM_CHECK = "edgeserve.converters.tflm.check:check_with_tflm"
 TFLM_FITS = "edgeserve.converters.microcontroller.tflm:fits"
-STREAM_CHECK = "edgeserve.converters.mcu.check:check_stream_with_tflm"
+STREAM_CHECK = "edgeserve.converters.tflm.check:check_stream_with_tflm"
 STREAM_FRAMES = 100  # stateful models: frames streamed with state carried, then again after reset
 CHECK_SAMPLES = 3  # TFLM's reference kernels are slow on big models; 3 random frames suffice for bit-exactness
 
@@ -52,8 +52,8 @@ def with_tflm_rewrites(ctx: ConversionContext, model_bytes: bytes) -> tuple[byte
     A .tflite source has no float model to judge a rewrite against: it is left as given, and
     the operator check refuses it by name.
     """
-    from edgeserve.converters.mcu.int8_islands import int8_islands
-    from edgeserve.converters.mcu.int8_lookup import int8_lookups
+    from edgeserve.converters.tflm.int8_islands import int8_islands
+    from edgeserve.converters.tflm.int8_lookup import int8_lookups
 
     if ctx.source.kind == "tflite" or ctx.evaluation is None:
         return model_bytes, {}
@@ -102,7 +102,7 @@ class McuConverter(Converter):
             return Route(self.name, ("tflite-micro",))
         int8 = get_converter("tflite-int8").route_from(kind)
         return Route(self.name, (*int8.steps, "tflite-micro")) if int8.exists else Route(self.name, (), int8.reason)
-    report_lines = "edgeserve.converters.mcu.report"
+    report_lines = "edgeserve.converters.tflm.report"
     summary = "TFLM build: C array, exact op resolver, computed tensor arena, fit check"
 
     def isolated_imports(self, source_kind: str) -> tuple[str, ...]:
@@ -121,7 +121,7 @@ class McuConverter(Converter):
     def convert(self, ctx: ConversionContext) -> dict[str, Any]:
         from edgeserve.converters.microcontroller.memory import check_fit, memory_report
         from edgeserve.converters.microcontroller.ops import CORE_CODE_BYTES, resolve_ops
-        from edgeserve.converters.mcu.persistent import estimate_arena
+        from edgeserve.converters.tflm.persistent import estimate_arena
 
         opts = Options.from_mapping(ctx.options)
         model_bytes, origin = self.prepare(ctx)
@@ -251,10 +251,10 @@ class McuConverter(Converter):
              ops: list[Any], head: HeadPlan, target: Any, host: Any,
              cmsis_nn: tuple[int, int, int] | None = None) -> list[Path]:
         """Write OUT/mcu/; the model's own .tflite goes beside the C array for `edgeserve verify`."""
-        from edgeserve.converters.mcu.arena_header import render_arena_header
-        from edgeserve.converters.mcu.carray import render_model_data
-        from edgeserve.converters.mcu.examples import TensorDesc, render_examples, sketch_files
-        from edgeserve.converters.mcu.ops_header import render_ops_header
+        from edgeserve.converters.tflm.arena_header import render_arena_header
+        from edgeserve.converters.tflm.carray import render_model_data
+        from edgeserve.converters.tflm.examples import TensorDesc, render_examples, sketch_files
+        from edgeserve.converters.tflm.ops_header import render_ops_header
 
         directory = ctx.out_dir / OUT_DIR
         data_h, data_cc = render_model_data(name, model_bytes, source=ctx.source.path.name)
@@ -270,7 +270,7 @@ class McuConverter(Converter):
             f"{name}_model_arena.h": arena_h,
         }
         graph = model.subgraphs[0]
-        from edgeserve.converters.mcu.persistent import variable_names
+        from edgeserve.converters.tflm.persistent import variable_names
 
         examples = render_examples(
             name, f"{name}_model_arena.h", f"{name}_model_ops.h",
@@ -315,7 +315,7 @@ class McuConverter(Converter):
             )
         verification = {"method": "tflm-vs-litert-reference", "bit_exact": result.max_abs_diff == 0.0,
                         **result.to_dict(), "output_steps": "int16" if wide else "int8"}
-        from edgeserve.converters.mcu.persistent import variable_names
+        from edgeserve.converters.tflm.persistent import variable_names
 
         if variable_names(model) and result.max_abs_diff is not None:
             from edgeserve.converters.microcontroller.samples import sample_inputs
