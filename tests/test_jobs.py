@@ -167,8 +167,12 @@ def test_how_a_cell_ended_is_read_from_convert() -> None:
     assert describe("onnx", 1, "error: not a model\n", None, 30) == {
         "status": "refused", "bytes": None, "sqnr_db": None, "top1_agreement": None, "error": "not a model"}
     failed = {"artifacts": [{"target": "onnx", "status": "failed", "bytes": 10, "path": "model.onnx",
-                             "quality": {"outputs": [{"sqnr_db": 3.5}]}}]}
-    assert describe("onnx", 1, "", failed, 30)["status"] == "failed"
+                             "verification": {}, "quality": {"outputs": [{"sqnr_db": 3.5}]}}]}
+    assert describe("onnx", 1, "", failed, 30) == {"status": "failed", "bytes": 10, "path": "model.onnx",
+                                                   "sqnr_db": 3.5, "top1_agreement": None, "error": None}
+    # A manifest this edgeserve cannot read (no path) is the cell's error, in one line, not the job's.
+    broken = {"artifacts": [{"target": "onnx", "status": "ok", "verification": {}, "bytes": 10}]}
+    assert describe("onnx", 0, "", broken, 30)["error"] == "onnx artifact: expected the field 'path' (a string), found none"
     not_built = describe("mcu", 1, "", {"artifacts": [], "not_built": [{"target": "mcu", "reason": "built from x"}]}, 30)
     assert (not_built["status"], not_built["error"]) == ("not built", "built from x")
 
@@ -379,3 +383,71 @@ def test_a_board_with_a_power_sensor_gets_energy_per_inference(local_run: tuple[
     # 4 W over runs of about p50 each (Python's loop adds a little): the same order as 4 W x p50.
     assert host["mj_per_inference"] is not None, host
     assert 0.5 * 4.0 * host["p50_ms"] <= host["mj_per_inference"] <= 20 * 4.0 * host["p95_ms"], host
+
+
+def test_a_board_bench_can_time_each_operator(local_run: tuple[Path, Path, dict]) -> None:
+    """bench_operators = true: the board's bench is `bench --operators`. The ONNX cell's row keeps
+    ONNX Runtime's slowest operator kinds (the file's operators as it runs them, shares falling, on
+    the CPU provider); LiteRT's cell keeps the reason it has none; the column names the slowest."""
+    import dataclasses
+
+    import onnx
+
+    from edgeserve.jobs.table import cell_text
+
+    job_path, out, _ = local_run
+    job = dataclasses.replace(read_job(job_path), bench_operators=True)
+    model = next(m for m in job.models if m.name == "sine_float")
+    cells = [job_run.Cell(model, target, "key", out / "cells/sine_float" / target, job.memory_mb)
+             for target in ("onnx", "tflite-int8")]
+    runner = job_run._LocalRunner(job, 1)
+    try:
+        benched = {cell.target: result for cell, _, result in runner.bench([(c, "host") for c in cells], job)}
+    finally:
+        runner.close()
+    onnx_ops = benched["onnx"]["operators"]
+    entry = json.loads((out / "cells/sine_float/onnx/manifest.json").read_text())["artifacts"][0]
+    in_file = [node.op_type for node in onnx.load(out / "cells/sine_float/onnx" / entry["path"]).graph.node]
+    kinds = onnx_ops["by_op"]
+    # As ONNX Runtime runs it after its graph optimisation: each Gemm, the two a Relu follows fused with it.
+    assert {k["op"]: k["nodes"] for k in kinds} == {"FusedGemm": 2, "Gemm": 1}, (kinds, in_file)
+    assert in_file.count("Gemm") == 3 and in_file.count("Relu") == 2
+    assert [k["share"] for k in kinds] == sorted((k["share"] for k in kinds), reverse=True)
+    assert 0 < sum(k["share"] for k in kinds) <= 1.0001 and all("CPU" in k["placed_on"] for k in kinds)
+    assert "no per-operator profiler" in benched["tflite-int8"]["operators"]["reason"]
+    row = {"bench": {"host": benched["onnx"]}}
+    assert f"slowest {kinds[0]['op']} {100 * kinds[0]['share']:.0f} %" in cell_text(row, "bench:host")
+
+
+def test_a_bench_kept_without_operators_is_done_again_when_the_job_asks_for_them(tmp_path: Path) -> None:
+    """A row's kept bench is reused, unless the job now asks for operators and it has none."""
+    import dataclasses
+
+    from edgeserve.jobs.jobfile import Job, ModelSpec
+
+    model = ModelSpec(name="m", path=tmp_path / "m.onnx", flags=(), targets=("onnx",))
+    cell = job_run.Cell(model, "onnx", "key", tmp_path / "cell", 1000)
+    cell.folder.mkdir()
+    asked: list[list[str]] = []
+
+    class Runner:
+        def bench(self, todo, job):  # type: ignore[no-untyped-def]
+            asked.append([board for _, board in todo])
+            for c, board in todo:
+                yield c, board, {"board": board, "p50_ms": 1.0, "error": None, "operators": {"by_op": []}}
+
+    job = Job(path=tmp_path / "job.toml", models=(model,), timeout_s=60, memory_mb=1000, boards=("host",))
+    rows = {cell.name: {"status": "ok", "bench": {"host": {"p50_ms": 1.0, "error": None}}}}
+    job_run._bench(job, [cell], rows, Runner(), say=lambda line: None)
+    assert asked == []  # kept: timed already
+    job_run._bench(dataclasses.replace(job, bench_operators=True), [cell], rows, Runner(), say=lambda line: None)
+    assert asked == [["host"]] and "operators" in rows[cell.name]["bench"]["host"]
+    job_run._bench(dataclasses.replace(job, bench_operators=True), [cell], rows, Runner(), say=lambda line: None)
+    assert asked == [["host"]]  # now kept with its operators
+
+
+def test_bench_operators_must_be_true_or_false(tmp_path: Path, testdata: Path) -> None:
+    job = write_job(tmp_path, testdata)
+    job.write_text(job.read_text().replace("bench_frames = 20", "bench_frames = 20\nbench_operators = \"yes\""))
+    with pytest.raises(InputError, match=r"bench_operators: expected true or false; got 'yes'"):
+        read_job(job)

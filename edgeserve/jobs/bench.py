@@ -31,13 +31,16 @@ def resource_of(board: str) -> str:
     return f"edgeserve/{board}"
 
 
-def bench_cell(folder: Any, target: str, board: str, frames: int, timeout_s: float) -> dict[str, Any]:
+def bench_cell(folder: Any, target: str, board: str, frames: int, timeout_s: float,
+               operators: bool = False) -> dict[str, Any]:
     """Time the artifact of one cell on this machine as ``board``. ``folder``: the cell's folder
-    here, or pack()'s bytes of it (another machine)."""
+    here, or pack()'s bytes of it (another machine). ``operators``: also each operator's time
+    and where it ran (``bench --operators``), the slowest kinds kept."""
     with tempfile.TemporaryDirectory(prefix="edgeserve-bench-") as tmp:
         here = unpack(folder, Path(tmp)) if isinstance(folder, (bytes, bytearray)) else Path(folder)
         command = [sys.executable, "-m", "edgeserve", "-q", "bench", str(here / "manifest.json"), "--target", target,
-                   "-p", board, "--frames", str(frames), "--warmup", str(min(20, frames)), "--json"]
+                   "-p", board, "--frames", str(frames), "--warmup", str(min(20, frames)), "--json",
+                   *(["--operators"] if operators else [])]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
                                   env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -58,13 +61,28 @@ def bench_cell(folder: Any, target: str, board: str, frames: int, timeout_s: flo
                 "peak_memory_bytes": (found.get("peak_memory") or {}).get("bytes_added"),
                 "p50_ms": latency.get("p50"), "p95_ms": latency.get("p95"), "p99_ms": latency.get("p99"),
                 "mj_per_inference": found.get("mj_per_inference"), "energy": found.get("energy"),
-                "frames": found.get("frames"), "error": None}
+                "frames": found.get("frames"), "error": None,
+                **({"operators": slowest_kinds(found.get("operators") or {})} if operators else {})}
 
 
-def bench_remote(target: str, board: str, frames: int, timeout_s: float, packed: bytes) -> dict[str, Any]:
+SLOWEST_KINDS = 5
+
+
+def slowest_kinds(profile: dict[str, Any]) -> dict[str, Any]:
+    """What a job's table keeps of ``bench --operators``: the kernel time per run and the
+    slowest operator kinds (op, where it ran, nodes, share), or the reason there is none."""
+    if "by_op" not in profile:
+        return {"reason": profile.get("reason") or "the bench reported no operators"}
+    return {"us_per_run": profile.get("us_per_run"), "nodes": profile.get("nodes"), "method": profile.get("method"),
+            "by_op": [{k: g.get(k) for k in ("op", "placed_on", "nodes", "us", "share")}
+                      for g in profile["by_op"][:SLOWEST_KINDS]]}
+
+
+def bench_remote(target: str, board: str, frames: int, timeout_s: float, packed: bytes,
+                 operators: bool = False) -> dict[str, Any]:
     """bench_cell as a Ray task (the folder a top-level argument, so Ray fetches it to the node)."""
     import ray
 
-    result = bench_cell(packed, target, board, frames, timeout_s)
+    result = bench_cell(packed, target, board, frames, timeout_s, operators)
     result["node"] += "/" + ray.get_runtime_context().get_node_id()[:8]
     return result

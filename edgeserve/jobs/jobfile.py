@@ -5,6 +5,7 @@
     memory_mb = 4000                       # per cell: what a Ray task asks for (doubled on an OOM kill)
     boards = ["host"]                      # optional: time each served artifact on these boards (bench.py)
     bench_frames = 200                     # frames each bench times
+    bench_operators = false                # also each operator's time, from the engine's profiler
 
     [[models]]
     path = "digits_cnn.keras"              # relative to the job file
@@ -62,6 +63,7 @@ class Job:
     memory_mb: int
     boards: tuple[str, ...] = ()
     bench_frames: int = DEFAULT_BENCH_FRAMES
+    bench_operators: bool = False
 
     def cells(self) -> list[tuple[ModelSpec, str]]:
         return [(model, target) for model in self.models for target in model.targets]
@@ -76,10 +78,10 @@ def read_job(path: Path) -> Job:
         raise InputError(f"cannot read the job file {path}: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: expected a TOML job file: {exc}") from exc
-    unknown = set(data) - {"targets", "timeout_s", "memory_mb", "boards", "bench_frames", "models"}
+    unknown = set(data) - {"targets", "timeout_s", "memory_mb", "boards", "bench_frames", "bench_operators", "models"}
     if unknown:
         raise InputError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; expected targets, timeout_s, "
-                         "memory_mb, boards, bench_frames and [[models]]")
+                         "memory_mb, boards, bench_frames, bench_operators and [[models]]")
     targets = _targets(data.get("targets", []), f"{path}: targets")
     models_data = data.get("models")
     if not isinstance(models_data, list) or not models_data:
@@ -93,8 +95,11 @@ def read_job(path: Path) -> Job:
     memory_mb = int(_positive(data.get("memory_mb", DEFAULT_MEMORY_MB), f"{path}: memory_mb"))
     boards = _boards(data.get("boards", []), f"{path}: boards")
     bench_frames = int(_positive(data.get("bench_frames", DEFAULT_BENCH_FRAMES), f"{path}: bench_frames"))
+    bench_operators = data.get("bench_operators", False)
+    if not isinstance(bench_operators, bool):
+        raise InputError(f"{path}: bench_operators: expected true or false; got {bench_operators!r}")
     return Job(path=path, models=tuple(models), timeout_s=timeout_s, memory_mb=memory_mb, boards=boards,
-               bench_frames=bench_frames)
+               bench_frames=bench_frames, bench_operators=bench_operators)
 
 
 def _boards(value: Any, where: str) -> tuple[str, ...]:

@@ -115,12 +115,16 @@ def run_job(job: Job, out: Path, *, workers: int | None = None, ray_address: str
 def _bench(job: Job, cells: list[Cell], rows: dict[str, dict[str, Any]], runner: Any,
            say: Callable[[str], None]) -> None:
     """Each ok cell's artifact timed on each of the job's boards not timed yet for this cell's
-    key (kept in its cell.json), one bench at a time on a board."""
+    key (kept in its cell.json), or timed without the operators the job now asks for, one bench
+    at a time on a board."""
     from edgeserve.runtime.artifacts import served
 
+    def timed(cell: Cell, board: str) -> bool:
+        kept = (rows[cell.name].get("bench") or {}).get(board)
+        return kept is not None and (not job.bench_operators or "operators" in kept)
+
     todo = [(cell, board) for cell in cells for board in job.boards
-            if rows.get(cell.name, {}).get("status") == "ok" and served(cell.target)
-            and board not in (rows[cell.name].get("bench") or {})]
+            if rows.get(cell.name, {}).get("status") == "ok" and served(cell.target) and not timed(cell, board)]
     if not todo:
         return
     say(f"jobs: {len(todo)} bench(es) on {', '.join(job.boards)}")
@@ -210,7 +214,8 @@ class _LocalRunner:
                     f"no machine of this job is a {board}: run it with --ray on a cluster the board joined with "
                     f"the resource {resource_of(board)}")}
                 continue
-            yield cell, board, bench_cell(cell.folder, cell.target, board, job.bench_frames, job.timeout_s)
+            yield cell, board, bench_cell(cell.folder, cell.target, board, job.bench_frames, job.timeout_s,
+                                          job.bench_operators)
 
     def close(self) -> None:
         for future in self.pending:
@@ -294,7 +299,8 @@ class _RayRunner:
             # each) is ever scheduled on it, and its one unit of the board resource is what keeps
             # two benches from running there at once.
             ref = task.options(num_cpus=0, resources={resource_of(board): 1}, max_retries=1).remote(
-                cell.target, board, job.bench_frames, job.timeout_s, self.ray.put(pack(cell.folder)))
+                cell.target, board, job.bench_frames, job.timeout_s, self.ray.put(pack(cell.folder)),
+                job.bench_operators)
             pending[ref] = (cell, board)
         self.pending.update({ref: cell for ref, (cell, _) in pending.items()})
         while pending:
