@@ -165,8 +165,7 @@ def test_a_folder_where_nothing_ran_is_a_failure(testdata: Path, tmp_path: Path)
 def test_operators_are_timed_by_the_engine_profiler_node_for_node(four_formats, tmp_path):
     """`bench --operators` on the ONNX model: one row per node ONNX Runtime runs after its graph
     optimizations (checked against the optimized model ONNX Runtime itself writes: the same
-    operator types, as many nodes), each on the CPU provider, the shares summing to one. An
-    engine with no profiler edgeserve reads (LiteRT) says so instead of a table."""
+    operator types, as many nodes), each on the CPU provider, the shares summing to one."""
     import onnx
     import onnxruntime as ort
     from collections import Counter
@@ -185,6 +184,35 @@ def test_operators_are_timed_by_the_engine_profiler_node_for_node(four_formats, 
     assert Counter({g["op"]: g["nodes"] for g in ops["by_op"]}) == executed and ops["nodes"] == sum(executed.values())
     assert {g["placed_on"] for g in ops["by_op"]} == {"CPUExecutionProvider"}
     assert abs(sum(g["share"] for g in ops["by_op"]) - 1.0) < 0.01 and ops["us_per_run"] > 0
-    litert = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--target", "tflite-int8",
-                                      "--frames", "5", "--operators", "--json"])
-    assert litert.exit_code == 0 and "no per-operator profiler" in json.loads(litert.output)["operators"]["reason"]
+
+
+def test_litert_operators_come_from_its_own_profiler(four_formats, monkeypatch):
+    """`bench --operators` on the tflite-int8 model, read from LiteRT's profiler through its C API
+    in a child: with TFLite's built-in kernels (litert:cpu), one node per operator of the model in
+    the interpreter's own list, by name; with XNNPACK, its operators and the TFLite kernels it did
+    not take, the shares summing to one. A profiler that cannot be read is a reason, not a failed bench."""
+    from collections import Counter
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    entry = next(a for a in json.loads((four_formats / "manifest.json").read_text())["artifacts"]
+                 if a["target"] == "tflite-int8")
+    interpreter = Interpreter(model_path=str(four_formats / entry["path"]))
+    in_model = Counter(op["op_name"] for op in interpreter._get_ops_details())
+
+    def bench(*flags: str) -> dict:
+        result = CliRunner().invoke(cli, ["bench", str(four_formats / "manifest.json"), "--target", "tflite-int8",
+                                          "--frames", "10", "--threads", "1", "--operators", "--json", *flags])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["operators"]
+
+    builtin = bench("--backend", "litert:cpu")
+    assert Counter({g["op"]: g["nodes"] for g in builtin["by_op"]}) == in_model, (builtin["by_op"], in_model)
+    assert {g["placed_on"] for g in builtin["by_op"]} == {"TFLite kernel"} and builtin["us_per_run"] > 0
+    xnnpack = bench("--backend", "litert:xnnpack")
+    assert "XNNPACK" in {g["placed_on"] for g in xnnpack["by_op"]} and xnnpack["us_per_run"] > 0
+    assert {g["op"] for g in xnnpack["by_op"] if g["placed_on"] == "TFLite kernel"} <= set(in_model)
+    assert abs(sum(g["share"] for g in xnnpack["by_op"]) - 1.0) < 0.01
+    monkeypatch.setenv("EDGESERVE_LITERT_LIBRARY", "/nonexistent/libLiteRt.so")
+    missing = bench("--backend", "litert:cpu")
+    assert "by_op" not in missing and "/nonexistent/libLiteRt.so" in missing["reason"], missing

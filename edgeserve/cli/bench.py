@@ -236,6 +236,8 @@ def _print_operators(ops: dict[str, Any]) -> None:
         return
     click.echo(f"operators      {ops['nodes']} nodes, {ops['us_per_run'] / 1e3:.3f} ms of kernel time per run "
                f"({ops['method']})")
+    op_width = max([24, *(len(g["op"]) for g in ops["by_op"])])  # XNNPACK's names run long
+    place_width = max([14, *(len(g["placed_on"]) for g in ops["by_op"])])
     for g in ops["by_op"]:
-        click.echo(f"  {g['op']:24} {g['placed_on']:28} {g['nodes']:>4} node(s) {g['us'] / 1e3:>9.3f} ms "
+        click.echo(f"  {g['op']:{op_width}} {g['placed_on']:{place_width}} {g['nodes']:>4} node(s) {g['us'] / 1e3:>9.3f} ms "
                    f"{100 * g['share']:>5.1f} %")

@@ -117,6 +117,20 @@ class LiteRTBackend(Backend):
 
     def set_threads(self, n: int) -> None:
         self._interp._interpreter.SetNumThreads(int(n))
+        self._kwargs["num_threads"] = int(n)
+
+    def operator_times(self, runs: int) -> list[dict[str, Any]]:
+        """LiteRT's own profiler (its C API: the Python API has none), in a child process on the
+        same bytes, inputs and threads, on the CPU: XNNPACK's operators for litert:xnnpack, TFLite's
+        built-in kernels for litert:cpu. A delegate (GPU, NPU, Edge TPU) is not profiled."""
+        from edgeserve.runtime.backends.litert_profile import operator_times
+
+        if self.name not in ("litert:xnnpack", "litert:cpu"):
+            raise NotImplementedError(f"{self.name}: LiteRT's profiler is read on the CPU only, not through a "
+                                      f"{self.kind} delegate")
+        inputs = [(d.name, np.array(self.input_buffer(i))) for i, d in enumerate(self.inputs)]
+        return operator_times(self._data, inputs, runs, self._kwargs.get("num_threads"),
+                              builtin_kernels=self.name == "litert:cpu")
 
     def reset_state(self) -> None:
         # A new interpreter on the same bytes (and delegate): its CALL_ONCE initialisation runs

@@ -18,7 +18,8 @@ def operator_profile(session: Any, frame: np.ndarray, runs: int) -> dict[str, An
         nodes = session.operator_times(frame, runs)
     except NotImplementedError as exc:
         return {"reason": str(exc)}
-    total = sum(n["us"] for n in nodes) or 1.0
+    measured = sum(n["us"] for n in nodes)
+    total = measured or 1.0  # every node under the profiler's resolution: shares of 0, not a division by 0
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for n in nodes:
         group = groups.setdefault((n["op"], n["placed_on"]), {"op": n["op"], "placed_on": n["placed_on"],
@@ -29,5 +30,5 @@ def operator_profile(session: Any, frame: np.ndarray, runs: int) -> dict[str, An
     for g in by_op:
         g["us"], g["share"] = round(g["us"], 2), round(g["us"] / total, 4)
     return {"method": f"{session.backend}'s own profiler, {runs} runs, mean per run", "runs": runs,
-            "nodes": len(nodes), "us_per_run": round(total, 2), "by_op": by_op,
+            "nodes": len(nodes), "us_per_run": round(measured, 2), "by_op": by_op,
             "slowest_nodes": sorted(nodes, key=lambda n: -n["us"])[:TOP_NODES]}
