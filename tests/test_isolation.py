@@ -63,7 +63,8 @@ def test_a_hang_is_cut_at_the_timeout():
     start = time.monotonic()
     with pytest.raises(NativeCrashError, match="no result within 1 s"):
         run_isolated("time:sleep", 60, tool="t", what="w", timeout_s=1)
-    assert time.monotonic() - start < 30
+    # Not a speed bound: a child waited for instead of killed would have slept its whole 60 s.
+    assert time.monotonic() - start < 60
 
 
 def _convert(source: Path, out: Path, calib: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -37,7 +37,7 @@ def cell_text(row: dict[str, Any], key: str) -> str:
             parts.append(f"{peak / 2**20:.1f}" if peak is not None else "-")
         if energy is not None:
             parts.append(f"{energy:.3f} mJ")
-        slowest = ((found.get("operators") or {}).get("by_op") or [None])[0]  # with bench_operators = true
+        slowest = ((found.get("operators") or {}).get("by_op") or [None])[0]  # bench_operators = true (0.3.4)
         if slowest:
             parts.append(f"slowest {slowest['op']} {100 * slowest['share']:.0f} %")
         return ", ".join(parts)
