@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -55,27 +54,18 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from corpus import CORPUS
-    from jobs import timed
+    from jobs import side_by_side
 
     chosen = set(args.models.split(",")) if args.models else {m.name for m in CORPUS}
     unknown = chosen - {m.name for m in CORPUS}
     if unknown:
         parser.error(f"unknown corpus model(s) {', '.join(sorted(unknown))}; the corpus has "
                      f"{', '.join(m.name for m in CORPUS)}")
-    os.environ["EDGESERVE_TARGET_CACHE"] = "off"
     with tempfile.TemporaryDirectory(prefix="edgeserve-corpus-job-") as tmp:
-        work = Path(tmp)
-        job = work / "corpus.toml"
-        job.write_text(job_text([m for m in CORPUS if m.name in chosen], work / "models"))
-        one, table = timed(job, work / "one", 1)
-        two, second = timed(job, work / "two", 2)
-        again, cached = timed(job, work / "two", 2)
-    statuses = [c["status"] for c in table["cells"]]
-    figures = {"models": sorted(chosen), "cells": len(table["cells"]), "ok": statuses.count("ok"),
-               "same_statuses": statuses == [c["status"] for c in second["cells"]], "cpus": os.cpu_count(),
-               "one_worker_s": round(one, 1), "two_workers_s": round(two, 1), "speedup": round(one / two, 2),
-               "rerun_s": round(again, 3), "rerun_share": round(again / two, 5),
-               "rerun_all_cached": all(c["cached"] for c in cached["cells"])}
+        job = Path(tmp) / "corpus.toml"
+        job.write_text(job_text([m for m in CORPUS if m.name in chosen], Path(tmp) / "models"))
+        figures = side_by_side(job) | {"models": sorted(chosen)}
+    one, two, again = figures["one_worker_s"], figures["two_workers_s"], figures["rerun_s"]
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
