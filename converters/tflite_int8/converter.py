@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 class TfliteInt8Converter(Converter):
     name = "tflite-int8"
     route_order = 0
+    report_lines = "edgeserve.converters.tflite_int8.report"
 
     def route_from(self, kind: str, control_flow: bool = False) -> Any:
         from edgeserve.routes import KERAS_KINDS, ONNX_TO_TFLITE, TORCH_KINDS, Route

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.table import Table
 
-from edgeserve.cli.report_parts import float_layers, macs, metric_line, plain, print_quality, print_unverified
+from edgeserve.cli.report_parts import metric_line, plain, print_quality, print_unverified
 
 
 def _console() -> Console:
@@ -61,47 +61,19 @@ def _print_one(console: Console, entry: dict[str, Any]) -> None:
     if own is not None:
         own(console, entry)
         return
-    status = "[green]ok[/]" if entry["status"] == "ok" else "[bold red]FAILED[/]"
-    console.print(f"\n[bold]{entry['target']}[/] → {entry['path']}  {entry['bytes']:,} bytes  {status}")
+    # A target this edgeserve does not know (another version's manifest): the lines every entry has.
+    status = "[green]ok[/]" if entry.get("status") == "ok" else "[bold red]FAILED[/]"
+    size = f"  {entry['bytes']:,} bytes" if isinstance(entry.get("bytes"), int) else ""
+    console.print(f"\n[bold]{plain(entry.get('target'))}[/] → {plain(entry.get('path'))}{size}  {status}")
     print_unverified(console, entry)
-    m = entry.get("metrics")
-    if m:
-        console.print(metric_line(m, "float", "quantized"))
+    if entry.get("metrics"):
+        console.print(metric_line(entry["metrics"], "float", "quantized"))
     print_quality(console, entry)
-    agree = entry.get("agreement") or {}
-    if agree:
-        parts = [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items()]
-        console.print("  agreement: " + ", ".join(parts))
-    q = entry.get("quantization")
-    if q:
-        console.print(f"  scheme {q['scheme']}, io {q['io']}, integer-only {entry.get('integer_only')}"
-                      + macs(entry.get("macs"))
-                      + (f", float layers: {float_layers(q['float_layers'])}" if q["float_layers"] else ""))
-    if entry.get("no_int8_rule"):
-        ops = list(entry["no_int8_rule"])
-        console.print(f"  mixed model: {', '.join(ops)} computed in float (ai-edge-quantizer has no int8 rule for "
-                      f"{'it' if len(ops) == 1 else 'them'}); the microcontroller targets refuse it", soft_wrap=True)
-    attempts = entry.get("attempts") or []
-    if len(attempts) > 1 or entry["status"] != "ok":
-        console.print("  attempts:")
-        for i, a in enumerate(attempts, 1):
-            drop = f", drop {a['metrics']['drop_points']:.2f}" if a.get("metrics") else ""
-            reason = f" ({a['reason']})" if a["reason"] else ""
-            console.print(f"    {i}. {a['description']}: {a['status']}{drop}{reason}", soft_wrap=True)
-    layers = entry.get("worst_layers") or []
-    if layers:
-        table = Table("layer", "op", "RMSE/step", "SQNR dB", title="worst layers (rounding noise alone ≈ 0.29 steps)",
-                      title_justify="left")
-        for l in layers:
-            sqnr = "—" if l["sqnr_db"] is None else f"{l['sqnr_db']:.1f}"
-            table.add_row(Text(l["layer"][:60]), Text(l["op"]), f"{l['rmse_per_scale']:.3f}", sqnr)
-        console.print(table)
 
 
 def _target_lines(target: str) -> Callable[[Console, dict[str, Any]], None] | None:
     """The target's own printer (``report_lines`` of its converter: a module with print_entry),
-    or None for the lines every target shares below (tflite-int8's, and a target this edgeserve
-    does not know, read from another version's manifest)."""
+    or None for a target this edgeserve does not know (read from another version's manifest)."""
     from edgeserve.converters import get_converter
     from edgeserve.errors import UnknownTargetError
 
