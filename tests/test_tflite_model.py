@@ -196,7 +196,9 @@ def test_views_share_the_file_bytes_without_copying() -> None:
     view = model.buffer_data(biggest.buffer_index)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert peak < 20_000  # a copy would be > 1 MB
+    # A copy would be over 1 MB. The peak is process-wide, and the threads watching the corpus
+    # converts in the background allocate too, so the bound leaves them room.
+    assert peak < 500_000
     assert np.shares_memory(array, np.frombuffer(model.file_bytes, np.uint8))
     assert view.obj is model.file_bytes and view.readonly and len(view) == biggest.nbytes
     with pytest.raises(ValueError):
