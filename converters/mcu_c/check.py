@@ -162,6 +162,9 @@ class TargetRun:
     stack_bytes: int | None = None  # high-water mark of the stack (painted before the run)
     arena_used_bytes: int | None = None  # TFLM's harness only: the interpreter's arena_used_bytes()
     newlib_bytes: int | None = None  # code and constants linked from newlib (printf for the harness)
+    # build_cortex_m4(step_ticks=True): the last inference's instructions per operator, in
+    # the order they ran ((operator index, instructions); 40 x SysTick ticks, as above).
+    step_instructions: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def code_bytes(self) -> int:
@@ -212,17 +215,20 @@ def cortex_m4_library(directory: Path, cmsis_nn: Path | None) -> tuple[list[str]
 
 
 def build_cortex_m4(directory: Path, name: str, inputs: np.ndarray, workdir: Path, cmsis_nn: Path | None = None,
-                    checks: bool = True) -> Path:
+                    checks: bool = True, step_ticks: bool = False) -> Path:
     """A semihosted firmware image for mps2-an386 running ``inputs`` (embedded as const).
 
     ``checks``: compare CMSIS-NN's scratch requests with the reserved sizes on the board
-    (a few instructions per layer; benchmarks build without)."""
+    (a few instructions per layer; benchmarks build without). ``step_ticks``: the harness
+    also times each operator (TargetRun.step_instructions; reading SysTick between them adds
+    a few dozen instructions per operator to the total)."""
     write_inputs_header(workdir, inputs)
     image = workdir / f"{name}.elf"
     board = board_dir()
     gcc = find_compiler("arm-c")
     include, objects = cortex_m4_library(directory, cmsis_nn)
-    command = [str(gcc), *CORTEX_M4_C_FLAGS, *(CHECK_DEFINES if checks else ()), "--specs=rdimon.specs",
+    command = [str(gcc), *CORTEX_M4_C_FLAGS, *(CHECK_DEFINES if checks else ()),
+               *(("-DES_STEP_TICKS",) if step_ticks else ()), "--specs=rdimon.specs",
                "-nostartfiles", f"-I{directory}", f"-I{directory / 'kernels'}", f"-I{workdir}", *include,
                *_model_defines(name, directory), "-T", str(board / "mps2_an386.ld"), "-Wl,--gc-sections",
                f"-Wl,-Map={image.with_suffix('.map')}",
@@ -248,13 +254,13 @@ def firmware_lines(stdout: str) -> dict[str, list[list[int]]]:
     printed: dict[str, list[list[int]]] = {}
     for line in stdout.splitlines():
         words = line.split()
-        if not words or words[0] not in ("out", "ticks", "stack", "arena_used"):
+        if not words or words[0] not in ("out", "ticks", "stack", "arena_used", "step"):
             continue
         try:
             values = [int(v) for v in words[1:]]
         except ValueError:
             raise RuntimeError(f"unexpected firmware output line: {line[:200]!r}") from None
-        if words[0] != "out" and len(values) != 1:
+        if words[0] not in ("out", "step") and len(values) != 1 or words[0] == "step" and len(values) != 2:
             raise RuntimeError(f"unexpected firmware output line: {line[:200]!r}")
         printed.setdefault(words[0], []).append(values)
     return printed
@@ -271,6 +277,9 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None
     printed = firmware_lines(done.stdout)
     outputs, ticks = printed.get("out", []), [t[0] for t in printed.get("ticks", [])]
     stack = [s[0] for s in printed.get("stack", [])]
+    every_step = printed.get("step", [])
+    per_run = len(every_step) // len(ticks) if ticks else 0
+    steps = every_step[len(every_step) - per_run:]  # the last inference's
     arena = [a[0] for a in printed.get("arena_used", [])]
     if any(len(o) != output_bytes for o in outputs) or len(outputs) != len(ticks):
         raise RuntimeError(f"unexpected firmware output: {done.stdout[-2000:]}")
@@ -281,10 +290,11 @@ def run_cortex_m4(image: Path, name: str, output_bytes: int, weights: str | None
                                                         ".init_array", ".fini_array"))
     return TargetRun(np.array(outputs, np.int64), [t * INSTRUCTIONS_PER_TICK for t in ticks], text,
                      sections.get(".data", 0), sections.get(".bss", 0),
-                     _symbol_bytes(image, weights or rf"{re.escape(name)}_([wblmsrkt]\d+(_\d+)?|init_\d+)"),
+                     _symbol_bytes(image, weights or rf"{re.escape(name)}_([wblmsrktvq]\d+(_\d+)?|init_\d+)"),
                      _symbol_bytes(image, "es_inputs"),
                      stack[-1] if stack else None, arena[-1] if arena else None,
-                     newlib_bytes(image.with_suffix(".map")) if image.with_suffix(".map").is_file() else None)
+                     newlib_bytes(image.with_suffix(".map")) if image.with_suffix(".map").is_file() else None,
+                     [(op, t * INSTRUCTIONS_PER_TICK) for op, t in steps])
 
 
 # newlib's archives, as a link map names them: libc.a(lib_a-printf.o), librdimon_nano.a(...)

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgeserve.converters.microcontroller.arena import cmsis_nn_avgpool_scratch, cmsis_nn_conv_scratch, cmsis_nn_depthwise_scratch
 from edgeserve.converters.mcu_c.cmsis_nn_tree import HEADER, CmsisNnTree
+from edgeserve.converters.mcu_c.specialise import generated_kernel
 from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
 from edgeserve.errors import InputError
 
@@ -49,7 +50,7 @@ class Choice:
     op: str
     index: int
     kernel: str
-    library: str  # "cmsis-nn" or "portable"
+    library: str  # "cmsis-nn", "generated" or "portable"
     why: str | None = None  # a portable step of an operator CMSIS-NN covers: why not here
 
     def record(self) -> dict[str, Any]:
@@ -211,6 +212,10 @@ def assign(steps: list[Step], tree: CmsisNnTree | None = None) -> tuple[list[Ste
     for position, step in enumerate(steps):
         if step.kernel is None or step.kernel == "memcpy":
             out.append(step)
+            continue
+        if step.library_call is not None:  # a kernel generated for this layer (specialise.py)
+            out.append(step)
+            choices.append(Choice(position, step.op, step.index, generated_kernel(step), step.library_call.library))
             continue
         if step.kernel.endswith("_s16") and step.op in BUILDERS:
             out.append(step)  # CMSIS-NN has _s16 kernels; calling them is not built yet

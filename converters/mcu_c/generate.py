@@ -8,6 +8,7 @@ from importlib import resources
 import numpy as np
 
 from edgeserve.converters.mcu_c import emit
+from edgeserve.converters.mcu_c import specialise
 from edgeserve.converters.mcu_c.cmsis_nn import LIBRARY, Choice, assign
 from edgeserve.converters.mcu_c.cmsis_nn_tree import CmsisNnTree, cmake_snippet
 from edgeserve.converters.mcu_c.lower import Lowering, UnsupportedOperatorError, _q
@@ -16,6 +17,9 @@ from edgeserve.converters.mcu_c.planner import Plan, plan
 from edgeserve.converters.mcu_c.project import project_files
 from edgeserve.errors import InputError
 from edgeserve.tflite.model import TfliteModel
+
+
+KERNELS = ("portable", "generated")  # --kernels
 
 
 @dataclasses.dataclass
@@ -32,9 +36,12 @@ class Generated:
     state_bytes: int = 0  # variables' buffers, outside the arena
     # Where each output lies in the caller's output buffer: name, offset, bytes, shape, scale, zero point.
     output_layout: list[dict[str, object]] = dataclasses.field(default_factory=list)
-    # --cmsis-nn: the kernel each step runs, and the library's sources the model needs.
+    # --cmsis-nn or --kernels generated: the kernel each step runs, and the library's sources
+    # the model needs.
     choices: list[Choice] = dataclasses.field(default_factory=list)
     library_sources: list[str] = dataclasses.field(default_factory=list)
+    # --kernels generated: the pointwise layers that kept another kernel, operator index -> why.
+    not_generated: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> dict[str, object]:
         library = {}
@@ -44,6 +51,11 @@ class Generated:
                                     "functions": sorted({c.kernel for c in on_library}),
                                     "sources": self.library_sources,
                                     "scratch_bytes": max((s.scratch_bytes for s in self.steps), default=0)}}
+        generated = [c for c in self.choices if c.library == specialise.LIBRARY]
+        if generated or self.not_generated:
+            library["generated_kernels"] = {"layers": len(generated), "of": len(self.choices),
+                                            "kernels": sorted({c.kernel for c in generated}),
+                                            "not_generated": {str(k): v for k, v in sorted(self.not_generated.items())}}
         return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
@@ -56,15 +68,26 @@ def kernel_text(filename: str) -> str:
 
 
 def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None,
-             cmsis_nn: CmsisNnTree | None = None) -> Generated:
+             cmsis_nn: CmsisNnTree | None = None, kernels: str = "portable") -> Generated:
     """The files for ``model``. ``output_tensor`` (tests): return that intermediate int8 tensor
     instead of the model's output, to compare a layer that varies more than the output does.
-    ``cmsis_nn``: call that CMSIS-NN where a layer fits it (cmsis_nn.py)."""
+    ``cmsis_nn``: call that CMSIS-NN where a layer fits it (cmsis_nn.py). ``kernels``:
+    "generated" writes the layers specialise.py covers as code of their own (first: CMSIS-NN
+    takes what is left), "portable" keeps edgeserve's kernels."""
+    if kernels not in KERNELS:
+        raise InputError(f"--kernels takes {' or '.join(KERNELS)}; given {kernels!r}")
     lowering = Lowering(model)
     steps = lowering.steps()
     choices: list[Choice] = []
+    missed: dict[int, str] = {}
+    if kernels == "generated":
+        steps, missed = specialise.specialise(steps)
     if cmsis_nn is not None:
         steps, choices = assign(steps, cmsis_nn)
+    elif kernels == "generated":
+        choices = [Choice(position, s.op, s.index, specialise.generated_kernel(s) if s.library_call else s.kernel,
+                          s.library_call.library if s.library_call else "portable", missed.get(position))
+                   for position, s in enumerate(steps) if s.kernel not in (None, "memcpy")]
     graph = lowering.graph
     outputs = (output_tensor,) if output_tensor is not None else tuple(graph.outputs)
     in_kinds = sorted({graph.tensors[t].dtype_name for t in graph.inputs})
@@ -94,18 +117,22 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     ys = [graph.tensors[t] for t in outputs]
     io_in = [emit.Io(t, *_q(t)) for t in xs]
     io_outs = [emit.Io(y, *_q(y)) for y in ys]
-    kernel_files = tuple(sorted({s.source for s in steps if s.source}))
+    kernel_files = tuple(sorted({s.source for s in steps if s.source}
+                                | {s.library_call.header for s in steps if s.library_call and s.library_call.header}
+                                | ({specialise.DSP_HEADER} if any(s.library_call and s.library_call.library ==
+                                                                   specialise.LIBRARY for s in steps) else set())))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
     files = {
         f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables,
-                                        LIBRARY if any(s.library_call for s in steps) else None),
+                                        LIBRARY if any(s.library_call and s.library_call.library == LIBRARY
+                                                       for s in steps) else None),
         f"{name}.c": emit.render_source(name, model_label, steps, arena, sizes, outputs, variables,
                                         f"{ys[0].dtype_name}_t", f"{x.dtype_name}_t"),
     }
     for filename in (*emit.COMMON_FILES, *kernel_files):
         files[f"kernels/{filename}"] = kernel_text(filename)
     library_sources: list[str] = []
-    calls = [s.library_call for s in steps if s.library_call is not None]
+    calls = [s.library_call for s in steps if s.library_call is not None and s.library_call.library == LIBRARY]
     if cmsis_nn is not None and calls:
         # The functions called, and the buffer-size functions test builds call.
         wanted = {c.function for c in calls} | {c.scratch_check.split("(")[0] for c in calls if c.scratch_check}
@@ -122,7 +149,8 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
               for io, offset in zip(io_outs, offsets)]
     return Generated(name, files, steps, arena, kernel_files, sum(t.nbytes for t in xs), sum(y.nbytes for y in ys),
                      weight_bytes,
-                     _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources)
+                     _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources,
+                     {steps[position].index: why for position, why in missed.items()})
 
 
 def _macs(steps: list[Step]) -> int:

@@ -133,9 +133,9 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
             group[step.output] = block_id
             inplace_steps[position] = (new_block(_aligned(rule.temp_bytes), position, {}, position).id
                                        if rule.temp_bytes else -1)
-            continue
-        group[step.output] = new_block(0, position, {step.output: 0}).id
-        if step.scratch_bytes:  # a library kernel's scratch: alive for this step only
+        else:
+            group[step.output] = new_block(0, position, {step.output: 0}).id
+        if step.scratch_bytes:  # a library or generated kernel's scratch, in place or not: this step only
             scratch_steps[position] = new_block(_aligned(step.scratch_bytes), position, {}, position).id
 
     # Normalise each block so its lowest member starts at 0; size = extent; lifetimes.

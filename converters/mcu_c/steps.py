@@ -84,9 +84,10 @@ class LibraryCall:
     ``@SCRATCH@`` for the step's scratch buffer (NULL when it has none).
     """
 
-    library: str  # "cmsis-nn"
+    library: str  # "cmsis-nn", or "generated" (a function of the generated file, specialise.py)
     function: str
     declarations: tuple[str, ...]
     arguments: tuple[str, ...]
     returns_status: bool = True  # an arm_cmsis_nn_status the generated code checks
     scratch_check: str | None = None  # a C expression of the bytes the build asks for (test builds)
+    header: str | None = None  # a header of edgeserve's kernels the declarations need (#included)

@@ -26,6 +26,26 @@ static uint64_t ticks(void) {
   return (uint64_t)wraps * 0x1000000u + (0xFFFFFFu - value);
 }
 
+#ifdef ES_STEP_TICKS
+/* -DES_STEP_TICKS: the generated code calls this after each operator's kernel; the ticks
+ * since the previous call are kept and printed after the inference ("step OP TICKS"), so
+ * printing costs the inference nothing. */
+#define ES_MAX_STEPS 512
+static int32_t es_step_op[ES_MAX_STEPS];
+static uint32_t es_step_ticks[ES_MAX_STEPS];
+static int es_steps;
+static uint64_t es_step_last;
+
+void es_step_done(int32_t op_index) {
+  const uint64_t now = ticks();
+  if (es_steps < ES_MAX_STEPS) {
+    es_step_op[es_steps] = op_index;
+    es_step_ticks[es_steps++] = (uint32_t)(now - es_step_last);
+  }
+  es_step_last = ticks();  /* this function's own time is left out */
+}
+#endif
+
 /* Values, not bytes: an int16 model's output holds half as many as it has bytes. */
 #define ES_OUTPUT_VALUES (ES_OUTPUT_BYTES / (int)sizeof(ES_OUTPUT_TYPE))
 
@@ -39,8 +59,14 @@ int main(void) {
   while (SYST_CVR == 0) {
   } /* the first reload: until then the current value reads 0 */
   for (i = 0; i < ES_INPUT_COUNT; ++i) {
-    uint64_t start = ticks(), stop;
-    int status = ES_INVOKE(es_inputs[i], output);
+    uint64_t start, stop;
+    int status;
+#ifdef ES_STEP_TICKS
+    es_steps = 0;
+    es_step_last = ticks();
+#endif
+    start = ticks();
+    status = ES_INVOKE(es_inputs[i], output);
     stop = ticks();
     if (status != 0) {
       printf("error %d\n", status);
@@ -49,6 +75,9 @@ int main(void) {
     printf("out");
     for (j = 0; j < ES_OUTPUT_VALUES; ++j) printf(" %d", (int)output[j]);
     printf("\nticks %lu\n", (unsigned long)(stop - start));
+#ifdef ES_STEP_TICKS
+    for (j = 0; j < es_steps; ++j) printf("step %ld %lu\n", (long)es_step_op[j], (unsigned long)es_step_ticks[j]);
+#endif
   }
   printf("stack %lu\n", (unsigned long)es_stack_used());
   return 0;

@@ -1,0 +1,227 @@
+"""`-t mcu-c --kernels generated`: layers whose kernel is written for their own shapes.
+
+Two kinds of int8 layer become a small function of the generated file that calls a kernel
+of firmware/kernels with the layer's sizes as constants (always inlined, so every loop
+bound is a constant), with the weights widened to int16 lane pairs offline and the input
+zero point folded into the bias:
+
+- a pointwise CONV_2D (1x1, stride 1, unpadded, one image): es_pointwise.h;
+- a 3x3 DEPTHWISE_CONV_2D (depth multiplier 1, no dilation, one image): es_depthwise.h.
+
+Requantization is es_dsp.h's single multiply (docs/plans/issue-51.md, 4a), exact only under
+conditions checked here per layer; a layer that misses one keeps the kernel it had, and the
+reason is recorded. Everything is meant to be bit-exact with TFLM's reference kernels, and is
+checked that way: the mcu-c tests compare each build's outputs with the tflite-micro
+interpreter's, on the host and on the emulated Cortex-M4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
+from edgeserve.converters.microcontroller import quant
+
+LIBRARY = "generated"
+DSP_HEADER = "es_dsp.h"  # what every generated kernel includes; copied beside them
+POINTWISE = "es_pointwise_s8"
+DEPTHWISE = "es_depthwise3x3_s8"
+HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h"}
+# es_requantize_q's operands stay exact in int64 (es_dsp.h's C path) and in SMMLAR's 64-bit
+# sum on the board: |2 acc * M| < 2^61 and |Cc| < 2^28.
+ACC_LIMIT = 1 << 29
+MAX_SHIFT = 20
+
+
+def kernel_for(step: Step) -> str | None:
+    """The generated kernel this step's shape calls for, if any (before the per-channel checks)."""
+    if step.library_call is not None or step.params.get("batches") != 1:
+        return None
+    p = step.params
+    if step.op == "CONV_2D" and step.kernel == "es_conv2d":
+        if (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0) \
+                and p["k_c"] == p["in_c"]:
+            return POINTWISE
+    if step.op == "DEPTHWISE_CONV_2D" and step.kernel == "es_depthwise_conv2d":
+        if (p["k_h"], p["k_w"], p["dil_h"], p["dil_w"], p["depth_multiplier"]) == (3, 3, 1, 1, 1):
+            return DEPTHWISE
+    return None
+
+
+def _array(step: Step, prefix: str) -> np.ndarray | None:
+    return next((a.values for a in step.arrays if a.name == f"{prefix}{step.index}"), None)
+
+
+def requantization_table(bias: np.ndarray, multipliers: np.ndarray, shifts: np.ndarray, out_offset: int,
+                         constant: dict[int, int] | None = None) -> np.ndarray:
+    """Per channel {bias, M, Cc, e} for es_requantize_q, as int32 [channels, 4]. Every shift
+    is -e with 1 <= e <= MAX_SHIFT, except in ``constant`` channels ({channel: value}, each
+    output that value whatever the input): those get M = 0, e = 1 and Cc = 2 value + 1,
+    which es_requantize_q maps to the value exactly, and a zero bias."""
+    e = -shifts.astype(np.int64)
+    cc = (np.int64(1) << (e - 1)) + np.int64(out_offset) * (np.int64(1) << e)
+    table = np.stack([bias.astype(np.int64), multipliers.astype(np.int64), cc, e], axis=1)
+    for channel, value in (constant or {}).items():
+        table[channel] = (0, 0, 2 * value + 1, 1)
+    return table.astype(np.int32)
+
+
+def accumulator_range(weights: np.ndarray, folded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The least and greatest accumulator of each channel ([channels, taps] weights) over
+    every int8 input."""
+    return (folded + np.minimum(-128 * weights, 127 * weights).sum(axis=1),
+            folded + np.maximum(-128 * weights, 127 * weights).sum(axis=1))
+
+
+def pack_lanes(weights: np.ndarray) -> np.ndarray:
+    """[rows, n] int8 (n a multiple of 4) as int32 words of int16 lane pairs: per four values
+    k..k+3 of a row, (w[k], w[k+2]) then (w[k+1], w[k+3]), the low half first; the order
+    SXTB16 and SXTB16 ROR 8 widen four input bytes into."""
+    rows, n = weights.shape
+    quads = weights.astype(np.int64).reshape(rows, n // 4, 4)
+    lo, hi = quads[:, :, [0, 1]], quads[:, :, [2, 3]]
+    words = ((hi & 0xFFFF) << 16) | (lo & 0xFFFF)
+    return words.reshape(rows, n // 2).astype(np.uint32).view(np.int32)
+
+
+def pointwise_words(weights: np.ndarray) -> np.ndarray:
+    """[channels, depth] weights in es_pointwise_s8's order: per pair of channels (an odd last
+    one paired with itself), per four input channels, each channel's two lane-pair words."""
+    if len(weights) % 2:
+        weights = np.concatenate([weights, weights[-1:]])
+    lanes = pack_lanes(weights)  # [channels, depth / 2]
+    pairs = lanes.reshape(len(weights) // 2, 2, -1, 2)  # [pair, channel, group, word]
+    return pairs.transpose(0, 2, 1, 3).reshape(-1)
+
+
+def _weights(step: Step, kernel: str) -> np.ndarray:
+    """The layer's weights as [output channel, taps] int64."""
+    p = step.params
+    w = _array(step, "w").astype(np.int64)
+    if kernel == POINTWISE:
+        return w.reshape(p["out_c"], p["in_c"])
+    return w.reshape(p["k_h"] * p["k_w"], p["out_c"]).T  # TFLite's depthwise filter is [1, kh, kw, C]
+
+
+def _folded_bias(step: Step, weights: np.ndarray) -> np.ndarray:
+    """bias + input_offset * sum(w): TFLM's sum of w * (x + input_offset) is sum(w * x) plus it."""
+    bias = _array(step, "b")
+    base = bias.astype(np.int64) if bias is not None else np.zeros(weights.shape[0], np.int64)
+    return base + np.int64(step.params["in_offset"]) * weights.sum(axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Channels:
+    """What the generated kernel is given per output channel, once ``plan_channels`` accepts."""
+
+    weights: np.ndarray  # [channels, taps] int64
+    table: np.ndarray  # [channels, 4] int32, requantization_table's
+
+
+def plan_channels(step: Step, kernel: str) -> Channels | str:
+    """The per-channel data es_requantize_q computes this layer with exactly, or why it cannot.
+
+    A channel whose least and greatest accumulator requantize to the same value outputs that
+    value for every input (requantization with M >= 0 and no left shift never decreases;
+    a padded tap of a depthwise layer reads the input zero point, an int8 value too): trained
+    models have such channels (MLPerf Tiny's VWW: zero multipliers, and shifts of 27 to 31
+    bits under biases near 2^30), and they are written as constants."""
+    p = step.params
+    weights = _weights(step, kernel)
+    folded = _folded_bias(step, weights)
+    multipliers, shifts = _array(step, "m").astype(np.int64), _array(step, "s").astype(np.int64)
+    lo, hi = accumulator_range(weights, folded)
+    constant: dict[int, int] = {}
+    for channel in np.flatnonzero((shifts <= 0) & (multipliers >= 0)):
+        first, last = (int(quant.mul_by_quantized_multiplier(np.array([acc]), int(multipliers[channel]),
+                                                                 int(shifts[channel]))[0])
+                       for acc in (lo[channel], hi[channel]))
+        if first == last:
+            constant[int(channel)] = first + p["out_offset"]
+    varying = np.ones(len(shifts), bool)
+    varying[list(constant)] = False
+    # A constant channel's accumulator starts from 0, not its bias: only its products count.
+    folded = np.where(varying, folded, 0)
+    bound = np.where(varying, np.maximum(np.abs(lo), np.abs(hi)), 128 * np.abs(weights).sum(axis=1))
+    if np.any(bound >= ACC_LIMIT):
+        return f"accumulators up to {int(bound.max()):,} (the generated kernels allow under 2^29)"
+    m, e = multipliers[varying], -shifts[varying]
+    if np.any(m <= 0) or np.any(e < 1):
+        return "a left shift or a zero multiplier in its requantization (the one-multiply requantization shifts right)"
+    if np.any(e > MAX_SHIFT):
+        return f"a requantization shift of {int(e.max())} bits (the one-multiply requantization takes up to {MAX_SHIFT})"
+    table = requantization_table(folded, multipliers, np.where(varying, shifts, -1), p["out_offset"], constant)
+    return Channels(weights, table)
+
+
+def plan(step: Step, kernel: str) -> Channels | str:
+    """What ``kernel`` is given for ``step``, or the condition the layer misses."""
+    if step.params["in_c"] % 4:
+        return f"{step.params['in_c']} input channels (the generated kernels read them four at a time)"
+    return plan_channels(step, kernel)
+
+
+def _pointwise(step: Step, channels: Channels) -> Step:
+    p, i = step.params, step.index
+    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(channels.weights)),
+              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
+    pixels = p["in_h"] * p["in_w"]
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i}: "
+                f"1x1, {pixels} pixels, {p['in_c']} -> {p['out_c']} channels */\n"
+                f"  {POINTWISE}(in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {pixels}, {p['in_c']}, "
+                f"{p['out_c']}, {p['act_min']}, {p['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
+                       header=HEADERS[POINTWISE])
+    # The output may overwrite the input as the portable in-place 1x1 does (es_pointwise.h);
+    # the widened pixel pair is this step's scratch whether it runs in place or not.
+    inplace = dataclasses.replace(step.inplace, temp_bytes=0) if step.inplace is not None else None
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=4 * p["in_c"], inplace=inplace,
+                               source=None)
+
+
+def _depthwise(step: Step, channels: Channels) -> Step:
+    p, i = step.params, step.index
+    c = p["out_c"]
+    # [channels, 9 taps] -> per group of four channels, per tap, the two lane-pair words.
+    by_group = channels.weights.reshape(c // 4, 4, 9).transpose(0, 2, 1).reshape(-1, 4)
+    arrays = [ConstArray(f"v{i}", "int32_t", pack_lanes(by_group).reshape(-1)),
+              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
+    zero_point = (-p["in_offset"]) & 0xFF
+    zero_point4 = int(np.array([zero_point * 0x01010101], np.uint32).view(np.int32)[0])
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out) {{  /* DEPTHWISE_CONV_2D {i}: 3x3, "
+                f"{p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
+                f"  {DEPTHWISE}(in, out, @P@v{i}, @P@q{i}, {p['in_h']}, {p['in_w']}, {c}, {p['stride_h']}, "
+                f"{p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, {p['out_w']}, {zero_point4}, "
+                f"{p['act_min']}, {p['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@"), returns_status=False,
+                       header=HEADERS[DEPTHWISE])
+    # Every output pixel reads its neighbours' input: not in place (a row ring is future work).
+    return dataclasses.replace(step, arrays=arrays, library_call=call, inplace=None, source=None)
+
+
+BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise}
+
+
+def specialise(steps: list[Step]) -> tuple[list[Step], dict[int, str]]:
+    """The steps with generated kernels where a layer fits, and {position: why not} for the
+    layers of a generated kernel's shape that keep the portable one."""
+    out: list[Step] = []
+    missed: dict[int, str] = {}
+    for position, step in enumerate(steps):
+        kernel = kernel_for(step)
+        planned = plan(step, kernel) if kernel is not None else None
+        if isinstance(planned, Channels):
+            out.append(BUILDERS[kernel](step, planned))
+            continue
+        out.append(step)
+        if planned is not None:
+            missed[position] = planned
+    return out, missed
+
+
+def generated_kernel(step: Step) -> str:
+    """The kernel a generated step calls (for the per-layer choices)."""
+    assert step.library_call is not None and step.library_call.header is not None
+    return next(k for k, header in HEADERS.items() if header == step.library_call.header)

@@ -1,0 +1,92 @@
+/* DEPTHWISE_CONV_2D 3x3, depth multiplier 1, no dilation, one image, int8: the kernel the
+ * generator specialises for each such layer (converters/mcu_c/specialise.py), called with
+ * the layer's sizes, strides and padding as constants and always inlined there.
+ *
+ * Four channels at a time: one load brings a pixel's four input bytes, SXTB16 and
+ * SXTB16 ROR 8 widen them into (c, c+2) and (c+1, c+3), and SMLABB/SMLATT multiply each lane
+ * by its own channel's weight. Prepared offline:
+ *   - ``packed``: per group of four channels, per tap (row by row), the words
+ *     (w[c], w[c+2]) and (w[c+1], w[c+3]) as int16 lane pairs: 18 words a group;
+ *   - ``table``: per channel {bias - input_zero_point * sum(w), M, Cc, e} (es_requantize_q).
+ * With the input zero point folded into the bias, a tap that falls in the padding must add
+ * w * zero_point (TFLite skips the term, which is w * (zero_point + input_offset) = 0):
+ * ``zero_point4`` is the zero point in all four bytes, read in place of the missing pixel.
+ * Pixels whose 3x3 window lies inside the image take a loop without any of those checks. */
+#ifndef ES_DEPTHWISE_H
+#define ES_DEPTHWISE_H
+
+#include "es_dsp.h"
+
+/* One tap for four channels: the pixel's four bytes x, and the tap's two weight words read
+ * from w, which moves on to the next tap's. */
+#define ES_DEPTHWISE_TAP(x, w)                 \
+  do {                                         \
+    const int32_t even_ = es_sxtb16(x);        \
+    const int32_t odd_ = es_sxtb16_ror8(x);    \
+    int32_t w02_, w13_;                        \
+    es_load_pair(&(w), &w02_, &w13_);          \
+    acc0 = es_smlabb(even_, w02_, acc0);       \
+    acc2 = es_smlatt(even_, w02_, acc2);       \
+    acc1 = es_smlabb(odd_, w13_, acc1);        \
+    acc3 = es_smlatt(odd_, w13_, acc3);        \
+  } while (0)
+
+/* Requantizes four channels' accumulators and stores them. */
+#define ES_DEPTHWISE_STORE(out, q)                                   \
+  do {                                                               \
+    (out)[0] = es_requantize_q(acc0, (q), act_min, act_max);         \
+    (out)[1] = es_requantize_q(acc1, (q) + 4, act_min, act_max);     \
+    (out)[2] = es_requantize_q(acc2, (q) + 8, act_min, act_max);     \
+    (out)[3] = es_requantize_q(acc3, (q) + 12, act_min, act_max);    \
+  } while (0)
+
+ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, const int32_t *packed, const int32_t *table,
+                                         const int32_t in_h, const int32_t in_w, const int32_t channels,
+                                         const int32_t stride_h, const int32_t stride_w, const int32_t pad_h,
+                                         const int32_t pad_w, const int32_t out_h, const int32_t out_w,
+                                         const int32_t zero_point4, const int32_t act_min, const int32_t act_max) {
+  int32_t oy, ox, g, t;
+  for (oy = 0; oy < out_h; ++oy) {
+    const int32_t y0 = oy * stride_h - pad_h;
+    for (ox = 0; ox < out_w; ++ox, out += channels) {
+      const int32_t x0 = ox * stride_w - pad_w;
+      /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
+       * branches share above it, and spill the 18 words. */
+      if (y0 >= 0 && y0 + 3 <= in_h && x0 >= 0 && x0 + 3 <= in_w) {
+        const int8_t *window = in + (y0 * in_w + x0) * channels;
+        for (g = 0; g < channels; g += 4) {
+          const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
+          const int32_t *q = table + 4 * g;
+          int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
+#pragma GCC unroll 9
+          for (t = 0; t < 9; ++t) {
+            ES_DEPTHWISE_TAP(es_read_s8x4(window + ((t / 3) * in_w + t % 3) * channels + g), w);
+          }
+          ES_DEPTHWISE_STORE(out + g, q);
+        }
+      } else {
+        /* Which taps fall inside the image, found once for every channel of this pixel. */
+        int32_t valid = 0;
+        for (t = 0; t < 9; ++t) {
+          const int32_t y = y0 + t / 3, x = x0 + t % 3;
+          if (y >= 0 && y < in_h && x >= 0 && x < in_w) valid |= 1 << t;
+        }
+        for (g = 0; g < channels; g += 4) {
+          const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
+          const int32_t *q = table + 4 * g;
+          int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
+#pragma GCC unroll 9
+          for (t = 0; t < 9; ++t) {
+            const int32_t pixel = (valid >> t) & 1
+                                      ? es_read_s8x4(in + ((y0 + t / 3) * in_w + x0 + t % 3) * channels + g)
+                                      : zero_point4;
+            ES_DEPTHWISE_TAP(pixel, w);
+          }
+          ES_DEPTHWISE_STORE(out + g, q);
+        }
+      }
+    }
+  }
+}
+
+#endif
