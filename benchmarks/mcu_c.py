@@ -1,6 +1,6 @@
 """Interpreter-free C (mcu-c) against TFLM, model by model, for the README table.
 
-    python benchmarks/mcu_c.py [--json] [--no-tflm]
+    python benchmarks/mcu_c.py [--json] [--no-tflm] [--layers MODEL]
 
 For each full-INT8 model of ../shared/testdata that mcu-c has kernels for, in one run:
 RAM: mcu-c's static arena (temporaries included; the input is read from the caller's buffer)
@@ -13,7 +13,10 @@ link map), RAM (static arena + state + the stack's high-water mark, painted befo
 and the time to generate the C.
 
 The same C calling CMSIS-NN (`-t mcu-c --cmsis-nn`, the CMSIS-NN under ../shared/tflm's
-downloads) runs on the same input, and must print the same outputs.
+downloads) runs on the same input, and must print the same outputs; so do the C with kernels
+generated for each layer (`--kernels generated`), alone and with CMSIS-NN for the other layers.
+`--layers MODEL` (e.g. kws_ref_model) prints that model's instructions operator by operator
+instead (SysTick after each kernel): mcu-c + CMSIS-NN against generated + CMSIS-NN.
 
 TFLM itself runs beside it on the same emulated board (unless --no-tflm): what `-t mcu`
 generates (model data, exact op resolver, planned arena) is built with
@@ -100,24 +103,32 @@ def run_tflm(model_path: Path, tflm: Path, x: np.ndarray, work: Path) -> dict[st
             "planned_arena_bytes": planned, "arena_note": note, "outputs": target.outputs[0].tolist()}
 
 
-def run_with_cmsis_nn(model: Any, rel: str, tree: Any, x: np.ndarray, work: Path) -> dict[str, Any]:
-    """The model through `-t mcu-c --cmsis-nn` on the emulated Cortex-M4 (without the test
-    builds' scratch checks, as a product is built)."""
+def run_with_cmsis_nn(model: Any, rel: str, tree: Any, x: np.ndarray, work: Path, kernels: str = "portable",
+                      step_ticks: bool = False) -> dict[str, Any]:
+    """The model through `-t mcu-c --cmsis-nn` (``tree`` None: without) and ``--kernels`` on
+    the emulated Cortex-M4 (without the test builds' scratch checks, as a product is built)."""
     from edgeserve.converters.mcu_c import check
     from edgeserve.converters.mcu_c.generate import generate
 
-    generated = generate(model, "model", rel, cmsis_nn=tree)
+    generated = generate(model, "model", rel, cmsis_nn=tree, kernels=kernels)
     for name, text in generated.files.items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
-    image = check.build_cortex_m4(work, "model", x, work / "m4", cmsis_nn=tree.root, checks=False)
+    image = check.build_cortex_m4(work, "model", x, work / "m4", cmsis_nn=tree.root if tree else None, checks=False,
+                                  step_ticks=step_ticks)
     target = check.run_cortex_m4(image, "model", generated.output_bytes)
     layers = [c for c in generated.choices if c.library != "portable"]
     return {"instructions": target.instructions[0], "code_bytes": target.code_bytes,
             "code_bytes_without_newlib": target.code_bytes_without_newlib, "stack_bytes": target.stack_bytes,
-            "arena_bytes": generated.plan.arena_bytes,
+            "arena_bytes": generated.plan.arena_bytes, "weight_bytes": generated.weight_bytes,
             "ram_bytes": generated.plan.arena_bytes + generated.state_bytes + (target.stack_bytes or 0),
-            "layers": f"{len(layers)}/{len(generated.choices)}", "outputs": target.outputs[0].tolist()}
+            "layers": f"{len(layers)}/{len(generated.choices)}", "outputs": target.outputs[0].tolist(),
+            "steps": {op: instructions for op, instructions in target.step_instructions},
+            "ops": {s.index: (s.op, s.params) for s in generated.steps}}
+
+
+# The C builds beside mcu-c portable, on the same input: (column, kernels, with CMSIS-NN).
+BUILDS = (("cmsis_nn", "portable", True), ("generated", "generated", False), ("generated_cmsis_nn", "generated", True))
 
 
 def run(with_tflm: bool) -> list[dict[str, Any]]:
@@ -159,10 +170,14 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
                            code_bytes_without_newlib=target.code_bytes_without_newlib,
                            stack_bytes=target.stack_bytes,
                            ram_bytes=generated.plan.arena_bytes + generated.state_bytes + (target.stack_bytes or 0))
-                if tree is not None:
-                    row["cmsis_nn"] = run_with_cmsis_nn(model, rel, tree, x, out / "cmsis-nn")
-                    if row["cmsis_nn"].pop("outputs") != target.outputs[0].tolist():
-                        raise RuntimeError(f"{rel}: mcu-c with CMSIS-NN and portable mcu-c differ on the same input")
+                for column, kernels, library in BUILDS:
+                    if library and tree is None:
+                        continue
+                    row[column] = run_with_cmsis_nn(model, rel, tree if library else None, x, out / column, kernels)
+                    for key in ("steps", "ops"):
+                        row[column].pop(key)
+                    if row[column].pop("outputs") != target.outputs[0].tolist():
+                        raise RuntimeError(f"{rel}: mcu-c {column} and portable mcu-c differ on the same input")
                 for column, tflm in builds.items():
                     try:
                         theirs = run_tflm(TESTDATA / f"{rel}.tflite", tflm, x, out / "tflm")
@@ -180,11 +195,45 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def layers(name: str) -> None:
+    """One model's instructions per operator: mcu-c + CMSIS-NN, then generated + CMSIS-NN."""
+    from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
+    from edgeserve.tflite.model import TfliteModel
+
+    rel = next(r for r in MODELS if Path(r).name == name)
+    model = TfliteModel.from_file(TESTDATA / f"{rel}.tflite")
+    graph = model.subgraphs[0]
+    x = np.random.default_rng(0).integers(-128, 128, size=(1, *graph.tensors[graph.inputs[0]].shape), dtype=np.int8)
+    tree = locate(CMSIS_NN)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = run_with_cmsis_nn(model, rel, tree, x, Path(tmp) / "cmsis", "portable", step_ticks=True)
+        ours = run_with_cmsis_nn(model, rel, tree, x, Path(tmp) / "generated", "generated", step_ticks=True)
+    if base["outputs"] != ours["outputs"]:
+        raise RuntimeError(f"{rel}: the generated kernels and CMSIS-NN differ on the same input")
+    print("| operator | shape | MACs | mcu-c + CMSIS-NN | generated + CMSIS-NN | ratio | instructions per MAC |")
+    print("|---|---|---|---|---|---|---|")
+    for op, theirs in base["steps"].items():
+        kind, p = ours["ops"][op]
+        mine = ours["steps"][op]
+        conv = kind in ("CONV_2D", "DEPTHWISE_CONV_2D")
+        macs = p["out_h"] * p["out_w"] * p["out_c"] * p["k_h"] * p["k_w"] * p["k_c"] if conv else 0
+        shape = (f"{p['k_h']}x{p['k_w']}/{p['stride_h']}, {p['in_c']}->{p['out_c']}, {p['out_h']}x{p['out_w']}"
+                 if conv else "")
+        per_mac = f"{theirs / macs:.2f} -> {mine / macs:.2f}" if macs else ""
+        print(f"| {op} {kind} | {shape} | {macs:,} | {theirs:,} | {mine:,} | {mine / theirs:.2f} | {per_mac} |")
+    print(f"| total (SysTick between operators adds a few dozen each) | | | {base['instructions']:,} | "
+          f"{ours['instructions']:,} | {ours['instructions'] / base['instructions']:.3f} | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-tflm", action="store_true", help="skip TFLM's own Cortex-M4 builds")
+    parser.add_argument("--layers", metavar="MODEL", help="one model's instructions per operator")
     args = parser.parse_args()
+    if args.layers:
+        layers(args.layers)
+        return
     rows = run(with_tflm=not args.no_tflm)
     if args.json:
         print(json.dumps({"models": rows}, indent=2))
@@ -206,6 +255,17 @@ def main() -> None:
             print(f"{r['model']:26} {c['instructions']:>25,} {c['instructions'] / r['instructions']:>11.2f} "
                   f"{versus('instructions'):>17} {versus('ram_bytes'):>11} {versus('code_bytes_without_newlib'):>25} "
                   f"{c['layers']:>7}")
+    if any("generated" in r for r in rows):
+        print(f"\n{'model':26} {'generated':>12} {'vs portable':>11} {'gen+CMSIS-NN':>13} {'vs TFLM+CMSIS-NN':>17} "
+              f"{'RAM vs TFLM':>11} {'code vs TFLM':>12} {'weights B':>10}")
+        for r in rows:
+            g, gc, t = r.get("generated"), r.get("generated_cmsis_nn"), r.get("tflm_cmsis_nn")
+            if not g:
+                continue
+            versus = lambda key: f"{gc[key] / t[key]:.2f}" if gc and t and t.get(key) else "-"  # noqa: E731
+            print(f"{r['model']:26} {g['instructions']:>12,} {g['instructions'] / r['instructions']:>11.2f} "
+                  f"{gc['instructions'] if gc else 0:>13,} {versus('instructions'):>17} {versus('ram_bytes'):>11} "
+                  f"{versus('code_bytes_without_newlib'):>12} {g['weight_bytes']:>10,}")
     if any(column in r for r in rows for column in FLAVOURS):
         print(f"\n{'model':26} {'TFLM kernels':14} {'M4 instr.':>13} {'mcu-c/TFLM':>10} {'code B':>8} "
               f"{'arena B':>9} {'stack B':>8}  note")

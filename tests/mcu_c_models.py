@@ -107,6 +107,14 @@ def build(kind: str):  # -> tf.keras.Model
         a = tf.keras.layers.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(conv(8)(x))
         b = tf.keras.layers.Conv2DTranspose(4, 4, strides=2, padding="valid")(tf.keras.layers.MaxPool2D(4)(a))
         y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(3)(b)))
+    elif kind == "generated":  # what -t mcu-c --kernels generated specialises, and what it must refuse
+        a = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(conv(8)(x))  # 8 channels, 256 pixels
+        b = conv(12, 1, act="relu6")(a)  # 1x1 with a clamp narrower than int8
+        c = tf.keras.layers.DepthwiseConv2D(3, strides=2, activation="relu")(b)  # stride 2, 7x7: an odd pixel count
+        d = conv(7, 1, act=None)(c)  # 1x1 to an odd channel count
+        e = conv(6, 1)(d)  # 7 input channels: refused, keeps the portable kernel
+        f = tf.keras.layers.DepthwiseConv2D(3, padding="same")(e)  # 6 channels: refused too
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(f))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

@@ -146,7 +146,12 @@ class McuCConverter(Converter):
     def check_request(self, options: Mapping[str, Any], profile: Any) -> None:
         from edgeserve.converters.mcu_c.options import Options
 
-        _cmsis_nn_for(Options.from_mapping(options).cmsis_nn, profile)
+        from edgeserve.converters.mcu_c.generate import KERNELS
+
+        opts = Options.from_mapping(options)
+        if opts.kernels not in KERNELS:
+            raise InputError(f"--kernels takes {' or '.join(KERNELS)}; given {opts.kernels!r}")
+        _cmsis_nn_for(opts.cmsis_nn, profile)
 
     def prepare(self, ctx: ConversionContext) -> tuple[bytes, str]:
         from edgeserve.converters.microcontroller.int8_source import full_int8_model
@@ -170,7 +175,7 @@ class McuCConverter(Converter):
         name = opts.name or default_name(ctx.source.path.stem if ctx.source.kind != "tflite" else Path(origin).stem)
         model = validate_tflite(model_bytes, runtime="tflm")
         with ctx.progress.step("mcu-c: lower operators and plan the arena"):
-            generated = generate(model, name, Path(origin).name, cmsis_nn=cmsis_nn)
+            generated = generate(model, name, Path(origin).name, cmsis_nn=cmsis_nn, kernels=opts.kernels)
         tflm_head = plan_head(model, pointer_bytes=4).head_bytes if len(model.subgraphs) == 1 else None
         mcu_profile_limits(ctx.profile)  # refuses a profile that is not a microcontroller
         memory = fit(generated, ctx.profile)
@@ -332,7 +337,7 @@ class McuCConverter(Converter):
         from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 
         tree = locate(library_root) if library_root is not None else None
-        probe = generate(model, generated.name, "probe", output_tensor=tensor, cmsis_nn=tree)
+        probe = generate(model, generated.name, "probe", output_tensor=tensor, cmsis_nn=tree, kernels=generated.kernels)
         directory = ctx.workdir / "mcu_c_probe"
         for rel, text in probe.files.items():
             (directory / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -377,7 +382,7 @@ class McuCConverter(Converter):
                 if tree is None:
                     raise InputError(f"the C calls CMSIS-NN; set {ENV} to the folder it was generated against")
             again = generate(TfliteModel.from_bytes(model_bytes), entry["name"], Path(entry["model_from"]).name,
-                             cmsis_nn=tree)
+                             cmsis_nn=tree, kernels="generated" if "generated_kernels" in entry else "portable")
         except InputError as exc:
             checks.append(Check("regenerates", False, str(exc)))
             return VerifyResult(self.name, entry["path"], tuple(checks))

@@ -40,19 +40,21 @@ class Generated:
     # the model needs.
     choices: list[Choice] = dataclasses.field(default_factory=list)
     library_sources: list[str] = dataclasses.field(default_factory=list)
-    # --kernels generated: the pointwise layers that kept another kernel, operator index -> why.
+    # --kernels generated: the layers of a generated kernel's shape that kept another kernel,
+    # operator index -> why.
     not_generated: dict[int, str] = dataclasses.field(default_factory=dict)
+    kernels: str = "portable"  # --kernels
 
     def summary(self) -> dict[str, object]:
         library = {}
         if self.library_sources:
-            on_library = [c for c in self.choices if c.library != "portable"]
+            on_library = [c for c in self.choices if c.library == LIBRARY]
             library = {"cmsis_nn": {"layers": len(on_library), "of": len(self.choices),
                                     "functions": sorted({c.kernel for c in on_library}),
                                     "sources": self.library_sources,
                                     "scratch_bytes": max((s.scratch_bytes for s in self.steps), default=0)}}
         generated = [c for c in self.choices if c.library == specialise.LIBRARY]
-        if generated or self.not_generated:
+        if self.kernels == "generated":
             library["generated_kernels"] = {"layers": len(generated), "of": len(self.choices),
                                             "kernels": sorted({c.kernel for c in generated}),
                                             "not_generated": {str(k): v for k, v in sorted(self.not_generated.items())}}
@@ -119,6 +121,8 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     io_outs = [emit.Io(y, *_q(y)) for y in ys]
     kernel_files = tuple(sorted({s.source for s in steps if s.source}
                                 | {s.library_call.header for s in steps if s.library_call and s.library_call.header}
+                                | {h for s in steps if s.library_call and s.library_call.library == specialise.LIBRARY
+                                   for h in specialise.INCLUDES.get(specialise.generated_kernel(s), ())}
                                 | ({specialise.DSP_HEADER} if any(s.library_call and s.library_call.library ==
                                                                    specialise.LIBRARY for s in steps) else set())))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
@@ -150,7 +154,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     return Generated(name, files, steps, arena, kernel_files, sum(t.nbytes for t in xs), sum(y.nbytes for y in ys),
                      weight_bytes,
                      _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources,
-                     {steps[position].index: why for position, why in missed.items()})
+                     {steps[position].index: why for position, why in missed.items()}, kernels)
 
 
 def _macs(steps: list[Step]) -> int:

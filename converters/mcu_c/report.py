@@ -20,8 +20,15 @@ def print_entry(console: Console, entry: dict[str, Any]) -> None:
                   f"steps; placed by {entry['planner']}" + (" (optimal)" if entry["planner_optimal"] else ""),
                   soft_wrap=True)
     library = entry.get("cmsis_nn")
-    portable = f"portable kernels: {', '.join(entry['kernels'])}" if entry["kernels"] else "no portable kernel"
+    portable = f"kernel files: {', '.join(entry['kernels'])}" if entry["kernels"] else "no kernel file"
     console.print(f"  weights {entry['weight_bytes']:,} bytes (const, flash); {portable}", soft_wrap=True, markup=False)
+    generated = entry.get("generated_kernels")
+    if generated:
+        kept = generated.get("not_generated") or {}
+        console.print(f"  kernels generated for {generated['layers']} of {generated['of']} layers "
+                      f"({', '.join(generated['kernels']) or 'none fit'})"
+                      + (f"; {len(kept)} kept theirs: " + "; ".join(f"operator {k}: {why}" for k, why in kept.items())
+                         if kept else ""), soft_wrap=True, markup=False)
     if library:
         console.print(f"  CMSIS-NN on {library['layers']} of {library['of']} layers ({', '.join(library['functions'])}); "
                       f"{len(library['sources'])} of its sources, listed in {entry['name']}.cmake", soft_wrap=True,

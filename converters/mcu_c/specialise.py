@@ -6,7 +6,9 @@ bound is a constant), with the weights widened to int16 lane pairs offline and t
 zero point folded into the bias:
 
 - a pointwise CONV_2D (1x1, stride 1, unpadded, one image): es_pointwise.h;
-- a 3x3 DEPTHWISE_CONV_2D (depth multiplier 1, no dilation, one image): es_depthwise.h.
+- a 3x3 DEPTHWISE_CONV_2D (depth multiplier 1, no dilation, one image): es_depthwise.h;
+- any other CONV_2D (no dilation, no groups, one image), and a DEPTHWISE_CONV_2D of one input
+  channel (which is one): es_conv_im2col.h.
 
 Requantization is es_dsp.h's single multiply (docs/plans/issue-51.md, 4a), exact only under
 conditions checked here per layer; a layer that misses one keeps the kernel it had, and the
@@ -28,7 +30,10 @@ LIBRARY = "generated"
 DSP_HEADER = "es_dsp.h"  # what every generated kernel includes; copied beside them
 POINTWISE = "es_pointwise_s8"
 DEPTHWISE = "es_depthwise3x3_s8"
-HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h"}
+IM2COL = "es_conv_im2col_s8"
+HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h"}
+# Headers a generated kernel's header includes, copied beside it too.
+INCLUDES = {IM2COL: ("es_pointwise.h",)}
 # es_requantize_q's operands stay exact in int64 (es_dsp.h's C path) and in SMMLAR's 64-bit
 # sum on the board: |2 acc * M| < 2^61 and |Cc| < 2^28.
 ACC_LIMIT = 1 << 29
@@ -40,13 +45,16 @@ def kernel_for(step: Step) -> str | None:
     if step.library_call is not None or step.params.get("batches") != 1:
         return None
     p = step.params
-    if step.op == "CONV_2D" and step.kernel == "es_conv2d":
-        if (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0) \
-                and p["k_c"] == p["in_c"]:
-            return POINTWISE
+    if step.op not in ("CONV_2D", "DEPTHWISE_CONV_2D") or (p["dil_h"], p["dil_w"]) != (1, 1):
+        return None
+    if step.op == "CONV_2D" and step.kernel == "es_conv2d" and p["k_c"] == p["in_c"]:
+        pointwise = (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0)
+        return POINTWISE if pointwise else IM2COL
     if step.op == "DEPTHWISE_CONV_2D" and step.kernel == "es_depthwise_conv2d":
-        if (p["k_h"], p["k_w"], p["dil_h"], p["dil_w"], p["depth_multiplier"]) == (3, 3, 1, 1, 1):
+        if (p["k_h"], p["k_w"], p["depth_multiplier"]) == (3, 3, 1):
             return DEPTHWISE
+        if p["in_c"] == 1:  # each output channel sees the one input channel: a convolution
+            return IM2COL
     return None
 
 
@@ -100,8 +108,8 @@ def _weights(step: Step, kernel: str) -> np.ndarray:
     """The layer's weights as [output channel, taps] int64."""
     p = step.params
     w = _array(step, "w").astype(np.int64)
-    if kernel == POINTWISE:
-        return w.reshape(p["out_c"], p["in_c"])
+    if step.op == "CONV_2D":  # TFLite's filter is [out, kh, kw, in]: a row is a column's order
+        return w.reshape(p["out_c"], p["k_h"] * p["k_w"] * p["in_c"])
     return w.reshape(p["k_h"] * p["k_w"], p["out_c"]).T  # TFLite's depthwise filter is [1, kh, kw, C]
 
 
@@ -158,7 +166,7 @@ def plan_channels(step: Step, kernel: str) -> Channels | str:
 
 def plan(step: Step, kernel: str) -> Channels | str:
     """What ``kernel`` is given for ``step``, or the condition the layer misses."""
-    if step.params["in_c"] % 4:
+    if step.params["in_c"] % 4 and kernel != IM2COL:
         return f"{step.params['in_c']} input channels (the generated kernels read them four at a time)"
     return plan_channels(step, kernel)
 
@@ -201,7 +209,28 @@ def _depthwise(step: Step, channels: Channels) -> Step:
     return dataclasses.replace(step, arrays=arrays, library_call=call, inplace=None, source=None)
 
 
-BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise}
+def _im2col(step: Step, channels: Channels) -> Step:
+    p, i = step.params, step.index
+    taps = channels.weights.shape[1]
+    depth = -(-taps // 4) * 4  # the column padded to whole words, against zero weights
+    weights = np.pad(channels.weights, ((0, 0), (0, depth - taps)))
+    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(weights)),
+              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
+    zero_point = -p["in_offset"]
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {step.op} {i}: "
+                f"{p['k_h']}x{p['k_w']} stride {p['stride_h']}x{p['stride_w']}, {p['in_h']}x{p['in_w']}x{p['in_c']} -> "
+                f"{p['out_h']}x{p['out_w']}x{p['out_c']} */\n"
+                f"  {IM2COL}(in, out, scratch, @P@v{i}, @P@q{i}, {p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
+                f"{p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
+                f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {p['act_min']}, {p['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
+                       header=HEADERS[IM2COL])
+    # Two int8 columns, then their widened words; not in place (a pixel's field spans rows).
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=6 * depth, inplace=None,
+                               source=None)
+
+
+BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
 
 
 def specialise(steps: list[Step]) -> tuple[list[Step], dict[int, str]]:

@@ -77,6 +77,10 @@ from edgeserve.runtime.decoders import DECODERS
 @click.option("--cmsis-nn", "cmsis_nn", metavar="DIR",
               help="mcu-c: call the CMSIS-NN in DIR (yours: STM32Cube, Zephyr, ESP-IDF and TFLM ship one) where a "
                    "layer fits it; default: $CMSIS_NN_DIR, else portable C only.")
+@click.option("--kernels", type=click.Choice(["portable", "generated"]), default=None,
+              help="mcu-c: 'generated' writes 1x1 and 3x3 depthwise int8 convolutions as code of their own, "
+                   "specialised to each layer's shapes with the Cortex-M DSP instructions (checked bit-exact like "
+                   "the rest); default: edgeserve's portable kernels.")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "int8-weights", "w8a8"]), default="fp16",
               show_default=True, help="coreml: FP16 weights and activations, INT8 weights, or INT8 weights and activations.")
 @click.option("--deployment-target", default="iOS17", show_default=True,
@@ -110,7 +114,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
             calib_random: bool, calib_samples: int, eval_data: Path | None, max_drop: float, min_agreement: float,
             min_detection_match: float, max_score_error: float, min_sqnr_db: float,
             metric: str | None, io: str, debug_samples: int, no_reuse: bool, no_cache: bool, jobs: int | None, per_layer: bool, remedy_budget: float, target_budget: float, max_float_macs: float, profile: str | None, name: str | None, no_fit_check: bool,
-            cmsis_nn: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
+            cmsis_nn: str | None, kernels: str | None, coreml_precision: str, deployment_target: str, labels_file: Path | None, author: str | None,
             license_: str | None, model_version: str | None, sign_key: Path | None,
             input_shapes: Sequence[str], input_values: Sequence[str], batch_axes: Sequence[str], dynamic_batch: bool, decoder: str | None, decoder_options: Path | None,
             preprocess_file: Path | None, json_out: bool, **spec_flags: Any) -> None:
@@ -136,6 +140,7 @@ def convert(ctx: click.Context, source: Path, targets: Sequence[str], out_dir: P
                "debug_samples": debug_samples, "per_layer": per_layer, "remedy_budget_s": remedy_budget,
                "max_float_macs": max_float_macs, "target_budget_s": target_budget,
                "name": name, "fit_check": not no_fit_check, "cmsis_nn": cmsis_nn,
+               "kernels": kernels,
                "coreml_precision": coreml_precision, "deployment_target": deployment_target,
                "labels": str(labels_file) if labels_file else None, "author": author, "license": license_,
                "model_version": model_version, "dynamic_batch": dynamic_batch}

@@ -34,42 +34,50 @@ ES_ALWAYS_INLINE void es_widen_pair_s8(const int8_t *a, const int8_t *b, int32_t
   }
 }
 
+/* Every output channel of two pixels whose inputs ``x`` holds widened (es_widen_pair_s8),
+ * written to out0 and, when ``second``, out1. */
+ES_ALWAYS_INLINE void es_gemm_pair_s8(const int32_t *x, const int32_t *packed, const int32_t *table, int8_t *out0,
+                                      int8_t *out1, const int32_t second, const int32_t depth, const int32_t channels,
+                                      const int32_t act_min, const int32_t act_max) {
+  const int32_t *w = packed;
+  int32_t oc, g;
+  for (oc = 0; oc < channels; oc += 2) {
+    const int32_t other = oc + 1 < channels;  /* an odd last channel: computed twice, stored once */
+    const int32_t *q0 = table + 4 * oc;
+    const int32_t *q1 = q0 + 4 * other;
+    const int32_t *xs = x;
+    int32_t a00 = q0[0], a01 = q0[0], a10 = q1[0], a11 = q1[0];
+#pragma GCC unroll 2
+    for (g = 0; g < depth; g += 4) {
+      int32_t xa0, xa1, xb0, xb1, w0, w1;
+      es_load_pair(&xs, &xa0, &xa1);
+      es_load_pair(&w, &w0, &w1);
+      a00 = es_smlad(w1, xa1, es_smlad(w0, xa0, a00));
+      es_load_pair(&xs, &xb0, &xb1);
+      a01 = es_smlad(w1, xb1, es_smlad(w0, xb0, a01));
+      es_load_pair(&w, &w0, &w1);
+      a10 = es_smlad(w1, xa1, es_smlad(w0, xa0, a10));
+      a11 = es_smlad(w1, xb1, es_smlad(w0, xb0, a11));
+    }
+    out0[oc] = es_requantize_q(a00, q0, act_min, act_max);
+    if (other) out0[oc + 1] = es_requantize_q(a10, q1, act_min, act_max);
+    if (second) {
+      out1[oc] = es_requantize_q(a01, q0, act_min, act_max);
+      if (other) out1[oc + 1] = es_requantize_q(a11, q1, act_min, act_max);
+    }
+  }
+}
+
 ES_ALWAYS_INLINE void es_pointwise_s8(const int8_t *in, int8_t *out, int32_t *scratch, const int32_t *packed,
                                       const int32_t *table, const int32_t pixels, const int32_t depth,
                                       const int32_t channels, const int32_t act_min, const int32_t act_max) {
-  int32_t px, oc, g;
+  int32_t px;
   for (px = 0; px < pixels; px += 2) {
     /* An odd last pixel is widened twice and its second result dropped. */
     const int32_t second = px + 1 < pixels;
-    int8_t *out0 = out + px * channels;
-    int8_t *out1 = out0 + channels;
-    const int32_t *w = packed;
     es_widen_pair_s8(in + px * depth, in + (px + second) * depth, scratch, depth);
-    for (oc = 0; oc < channels; oc += 2) {
-      const int32_t other = oc + 1 < channels;  /* an odd last channel: computed twice, stored once */
-      const int32_t *q0 = table + 4 * oc;
-      const int32_t *q1 = q0 + 4 * other;
-      const int32_t *x = scratch;
-      int32_t a00 = q0[0], a01 = q0[0], a10 = q1[0], a11 = q1[0];
-#pragma GCC unroll 2
-      for (g = 0; g < depth; g += 4) {
-        int32_t xa0, xa1, xb0, xb1, w0, w1;
-        es_load_pair(&x, &xa0, &xa1);
-        es_load_pair(&w, &w0, &w1);
-        a00 = es_smlad(w1, xa1, es_smlad(w0, xa0, a00));
-        es_load_pair(&x, &xb0, &xb1);
-        a01 = es_smlad(w1, xb1, es_smlad(w0, xb0, a01));
-        es_load_pair(&w, &w0, &w1);
-        a10 = es_smlad(w1, xa1, es_smlad(w0, xa0, a10));
-        a11 = es_smlad(w1, xb1, es_smlad(w0, xb0, a11));
-      }
-      out0[oc] = es_requantize_q(a00, q0, act_min, act_max);
-      if (other) out0[oc + 1] = es_requantize_q(a10, q1, act_min, act_max);
-      if (second) {
-        out1[oc] = es_requantize_q(a01, q0, act_min, act_max);
-        if (other) out1[oc + 1] = es_requantize_q(a11, q1, act_min, act_max);
-      }
-    }
+    es_gemm_pair_s8(scratch, packed, table, out + px * channels, out + (px + 1) * channels, second, depth, channels,
+                    act_min, act_max);
   }
 }
 

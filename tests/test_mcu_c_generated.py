@@ -1,0 +1,282 @@
+"""`-t mcu-c --kernels generated`: int8 convolutions written for each layer (1x1, 3x3 depthwise,
+and the rest through a column: es_pointwise.h, es_depthwise.h, es_conv_im2col.h).
+
+Checked against independent references:
+- the one-multiply requantization (es_dsp.h) against TFLM's double rounding
+  (quant.mul_by_quantized_multiplier, written from TFLite's definition) on every channel of
+  the generated layers of three MLPerf Tiny / TFLM models, ties and range ends included;
+- each build's outputs against TFLM's reference kernels (the tflite-micro interpreter) on 50
+  random inputs, on the host (es_dsp.h's C path), and on the emulated Cortex-M4 (its DSP
+  instructions) against the host's; an intermediate tensor where the output barely varies;
+- the per-operator instruction counts against CMSIS-NN's on the same layers, same board;
+- a generated kernel broken on purpose (one requantization constant, the weights' lane
+  order) is caught by the same comparison;
+- AddressSanitizer, UBSan and the per-kernel region check on a model whose 1x1 layers run in
+  place and whose channels include ones that are constant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeserve.converters.mcu_c import check, specialise
+from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
+from edgeserve.converters.mcu_c.generate import Generated, generate
+from edgeserve.converters.microcontroller import quant
+from edgeserve.tflite.model import TfliteModel
+from tools_required import require_compiler, require_qemu
+
+SAMPLES = 50
+KWS = "mlperf-tiny/kws_ref_model.tflite"
+VWW = "mlperf-tiny/vww_96_int8.tflite"
+PERSON = "tflm/person_detect.tflite"
+RESNET = "mlperf-tiny/pretrainedResnet_quant.tflite"
+
+
+def _write(generated: Generated, directory: Path) -> Path:
+    for rel, text in generated.files.items():
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (directory / rel).write_text(text)
+    return directory
+
+
+def _inputs(model: TfliteModel, count: int, seed: int = 0) -> np.ndarray:
+    graph = model.subgraphs[0]
+    shape = graph.tensors[graph.inputs[0]].shape
+    return np.random.default_rng(seed).integers(-128, 128, size=(count, *shape), dtype=np.int8)
+
+
+def _host_outputs(generated: Generated, directory: Path, inputs: np.ndarray, cmsis_nn: Path | None = None,
+                  shape: tuple[int, ...] | None = None) -> np.ndarray:
+    harness = check.build_host(_write(generated, directory), generated.name, directory / "harness", cmsis_nn=cmsis_nn)
+    return check.run_host(harness, inputs, shape or (generated.output_bytes,))
+
+
+def _requantize_like_es_dsp(acc: np.ndarray, q: np.ndarray, act_min: int, act_max: int) -> np.ndarray:
+    """es_requantize_q in exact integers: SMMLAR(2 acc, M, Cc + (acc >> 31)) >> e, saturated."""
+    _, m, cc, e = (int(v) for v in q)
+    acc = acc.astype(np.int64)
+    high = ((cc + (acc >> 31)) * (1 << 32) + 2 * acc * m + (1 << 31)) >> 32
+    return np.clip(np.clip(high >> e, -128, 127), act_min, act_max)
+
+
+@pytest.mark.parametrize("rel", [KWS, VWW, PERSON, RESNET])
+def test_the_one_multiply_requantization_is_tflms_on_every_channel(testdata, rel):
+    model = TfliteModel.from_file(testdata / rel)
+    from edgeserve.converters.mcu_c.lower import Lowering
+
+    rng = np.random.default_rng(3)
+    checked = constant_channels = 0
+    for step in Lowering(model).steps():
+        kernel = specialise.kernel_for(step)
+        if kernel is None:
+            continue
+        planned = specialise.plan(step, kernel)
+        assert isinstance(planned, specialise.Channels), planned
+        p = step.params
+        weights = planned.weights
+        tflm_bias = specialise._folded_bias(step, weights)  # what TFLM's accumulator adds to sum(w * x)
+        lo, hi = specialise.accumulator_range(weights, tflm_bias)
+        multipliers, shifts = specialise._array(step, "m"), specialise._array(step, "s")
+        for c in range(len(weights)):
+            # Each channel's whole accumulator range: its ends, random values, and the values
+            # around every tie of the final rounding the range holds near zero.
+            accs = np.concatenate([[lo[c], hi[c]], rng.integers(lo[c], hi[c] + 1, 2000),
+                                   np.arange(max(lo[c], -3000), min(hi[c], 3000) + 1)])
+            want = np.clip(quant.mul_by_quantized_multiplier(accs, int(multipliers[c]), int(shifts[c]))
+                           + p["out_offset"], p["act_min"], p["act_max"])
+            q = planned.table[c]
+            if q[1] == 0:  # a constant channel: the generated kernel starts its accumulator from 0
+                constant_channels += 1
+                assert len(np.unique(want)) == 1
+                got = _requantize_like_es_dsp(accs - tflm_bias[c], q, p["act_min"], p["act_max"])
+            else:
+                assert q[0] == tflm_bias[c]
+                got = _requantize_like_es_dsp(accs, q, p["act_min"], p["act_max"])
+            np.testing.assert_array_equal(got, want, err_msg=f"operator {step.index}, channel {c}")
+            checked += 1
+    assert checked >= 336  # KWS 576 channels, ResNet-8 336, VWW and person_detect over 3,000
+    if rel == VWW:
+        assert constant_channels > 0  # VWW's zero multipliers and 27-31-bit shifts
+
+
+def test_the_identity_needs_its_sign_term():
+    """Without the (acc >> 31) term the formula rounds negative ties the wrong way: the check
+    above can tell the difference."""
+    acc = np.arange(-3000, 3001)
+    m, e, zp = (1 << 30) + 12345, 4, -3
+    want = quant.mul_by_quantized_multiplier(acc, m, -e) + zp
+    cc = (1 << (e - 1)) + zp * (1 << e)
+    without = (((cc * (1 << 32) + 2 * acc.astype(np.int64) * m + (1 << 31)) >> 32) >> e)
+    assert np.any(without != want)
+    np.testing.assert_array_equal(_requantize_like_es_dsp(acc, np.array([0, m, cc, e]), -128, 127),
+                                  np.clip(want, -128, 127))
+
+
+@pytest.mark.parametrize("rel, library", [(KWS, False), (PERSON, False), (VWW, True), (RESNET, False),
+                                          ("mlperf-tiny/str_ww_ref_model.tflite", False)])
+def test_generated_kernels_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_dir, tmp_path, rel, library):
+    require_compiler("host-c")
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    model = TfliteModel.from_file(testdata / rel)
+    tree = locate(cmsis_nn_dir) if library else None
+    generated = generate(model, "model", Path(rel).name, cmsis_nn=tree, kernels="generated")
+    on = [c for c in generated.choices if c.library == "generated"]
+    assert on and not generated.not_generated
+    assert {c.op for c in on} <= {"CONV_2D", "DEPTHWISE_CONV_2D"}
+    inputs = _inputs(model, SAMPLES)
+    ours = _host_outputs(generated, tmp_path / "out", inputs, cmsis_nn_dir if library else None)
+    which, reference = reference_outputs(model.file_bytes, inputs)
+    assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+def test_an_intermediate_tensor_of_vww_is_bit_exact(testdata, tmp_path):
+    """VWW's two-class output takes few values; the output of its seventh 1x1 layer (128
+    channels, some of them constant) varies in every element."""
+    require_compiler("host-c")
+    from edgeserve.converters.mcu_c.reference import reference_tensor
+
+    model = TfliteModel.from_file(testdata / VWW)
+    tensor = next(op.outputs[0] for op in model.subgraphs[0].operators if op.index == 14)
+    generated = generate(model, "model", "vww", output_tensor=tensor, kernels="generated")
+    inputs = _inputs(model, 8, seed=2)
+    shape = tuple(model.subgraphs[0].tensors[tensor].shape)
+    ours = _host_outputs(generated, tmp_path / "out", inputs, shape=shape)
+    reference = reference_tensor(model.file_bytes, inputs, tensor)
+    assert len(np.unique(reference)) > 100
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+
+
+@pytest.fixture(scope="module")
+def built_here(tmp_path_factory):
+    """A Keras model with what the generated kernels must handle (odd pixel and channel counts,
+    stride 2, a ReLU6 clamp) and two layers they must refuse (7 and 6 input channels)."""
+    import mcu_c_models
+
+    return mcu_c_models.int8_tflite("generated", tmp_path_factory.mktemp("generated_model"))
+
+
+def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_here, tmp_path):
+    require_compiler("host-c")
+    require_qemu()
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    model = TfliteModel.from_file(built_here)
+    generated = generate(model, "model", "generated", kernels="generated")
+    on = {(c.op, c.index) for c in generated.choices if c.library == "generated"}
+    assert len(on) == 5  # the first 3x3 convolution, both depthwise layers, two of the three 1x1s
+    assert set(generated.not_generated.values()) == {
+        "7 input channels (the generated kernels read them four at a time)",
+        "6 input channels (the generated kernels read them four at a time)"}
+    rng = np.random.default_rng(1)
+    levels = rng.integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
+    inputs = np.clip(_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
+    ours = _host_outputs(generated, tmp_path / "out", inputs)
+    which, reference = reference_outputs(model.file_bytes, inputs)
+    assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
+    np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+    # The board runs the DSP instructions (SXTB16, SMLAD, SMLABB/SMLATT, SMMLAR, SSAT) the
+    # host's C stands in for.
+    image = check.build_cortex_m4(tmp_path / "out", "model", inputs[:3], tmp_path / "m4")
+    np.testing.assert_array_equal(check.run_cortex_m4(image, "model", generated.output_bytes).outputs,
+                                  ours[:3].reshape(3, -1))
+    disassembly = subprocess.run(["arm-none-eabi-objdump", "-d", str(image)], capture_output=True, text=True,
+                                 check=True).stdout
+    assert all(f"\t{instruction}\t" in disassembly for instruction in ("smlad", "smlabb", "smmlar", "ssat"))
+
+
+@pytest.mark.parametrize("breakage", ["requantization constant", "weight lane order"])
+def test_a_wrong_generated_kernel_is_caught(testdata, tmp_path, breakage):
+    """The comparison that stands behind every generated layer fails when one is wrong."""
+    require_compiler("host-c")
+    from edgeserve.converters.mcu_c.reference import reference_outputs
+
+    model = TfliteModel.from_file(testdata / KWS)
+    generated = generate(model, "model", "kws", kernels="generated")
+    text = generated.files["model.c"]
+    if breakage == "requantization constant":  # channel 0's Cc of the first 1x1: every output one step up
+        match = re.search(r"static const int32_t model_q2\[\d+\] = \{\n  (-?\d+), (-?\d+), (-?\d+), (\d+),", text)
+        assert match is not None
+        bias, m, cc, e = (int(match.group(i)) for i in range(1, 5))
+        broken = match.group(0).replace(f"{cc}, {e},", f"{cc + (1 << e)}, {e},")
+    else:  # the first weight words of the first depthwise layer, swapped
+        match = re.search(r"static const int32_t model_v1\[\d+\] = \{\n  (-?\d+), (-?\d+),", text)
+        assert match is not None and match.group(1) != match.group(2)
+        broken = match.group(0)[:-len(f"{match.group(1)}, {match.group(2)},")] + f"{match.group(2)}, {match.group(1)},"
+    generated.files["model.c"] = text.replace(match.group(0), broken, 1)
+    inputs = _inputs(model, SAMPLES)
+    ours = _host_outputs(generated, tmp_path / "out", inputs)
+    _, reference = reference_outputs(model.file_bytes, inputs)
+    assert not np.array_equal(ours, reference.reshape(ours.shape))
+
+
+def test_sanitizers_and_region_check_run_clean_with_generated_kernels(testdata, tmp_path):
+    require_compiler("host-c")
+    model = TfliteModel.from_file(testdata / VWW)
+    generated = generate(model, "model", "vww", kernels="generated")
+    # 1x1 layers in place, each with its own scratch, and constant channels.
+    assert any(s.library_call and s.scratch_bytes for s in generated.steps)
+    assert any(generated.steps[i].library_call for i in generated.plan.inplace_sources)
+    directory = _write(generated, tmp_path / "out")
+    inputs = _inputs(model, 2)
+    sanitized = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
+    plain = check.build_host(directory, "model", tmp_path / "plain")
+    np.testing.assert_array_equal(check.run_host(sanitized, inputs, (generated.output_bytes,)),
+                                  check.run_host(plain, inputs, (generated.output_bytes,)))
+
+
+def test_on_the_cortex_m4_each_generated_layer_takes_fewer_instructions_than_cmsis_nn(testdata, cmsis_nn_dir,
+                                                                                      tmp_path):
+    """KWS with CMSIS-NN for the other layers, against the same C calling CMSIS-NN for all:
+    operator by operator (SysTick after each), on the same input. Instruction counts under
+    -icount are deterministic: a count, not a time."""
+    require_qemu()
+    model = TfliteModel.from_file(testdata / KWS)
+    tree = locate(cmsis_nn_dir)
+    inputs = _inputs(model, 1, seed=5)
+    runs = {}
+    for kernels in ("portable", "generated"):
+        generated = generate(model, "model", "kws", cmsis_nn=tree, kernels=kernels)
+        directory = _write(generated, tmp_path / kernels)
+        image = check.build_cortex_m4(directory, "model", inputs, tmp_path / f"m4_{kernels}", cmsis_nn=cmsis_nn_dir,
+                                      checks=False, step_ticks=True)
+        runs[kernels] = (generated, check.run_cortex_m4(image, "model", generated.output_bytes))
+    (library, base), (ours, run) = runs["portable"], runs["generated"]
+    np.testing.assert_array_equal(run.outputs, base.outputs)
+    assert [op for op, _ in run.step_instructions] == [s.index for s in ours.steps if s.kernel is not None]
+    # The per-operator counts add up to the whole inference, less the harness's own reads.
+    assert 0 < run.instructions[-1] - sum(t for _, t in run.step_instructions) < 2000
+    cmsis = dict(base.step_instructions)
+    generated_ops = {c.index for c in ours.choices if c.library == "generated"}
+    assert len(generated_ops) == 9
+    for op, instructions in run.step_instructions:
+        if op in generated_ops:
+            assert instructions < 0.8 * cmsis[op], (op, instructions, cmsis[op])
+    # The issue's goal for KWS: at most 0.60x TFLM + CMSIS-NN's instructions (measured 0.49x
+    # of this same C calling CMSIS-NN everywhere, which is within 0.1 % of TFLM + CMSIS-NN).
+    assert run.instructions[-1] < 0.6 * base.instructions[-1]
+
+
+def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
+    require_compiler("host-c")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(testdata / KWS), "-t", "mcu-c",
+                           "--kernels", "generated", "-o", str(out), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
+    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {},
+                                          "kernels": ["es_conv_im2col_s8", "es_depthwise3x3_s8", "es_pointwise_s8"]}
+    assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
+    source = (out / "mcu-c" / "kws_ref_model.c").read_text()
+    assert '#include "es_pointwise.h"' in source and "ES_LAYER void kws_ref_model_g2(" in source
+    again = subprocess.run([sys.executable, "-m", "edgeserve", "verify", str(out)], capture_output=True, text=True)
+    assert again.returncode == 0 and "regenerated files are byte-identical: yes" in again.stdout, again.stdout
