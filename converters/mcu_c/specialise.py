@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from edgeserve.converters.mcu_c.steps import ConstArray, LibraryCall, Step
+from edgeserve.converters.mcu_c.steps import ConstArray, InPlace, LibraryCall, Step
 from edgeserve.converters.microcontroller import quant
 
 LIBRARY = "generated"
@@ -198,15 +198,35 @@ def _depthwise(step: Step, channels: Channels) -> Step:
               ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
     zero_point = (-p["in_offset"]) & 0xFF
     zero_point4 = int(np.array([zero_point * 0x01010101], np.uint32).view(np.int32)[0])
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out) {{  /* DEPTHWISE_CONV_2D {i}: 3x3, "
-                f"{p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
-                f"  {DEPTHWISE}(in, out, @P@v{i}, @P@q{i}, {p['in_h']}, {p['in_w']}, {c}, {p['stride_h']}, "
-                f"{p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, {p['out_w']}, {zero_point4}, "
-                f"{p['act_min']}, {p['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@"), returns_status=False,
+    # Stride 1 at the input's size may write over its input through a ring of two rows; a
+    # layer whose every read lies ahead of the writes (stride 2) may write over it directly.
+    same = (p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["out_h"], p["out_w"]) == \
+        (1, 1, 1, 1, p["in_h"], p["in_w"])
+    ring = 2 * p["in_w"] * c if same else 0
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* DEPTHWISE_CONV_2D "
+                f"{i}: 3x3, {p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
+                + ("" if same else "  (void)scratch;\n") +
+                f"  {DEPTHWISE}(in, out, {'scratch' if same else 'NULL'}, @P@v{i}, @P@q{i}, {p['in_h']}, "
+                f"{p['in_w']}, {c}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
+                f"{p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[DEPTHWISE])
-    # Every output pixel reads its neighbours' input: not in place (a row ring is future work).
-    return dataclasses.replace(step, arrays=arrays, library_call=call, inplace=None, source=None)
+    inplace = InPlace("start", DEPTHWISE) if same or reads_ahead_of_writes(p) else None
+    return dataclasses.replace(step, arrays=arrays, library_call=call, inplace=inplace, scratch_bytes=ring,
+                               source=None)
+
+
+def reads_ahead_of_writes(p: dict) -> bool:
+    """Whether es_depthwise3x3_s8 may write its output over its input (both start at the same
+    byte) without a ring: every output pixel's earliest input pixel (row by row) is not before
+    it, so each read lands on bytes no output has reached yet (a pixel's channel group is read
+    before the same group of the output pixel is written)."""
+    for oy in range(p["out_h"]):
+        y = max(oy * p["stride_h"] - p["pad_h"], 0)
+        for ox in range(p["out_w"]):
+            if y * p["in_w"] + max(ox * p["stride_w"] - p["pad_w"], 0) < oy * p["out_w"] + ox:
+                return False
+    return True
 
 
 def _im2col(step: Step, channels: Channels) -> Step:

@@ -11,7 +11,12 @@
  * With the input zero point folded into the bias, a tap that falls in the padding must add
  * w * zero_point (TFLite skips the term, which is w * (zero_point + input_offset) = 0):
  * ``zero_point4`` is the zero point in all four bytes, read in place of the missing pixel.
- * Pixels whose 3x3 window lies inside the image take a loop without any of those checks. */
+ * Pixels whose 3x3 window lies inside the image take a loop without any of those checks.
+ *
+ * In place (``ring`` not NULL; stride 1, output the input's size, written over it): before
+ * output row y is computed, input row y is copied into a ring of two rows, and rows y - 1
+ * and y are read from there (row y - 1 is already overwritten, and row y is as each output
+ * pixel is written), row y + 1 from the buffer, which the output has not reached. */
 #ifndef ES_DEPTHWISE_H
 #define ES_DEPTHWISE_H
 
@@ -40,27 +45,36 @@
     (out)[3] = es_requantize_q(acc3, (q) + 12, act_min, act_max);    \
   } while (0)
 
-ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, const int32_t *packed, const int32_t *table,
-                                         const int32_t in_h, const int32_t in_w, const int32_t channels,
-                                         const int32_t stride_h, const int32_t stride_w, const int32_t pad_h,
-                                         const int32_t pad_w, const int32_t out_h, const int32_t out_w,
-                                         const int32_t zero_point4, const int32_t act_min, const int32_t act_max) {
+ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *ring, const int32_t *packed,
+                                         const int32_t *table, const int32_t in_h, const int32_t in_w,
+                                         const int32_t channels, const int32_t stride_h, const int32_t stride_w,
+                                         const int32_t pad_h, const int32_t pad_w, const int32_t out_h,
+                                         const int32_t out_w, const int32_t zero_point4, const int32_t act_min,
+                                         const int32_t act_max) {
+  const int32_t row_bytes = in_w * channels;
   int32_t oy, ox, g, t;
   for (oy = 0; oy < out_h; ++oy) {
     const int32_t y0 = oy * stride_h - pad_h;
+    const int8_t *rows[3];  /* the window's three input rows; NULL in the padding */
+    if (ring != NULL) memcpy(ring + (oy % 2) * row_bytes, in + oy * row_bytes, (size_t)row_bytes);
+    for (t = 0; t < 3; ++t) {
+      const int32_t y = y0 + t;
+      rows[t] = y < 0 || y >= in_h ? NULL
+                : ring != NULL && y <= oy ? ring + (y % 2) * row_bytes : in + y * row_bytes;
+    }
     for (ox = 0; ox < out_w; ++ox, out += channels) {
       const int32_t x0 = ox * stride_w - pad_w;
       /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
        * branches share above it, and spill the 18 words. */
-      if (y0 >= 0 && y0 + 3 <= in_h && x0 >= 0 && x0 + 3 <= in_w) {
-        const int8_t *window = in + (y0 * in_w + x0) * channels;
+      if (rows[0] != NULL && rows[2] != NULL && x0 >= 0 && x0 + 3 <= in_w) {
+        const int32_t column = x0 * channels;
         for (g = 0; g < channels; g += 4) {
           const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
           const int32_t *q = table + 4 * g;
           int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
 #pragma GCC unroll 9
           for (t = 0; t < 9; ++t) {
-            ES_DEPTHWISE_TAP(es_read_s8x4(window + ((t / 3) * in_w + t % 3) * channels + g), w);
+            ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / 3] + column + (t % 3) * channels + g), w);
           }
           ES_DEPTHWISE_STORE(out + g, q);
         }
@@ -68,8 +82,8 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, const in
         /* Which taps fall inside the image, found once for every channel of this pixel. */
         int32_t valid = 0;
         for (t = 0; t < 9; ++t) {
-          const int32_t y = y0 + t / 3, x = x0 + t % 3;
-          if (y >= 0 && y < in_h && x >= 0 && x < in_w) valid |= 1 << t;
+          const int32_t x = x0 + t % 3;
+          if (rows[t / 3] != NULL && x >= 0 && x < in_w) valid |= 1 << t;
         }
         for (g = 0; g < channels; g += 4) {
           const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
@@ -77,9 +91,8 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, const in
           int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
 #pragma GCC unroll 9
           for (t = 0; t < 9; ++t) {
-            const int32_t pixel = (valid >> t) & 1
-                                      ? es_read_s8x4(in + ((y0 + t / 3) * in_w + x0 + t % 3) * channels + g)
-                                      : zero_point4;
+            const int32_t pixel = (valid >> t) & 1 ? es_read_s8x4(rows[t / 3] + (x0 + t % 3) * channels + g)
+                                                   : zero_point4;
             ES_DEPTHWISE_TAP(pixel, w);
           }
           ES_DEPTHWISE_STORE(out + g, q);
