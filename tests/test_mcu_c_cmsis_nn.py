@@ -31,6 +31,7 @@ from edgeserve.converters.mcu_c.cmsis_nn import FUNCTIONS
 from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.tflite.model import TfliteModel
+from generated_c import random_inputs, write_files
 from tools_required import require_compiler, require_qemu
 
 MODELS = ("mlperf-tiny/kws_ref_model.tflite", "mlperf-tiny/vww_96_int8.tflite",
@@ -45,19 +46,6 @@ def _generate(testdata: Path, rel: str, tree_dir: Path | None) -> tuple[TfliteMo
     return model, generate(model, "model", Path(rel).name, cmsis_nn=locate(tree_dir) if tree_dir else None)
 
 
-def _write(generated: Generated, directory: Path) -> Path:
-    for rel, text in generated.files.items():
-        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
-        (directory / rel).write_text(text)
-    return directory
-
-
-def _inputs(model: TfliteModel, count: int, seed: int = 0) -> np.ndarray:
-    graph = model.subgraphs[0]
-    shape = graph.tensors[graph.inputs[0]].shape
-    return np.random.default_rng(seed).integers(-128, 128, size=(count, *shape), dtype=np.int8)
-
-
 @pytest.mark.parametrize("rel", MODELS)
 def test_cmsis_nn_layers_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_dir, tmp_path, rel):
     require_compiler("host-c")
@@ -70,9 +58,9 @@ def test_cmsis_nn_layers_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_
     assert covered and all(c.library == "cmsis-nn" and c.kernel == FUNCTIONS[c.op] for c in covered), covered
     assert all(c.library == "portable" for c in generated.choices if c.op not in FUNCTIONS)
     assert generated.library_sources and all((cmsis_nn_dir / s).is_file() for s in generated.library_sources)
-    directory = _write(generated, tmp_path / "out")
+    directory = write_files(generated, tmp_path / "out")
     harness = check.build_host(directory, "model", tmp_path / "harness", cmsis_nn=cmsis_nn_dir)
-    inputs = _inputs(model, SAMPLES)
+    inputs = random_inputs(model, SAMPLES)
     ours = check.run_host(harness, inputs, (generated.output_bytes,))
     which, reference = reference_outputs(model.file_bytes, inputs)
     assert which == "tflm-reference"
@@ -105,11 +93,11 @@ def test_models_built_here_mix_cmsis_nn_and_portable_kernels_bit_exactly(synthet
     else:
         assert {"MAX_POOL_2D", "AVERAGE_POOL_2D", "CONV_2D"} <= on
         assert any(why and "broadcast" in why for why in portable.values())
-    directory = _write(generated, tmp_path / "out")
+    directory = write_files(generated, tmp_path / "out")
     harness = check.build_host(directory, "model", tmp_path / "harness", cmsis_nn=cmsis_nn_dir)
     rng = np.random.default_rng(1)
     levels = rng.integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
-    inputs = np.clip(_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
+    inputs = np.clip(random_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
     ours = check.run_host(harness, inputs, (generated.output_bytes,))
     which, reference = reference_outputs(model.file_bytes, inputs)
     assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
@@ -122,8 +110,8 @@ def test_cortex_m4_runs_cmsis_nn_dsp_kernels_with_exactly_the_scratch_they_ask_f
     require_qemu()
     model, library = _generate(testdata, rel, cmsis_nn_dir)
     _, portable = _generate(testdata, rel, None)
-    inputs = _inputs(model, 2, seed=5)
-    lib_dir, port_dir = _write(library, tmp_path / "lib"), _write(portable, tmp_path / "port")
+    inputs = random_inputs(model, 2, seed=5)
+    lib_dir, port_dir = write_files(library, tmp_path / "lib"), write_files(portable, tmp_path / "port")
     host = check.run_host(check.build_host(lib_dir, "model", tmp_path / "host", cmsis_nn=cmsis_nn_dir), inputs,
                           (library.output_bytes,))
     # The test build checks each layer's reservation against CMSIS-NN's own
@@ -155,13 +143,13 @@ def test_a_scratch_reservation_one_byte_short_is_caught_on_the_board(testdata, c
     """The exact-scratch check can fail: cut one layer's reservation and the firmware says so."""
     require_qemu()
     model, generated = _generate(testdata, "mlperf-tiny/kws_ref_model.tflite", cmsis_nn_dir)
-    directory = _write(generated, tmp_path / "lib")
+    directory = write_files(generated, tmp_path / "lib")
     source = directory / "model.c"
     text = source.read_text()
     first = re.search(r"MODEL_SCRATCH\((.*), (\d+)\);", text)
     assert first is not None and int(first.group(2)) > 0
     source.write_text(text.replace(first.group(0), f"MODEL_SCRATCH({first.group(1)}, {int(first.group(2)) - 1});", 1))
-    image = check.build_cortex_m4(directory, "model", _inputs(model, 1), tmp_path / "m4", cmsis_nn=cmsis_nn_dir)
+    image = check.build_cortex_m4(directory, "model", random_inputs(model, 1), tmp_path / "m4", cmsis_nn=cmsis_nn_dir)
     with pytest.raises(RuntimeError, match="error -3"):
         check.run_cortex_m4(image, "model", generated.output_bytes)
 
@@ -171,8 +159,8 @@ def test_sanitizers_and_region_check_run_clean_with_cmsis_nn(testdata, cmsis_nn_
     # ResNet-8: im2col scratch on every convolution, and ADDs that write over an operand.
     model, generated = _generate(testdata, "mlperf-tiny/pretrainedResnet_quant.tflite", cmsis_nn_dir)
     assert any(s.scratch_bytes for s in generated.steps) and generated.plan.inplace_sources
-    directory = _write(generated, tmp_path / "out")
-    inputs = _inputs(model, 2)
+    directory = write_files(generated, tmp_path / "out")
+    inputs = random_inputs(model, 2)
     sanitized = check.build_host(directory, "model", tmp_path / "asan", sanitize=True, cmsis_nn=cmsis_nn_dir)
     plain = check.build_host(directory, "model", tmp_path / "plain", cmsis_nn=cmsis_nn_dir)
     np.testing.assert_array_equal(check.run_host(sanitized, inputs, (generated.output_bytes,)),
@@ -188,7 +176,7 @@ def test_the_cmake_snippet_builds_the_model_with_the_listed_sources(testdata, cm
             pytest.fail(message)
         pytest.skip(message)
     model, generated = _generate(testdata, "tflm/micro_speech_quantized.tflite", cmsis_nn_dir)
-    directory = _write(generated, tmp_path / "mcu-c")
+    directory = write_files(generated, tmp_path / "mcu-c")
     harness = Path(str(check._board_file("host", "es_harness.c")))
     project = tmp_path / "user"
     project.mkdir()
@@ -205,7 +193,7 @@ target_link_libraries(harness PRIVATE model)
     for command in ([cmake, "-S", str(project), "-B", str(build)], [cmake, "--build", str(build)]):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    inputs = _inputs(model, 5)
+    inputs = random_inputs(model, 5)
     by_cmake = check.run_host(build / "harness", inputs, (generated.output_bytes,))
     direct = check.run_host(check.build_host(directory, "model", tmp_path / "direct", cmsis_nn=cmsis_nn_dir), inputs,
                             (generated.output_bytes,))

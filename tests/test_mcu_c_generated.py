@@ -31,6 +31,7 @@ from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.converters.microcontroller import quant
 from edgeserve.tflite.model import TfliteModel
+from generated_c import random_inputs, write_files
 from tools_required import require_compiler, require_qemu
 
 SAMPLES = 50
@@ -40,22 +41,9 @@ PERSON = "tflm/person_detect.tflite"
 RESNET = "mlperf-tiny/pretrainedResnet_quant.tflite"
 
 
-def _write(generated: Generated, directory: Path) -> Path:
-    for rel, text in generated.files.items():
-        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
-        (directory / rel).write_text(text)
-    return directory
-
-
-def _inputs(model: TfliteModel, count: int, seed: int = 0) -> np.ndarray:
-    graph = model.subgraphs[0]
-    shape = graph.tensors[graph.inputs[0]].shape
-    return np.random.default_rng(seed).integers(-128, 128, size=(count, *shape), dtype=np.int8)
-
-
 def _host_outputs(generated: Generated, directory: Path, inputs: np.ndarray, cmsis_nn: Path | None = None,
                   shape: tuple[int, ...] | None = None) -> np.ndarray:
-    harness = check.build_host(_write(generated, directory), generated.name, directory / "harness", cmsis_nn=cmsis_nn)
+    harness = check.build_host(write_files(generated, directory), generated.name, directory / "harness", cmsis_nn=cmsis_nn)
     return check.run_host(harness, inputs, shape or (generated.output_bytes,))
 
 
@@ -132,7 +120,7 @@ def test_generated_kernels_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_n
     on = [c for c in generated.choices if c.library == "generated"]
     assert on and not generated.not_generated
     assert {c.op for c in on} <= {"CONV_2D", "DEPTHWISE_CONV_2D"}
-    inputs = _inputs(model, SAMPLES)
+    inputs = random_inputs(model, SAMPLES)
     ours = _host_outputs(generated, tmp_path / "out", inputs, cmsis_nn_dir if library else None)
     which, reference = reference_outputs(model.file_bytes, inputs)
     assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
@@ -148,7 +136,7 @@ def test_an_intermediate_tensor_of_vww_is_bit_exact(testdata, tmp_path):
     model = TfliteModel.from_file(testdata / VWW)
     tensor = next(op.outputs[0] for op in model.subgraphs[0].operators if op.index == 14)
     generated = generate(model, "model", "vww", output_tensor=tensor, kernels="generated")
-    inputs = _inputs(model, 8, seed=2)
+    inputs = random_inputs(model, 8, seed=2)
     shape = tuple(model.subgraphs[0].tensors[tensor].shape)
     ours = _host_outputs(generated, tmp_path / "out", inputs, shape=shape)
     reference = reference_tensor(model.file_bytes, inputs, tensor)
@@ -179,7 +167,7 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
         "6 input channels (the generated kernels read them four at a time)"}
     rng = np.random.default_rng(1)
     levels = rng.integers(-100, 100, size=(SAMPLES, 1, 1, 1, 1))
-    inputs = np.clip(_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
+    inputs = np.clip(random_inputs(model, SAMPLES).astype(np.int32) // 4 + levels, -128, 127).astype(np.int8)
     ours = _host_outputs(generated, tmp_path / "out", inputs)
     which, reference = reference_outputs(model.file_bytes, inputs)
     assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
@@ -213,7 +201,7 @@ def test_a_wrong_generated_kernel_is_caught(testdata, tmp_path, breakage):
         assert match is not None and match.group(1) != match.group(2)
         broken = match.group(0)[:-len(f"{match.group(1)}, {match.group(2)},")] + f"{match.group(2)}, {match.group(1)},"
     generated.files["model.c"] = text.replace(match.group(0), broken, 1)
-    inputs = _inputs(model, SAMPLES)
+    inputs = random_inputs(model, SAMPLES)
     ours = _host_outputs(generated, tmp_path / "out", inputs)
     _, reference = reference_outputs(model.file_bytes, inputs)
     assert not np.array_equal(ours, reference.reshape(ours.shape))
@@ -226,8 +214,8 @@ def test_sanitizers_and_region_check_run_clean_with_generated_kernels(testdata, 
     # 1x1 layers in place, each with its own scratch, and constant channels.
     assert any(s.library_call and s.scratch_bytes for s in generated.steps)
     assert any(generated.steps[i].library_call for i in generated.plan.inplace_sources)
-    directory = _write(generated, tmp_path / "out")
-    inputs = _inputs(model, 2)
+    directory = write_files(generated, tmp_path / "out")
+    inputs = random_inputs(model, 2)
     sanitized = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
     plain = check.build_host(directory, "model", tmp_path / "plain")
     np.testing.assert_array_equal(check.run_host(sanitized, inputs, (generated.output_bytes,)),
@@ -242,15 +230,15 @@ def test_on_the_cortex_m4_each_generated_layer_takes_fewer_instructions_than_cms
     require_qemu()
     model = TfliteModel.from_file(testdata / KWS)
     tree = locate(cmsis_nn_dir)
-    inputs = _inputs(model, 1, seed=5)
+    inputs = random_inputs(model, 1, seed=5)
     runs = {}
     for kernels in ("portable", "generated"):
         generated = generate(model, "model", "kws", cmsis_nn=tree, kernels=kernels)
-        directory = _write(generated, tmp_path / kernels)
+        directory = write_files(generated, tmp_path / kernels)
         image = check.build_cortex_m4(directory, "model", inputs, tmp_path / f"m4_{kernels}", cmsis_nn=cmsis_nn_dir,
                                       checks=False, step_ticks=True)
         runs[kernels] = (generated, check.run_cortex_m4(image, "model", generated.output_bytes))
-    (library, base), (ours, run) = runs["portable"], runs["generated"]
+    base, (ours, run) = runs["portable"][1], runs["generated"]
     np.testing.assert_array_equal(run.outputs, base.outputs)
     assert [op for op, _ in run.step_instructions] == [s.index for s in ours.steps if s.kernel is not None]
     # The per-operator counts add up to the whole inference, less the harness's own reads.
