@@ -211,7 +211,9 @@ def _depthwise(step: Step, channels: Channels) -> Step:
                 f"{p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[DEPTHWISE])
-    inplace = InPlace("start", DEPTHWISE) if same or reads_ahead_of_writes(p) else None
+    forward, backward = reads_ahead_of_writes(p), reads_behind_writes(p)
+    inplace = (InPlace("start", DEPTHWISE) if same or forward and not backward else
+               InPlace("either", DEPTHWISE) if forward else None)
     return dataclasses.replace(step, arrays=arrays, library_call=call, inplace=inplace, scratch_bytes=ring,
                                source=None)
 
@@ -225,6 +227,18 @@ def reads_ahead_of_writes(p: dict) -> bool:
         y = max(oy * p["stride_h"] - p["pad_h"], 0)
         for ox in range(p["out_w"]):
             if y * p["in_w"] + max(ox * p["stride_w"] - p["pad_w"], 0) < oy * p["out_w"] + ox:
+                return False
+    return True
+
+
+def reads_behind_writes(p: dict) -> bool:
+    """The same for an output that ends where its input ends, written last pixel first: every
+    output pixel's last input pixel lies before the bytes the outputs after it have taken."""
+    shift = p["in_h"] * p["in_w"] - p["out_h"] * p["out_w"]  # the output's start, in pixels
+    for oy in range(p["out_h"]):
+        y = min(oy * p["stride_h"] - p["pad_h"] + 2, p["in_h"] - 1)
+        for ox in range(p["out_w"]):
+            if y * p["in_w"] + min(ox * p["stride_w"] - p["pad_w"] + 2, p["in_w"] - 1) > shift + oy * p["out_w"] + ox:
                 return False
     return True
 

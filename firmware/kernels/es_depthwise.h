@@ -16,7 +16,10 @@
  * In place (``ring`` not NULL; stride 1, output the input's size, written over it): before
  * output row y is computed, input row y is copied into a ring of two rows, and rows y - 1
  * and y are read from there (row y - 1 is already overwritten, and row y is as each output
- * pixel is written), row y + 1 from the buffer, which the output has not reached. */
+ * pixel is written), row y + 1 from the buffer, which the output has not reached. Without a
+ * ring, an output placed where its input starts is written first pixel first, and one placed
+ * where its input ends, last pixel first: the generator allows either only where every read
+ * lands on bytes no output has reached yet (specialise.py). */
 #ifndef ES_DEPTHWISE_H
 #define ES_DEPTHWISE_H
 
@@ -52,8 +55,10 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *
                                          const int32_t out_w, const int32_t zero_point4, const int32_t act_min,
                                          const int32_t act_max) {
   const int32_t row_bytes = in_w * channels;
-  int32_t oy, ox, g, t;
-  for (oy = 0; oy < out_h; ++oy) {
+  const int32_t reverse = ring == NULL && out > in;
+  int32_t i, j, g, t;
+  for (i = 0; i < out_h; ++i) {
+    const int32_t oy = reverse ? out_h - 1 - i : i;
     const int32_t y0 = oy * stride_h - pad_h;
     const int8_t *rows[3];  /* the window's three input rows; NULL in the padding */
     if (ring != NULL) memcpy(ring + (oy % 2) * row_bytes, in + oy * row_bytes, (size_t)row_bytes);
@@ -62,8 +67,10 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *
       rows[t] = y < 0 || y >= in_h ? NULL
                 : ring != NULL && y <= oy ? ring + (y % 2) * row_bytes : in + y * row_bytes;
     }
-    for (ox = 0; ox < out_w; ++ox, out += channels) {
+    for (j = 0; j < out_w; ++j) {
+      const int32_t ox = reverse ? out_w - 1 - j : j;
       const int32_t x0 = ox * stride_w - pad_w;
+      int8_t *pixel_out = out + (oy * out_w + ox) * channels;
       /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
        * branches share above it, and spill the 18 words. */
       if (rows[0] != NULL && rows[2] != NULL && x0 >= 0 && x0 + 3 <= in_w) {
@@ -76,7 +83,7 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *
           for (t = 0; t < 9; ++t) {
             ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / 3] + column + (t % 3) * channels + g), w);
           }
-          ES_DEPTHWISE_STORE(out + g, q);
+          ES_DEPTHWISE_STORE(pixel_out + g, q);
         }
       } else {
         /* Which taps fall inside the image, found once for every channel of this pixel. */
@@ -95,7 +102,7 @@ ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *
                                                    : zero_point4;
             ES_DEPTHWISE_TAP(pixel, w);
           }
-          ES_DEPTHWISE_STORE(out + g, q);
+          ES_DEPTHWISE_STORE(pixel_out + g, q);
         }
       }
     }
