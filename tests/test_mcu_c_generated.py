@@ -31,6 +31,7 @@ from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 from edgeserve.converters.mcu_c.generate import Generated, generate
 from edgeserve.converters.microcontroller import quant
 from edgeserve.tflite.model import TfliteModel
+from conftest import ROOT
 from generated_c import random_inputs, write_files
 from tools_required import require_compiler, require_qemu
 
@@ -182,6 +183,30 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     assert all(f"\t{instruction}\t" in disassembly for instruction in ("smlad", "smlabb", "smmlar", "ssat"))
 
 
+def test_int8_weights_halve_the_generated_flash_and_stay_bit_exact(testdata, tmp_path):
+    """Every 1x1 and column layer of VWW reading int8 weights (widened in the loop) instead of
+    int16: the same bytes as TFLM on the host, and as the host on the board."""
+    require_compiler("host-c")
+    require_qemu()
+    from edgeserve.converters.mcu_c.reference import reference_tensor
+
+    model = TfliteModel.from_file(testdata / VWW)
+    wide = generate(model, "model", "vww", kernels="generated")
+    narrow = specialise.narrowing(wide.steps, 10**9)  # more than any model saves: every layer that can
+    assert len(narrow) == 14 and specialise.narrowing(wide.steps, 1) == narrow[:1]
+    tensor = next(op.outputs[0] for op in model.subgraphs[0].operators if op.index == 14)
+    generated = generate(model, "model", "vww", output_tensor=tensor, kernels="generated", int8_weights=narrow)
+    assert generated.int8_weights == tuple(sorted(narrow))
+    assert generated.weight_bytes < 0.6 * wide.weight_bytes
+    inputs = random_inputs(model, 4, seed=7)
+    shape = tuple(model.subgraphs[0].tensors[tensor].shape)
+    ours = _host_outputs(generated, tmp_path / "out", inputs, shape=shape)
+    np.testing.assert_array_equal(ours, reference_tensor(model.file_bytes, inputs, tensor).reshape(ours.shape))
+    image = check.build_cortex_m4(tmp_path / "out", "model", inputs[:2], tmp_path / "m4")
+    np.testing.assert_array_equal(check.run_cortex_m4(image, "model", generated.output_bytes).outputs,
+                                  ours[:2].reshape(2, -1))
+
+
 @pytest.mark.parametrize("breakage", ["requantization constant", "weight lane order"])
 def test_a_wrong_generated_kernel_is_caught(testdata, tmp_path, breakage):
     """The comparison that stands behind every generated layer fails when one is wrong."""
@@ -306,10 +331,29 @@ def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
                            "--kernels", "generated", "-o", str(out), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
-    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {},
+    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {}, "int8_weights": [],
                                           "kernels": ["es_conv_im2col_s8", "es_depthwise3x3_s8", "es_pointwise_s8"]}
     assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
     source = (out / "mcu-c" / "kws_ref_model.c").read_text()
     assert '#include "es_pointwise.h"' in source and "ES_LAYER void kws_ref_model_g2(" in source
+    again = subprocess.run([sys.executable, "-m", "edgeserve", "verify", str(out)], capture_output=True, text=True)
+    assert again.returncode == 0 and "regenerated files are byte-identical: yes" in again.stdout, again.stdout
+
+
+def test_a_profile_whose_flash_cannot_hold_int16_weights_gets_int8_ones(testdata, tmp_path):
+    require_compiler("host-c")
+    board = (ROOT / "profiles" / "stm32f746-discovery.toml").read_text()
+    small = tmp_path / "small-flash.toml"  # KWS generated: 52.5 KB of int16 weights and the code do not fit
+    small.write_text(re.sub(r"(?m)^flash_bytes = .*$", "flash_bytes = 60000", board).replace(
+        'name = "stm32f746-discovery"', 'name = "small-flash"'))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "edgeserve", "convert", str(testdata / KWS), "-t", "mcu-c",
+                           "--kernels", "generated", "-p", str(small), "-o", str(out), "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
+    narrow = entry["generated_kernels"]["int8_weights"]
+    assert narrow and entry["fits"] is True and entry["verification"]["bit_exact"]
+    assert entry["weight_bytes"] < 52_533 and entry["generated_kernels"]["layers"] == 9
     again = subprocess.run([sys.executable, "-m", "edgeserve", "verify", str(out)], capture_output=True, text=True)
     assert again.returncode == 0 and "regenerated files are byte-identical: yes" in again.stdout, again.stdout

@@ -179,6 +179,18 @@ class McuCConverter(Converter):
         tflm_head = plan_head(model, pointer_bytes=4).head_bytes if len(model.subgraphs) == 1 else None
         mcu_profile_limits(ctx.profile)  # refuses a profile that is not a microcontroller
         memory = fit(generated, ctx.profile)
+        flash = ctx.profile.memory.flash_bytes if ctx.profile is not None else None
+        if opts.kernels == "generated" and flash is not None and memory["flash"]["needed"] > flash:
+            # The generated layers' int16 weights do not fit the profile's flash: the layers
+            # with the fewest multiply-accumulates per weight keep int8 weights until they do.
+            from edgeserve.converters.mcu_c.specialise import narrowing
+
+            narrow = narrowing(generated.steps, memory["flash"]["needed"] - flash)
+            with ctx.progress.step(f"mcu-c: int8 weights for {len(narrow)} generated layers, to fit "
+                                   f"{ctx.profile.name}'s flash"):
+                generated = generate(model, name, Path(origin).name, cmsis_nn=cmsis_nn, kernels=opts.kernels,
+                                     int8_weights=narrow)
+            memory = fit(generated, ctx.profile)
         if opts.fit_check and memory["fits"] is False:
             raise DoesNotFitError(memory["problem"], memory)
         ram_needed = memory["ram"]["needed"]
@@ -337,7 +349,8 @@ class McuCConverter(Converter):
         from edgeserve.converters.mcu_c.cmsis_nn_tree import locate
 
         tree = locate(library_root) if library_root is not None else None
-        probe = generate(model, generated.name, "probe", output_tensor=tensor, cmsis_nn=tree, kernels=generated.kernels)
+        probe = generate(model, generated.name, "probe", output_tensor=tensor, cmsis_nn=tree, kernels=generated.kernels,
+                         int8_weights=generated.int8_weights)
         directory = ctx.workdir / "mcu_c_probe"
         for rel, text in probe.files.items():
             (directory / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -382,7 +395,8 @@ class McuCConverter(Converter):
                 if tree is None:
                     raise InputError(f"the C calls CMSIS-NN; set {ENV} to the folder it was generated against")
             again = generate(TfliteModel.from_bytes(model_bytes), entry["name"], Path(entry["model_from"]).name,
-                             cmsis_nn=tree, kernels="generated" if "generated_kernels" in entry else "portable")
+                             cmsis_nn=tree, kernels="generated" if "generated_kernels" in entry else "portable",
+                             int8_weights=(entry.get("generated_kernels") or {}).get("int8_weights", ()))
         except InputError as exc:
             checks.append(Check("regenerates", False, str(exc)))
             return VerifyResult(self.name, entry["path"], tuple(checks))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from importlib import resources
 
 import numpy as np
@@ -44,6 +45,7 @@ class Generated:
     # operator index -> why.
     not_generated: dict[int, str] = dataclasses.field(default_factory=dict)
     kernels: str = "portable"  # --kernels
+    int8_weights: tuple[int, ...] = ()  # generated layers whose weights stay int8 (a flash budget)
 
     def summary(self) -> dict[str, object]:
         library = {}
@@ -57,7 +59,8 @@ class Generated:
         if self.kernels == "generated":
             library["generated_kernels"] = {"layers": len(generated), "of": len(self.choices),
                                             "kernels": sorted({c.kernel for c in generated}),
-                                            "not_generated": {str(k): v for k, v in sorted(self.not_generated.items())}}
+                                            "not_generated": {str(k): v for k, v in sorted(self.not_generated.items())},
+                                            "int8_weights": list(self.int8_weights)}
         return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
@@ -70,12 +73,14 @@ def kernel_text(filename: str) -> str:
 
 
 def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None,
-             cmsis_nn: CmsisNnTree | None = None, kernels: str = "portable") -> Generated:
+             cmsis_nn: CmsisNnTree | None = None, kernels: str = "portable",
+             int8_weights: Collection[int] = ()) -> Generated:
     """The files for ``model``. ``output_tensor`` (tests): return that intermediate int8 tensor
     instead of the model's output, to compare a layer that varies more than the output does.
     ``cmsis_nn``: call that CMSIS-NN where a layer fits it (cmsis_nn.py). ``kernels``:
     "generated" writes the layers specialise.py covers as code of their own (first: CMSIS-NN
-    takes what is left), "portable" keeps edgeserve's kernels."""
+    takes what is left), "portable" keeps edgeserve's kernels; ``int8_weights``: operators whose
+    generated kernel reads int8 weights rather than int16 (half the flash, a little slower)."""
     if kernels not in KERNELS:
         raise InputError(f"--kernels takes {' or '.join(KERNELS)}; given {kernels!r}")
     lowering = Lowering(model)
@@ -83,7 +88,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     choices: list[Choice] = []
     missed: dict[int, str] = {}
     if kernels == "generated":
-        steps, missed = specialise.specialise(steps)
+        steps, missed = specialise.specialise(steps, int8_weights)
     if cmsis_nn is not None:
         steps, choices = assign(steps, cmsis_nn)
     elif kernels == "generated":
@@ -154,7 +159,8 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     return Generated(name, files, steps, arena, kernel_files, sum(t.nbytes for t in xs), sum(y.nbytes for y in ys),
                      weight_bytes,
                      _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources,
-                     {steps[position].index: why for position, why in missed.items()}, kernels)
+                     {steps[position].index: why for position, why in missed.items()}, kernels,
+                     tuple(sorted(i for i in int8_weights if any(s.index == i and s.library_call for s in steps))))
 
 
 def _macs(steps: list[Step]) -> int:

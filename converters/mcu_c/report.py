@@ -25,8 +25,10 @@ def print_entry(console: Console, entry: dict[str, Any]) -> None:
     generated = entry.get("generated_kernels")
     if generated:
         kept = generated.get("not_generated") or {}
+        narrow = generated.get("int8_weights") or []
         console.print(f"  kernels generated for {generated['layers']} of {generated['of']} layers "
                       f"({', '.join(generated['kernels']) or 'none fit'})"
+                      + (f"; {len(narrow)} of them with int8 weights, to fit the flash" if narrow else "")
                       + (f"; {len(kept)} kept theirs: " + "; ".join(f"operator {k}: {why}" for k, why in kept.items())
                          if kept else ""), soft_wrap=True, markup=False)
     if library:

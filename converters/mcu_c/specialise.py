@@ -20,6 +20,7 @@ interpreter's, on the host and on the emulated Cortex-M4.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -94,11 +95,15 @@ def pack_lanes(weights: np.ndarray) -> np.ndarray:
     return words.reshape(rows, n // 2).astype(np.uint32).view(np.int32)
 
 
-def pointwise_words(weights: np.ndarray) -> np.ndarray:
-    """[channels, depth] weights in es_pointwise_s8's order: per pair of channels (an odd last
-    one paired with itself), per four input channels, each channel's two lane-pair words."""
+def pointwise_words(weights: np.ndarray, narrow: bool = False) -> np.ndarray:
+    """[channels, depth] weights in es_gemm_pair_s8's order: per pair of channels (an odd last
+    one paired with itself), per four input channels, each channel's two lane-pair words, or
+    with ``narrow`` each channel's four bytes as one word."""
     if len(weights) % 2:
         weights = np.concatenate([weights, weights[-1:]])
+    if narrow:
+        quads = weights.astype(np.int8).reshape(len(weights) // 2, 2, -1, 4)  # [pair, channel, group, byte]
+        return np.ascontiguousarray(quads.transpose(0, 2, 1, 3)).view(np.int32).reshape(-1)
     lanes = pack_lanes(weights)  # [channels, depth / 2]
     pairs = lanes.reshape(len(weights) // 2, 2, -1, 2)  # [pair, channel, group, word]
     return pairs.transpose(0, 2, 1, 3).reshape(-1)
@@ -171,15 +176,15 @@ def plan(step: Step, kernel: str) -> Channels | str:
     return plan_channels(step, kernel)
 
 
-def _pointwise(step: Step, channels: Channels) -> Step:
+def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
-    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(channels.weights)),
+    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(channels.weights, narrow)),
               ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
     pixels = p["in_h"] * p["in_w"]
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i}: "
                 f"1x1, {pixels} pixels, {p['in_c']} -> {p['out_c']} channels */\n"
                 f"  {POINTWISE}(in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {pixels}, {p['in_c']}, "
-                f"{p['out_c']}, {p['act_min']}, {p['act_max']});\n}}")
+                f"{p['out_c']}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[POINTWISE])
     # The output may overwrite the input as the portable in-place 1x1 does (es_pointwise.h);
@@ -189,7 +194,7 @@ def _pointwise(step: Step, channels: Channels) -> Step:
                                source=None)
 
 
-def _depthwise(step: Step, channels: Channels) -> Step:
+def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
     c = p["out_c"]
     # [channels, 9 taps] -> per group of four channels, per tap, the two lane-pair words.
@@ -243,12 +248,12 @@ def reads_behind_writes(p: dict) -> bool:
     return True
 
 
-def _im2col(step: Step, channels: Channels) -> Step:
+def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
     taps = channels.weights.shape[1]
     depth = -(-taps // 4) * 4  # the column padded to whole words, against zero weights
     weights = np.pad(channels.weights, ((0, 0), (0, depth - taps)))
-    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(weights)),
+    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(weights, narrow)),
               ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
     zero_point = -p["in_offset"]
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {step.op} {i}: "
@@ -256,7 +261,7 @@ def _im2col(step: Step, channels: Channels) -> Step:
                 f"{p['out_h']}x{p['out_w']}x{p['out_c']} */\n"
                 f"  {IM2COL}(in, out, scratch, @P@v{i}, @P@q{i}, {p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
                 f"{p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
-                f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {p['act_min']}, {p['act_max']});\n}}")
+                f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[IM2COL])
     # Two int8 columns, then their widened words; not in place (a pixel's field spans rows).
@@ -267,21 +272,42 @@ def _im2col(step: Step, channels: Channels) -> Step:
 BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
 
 
-def specialise(steps: list[Step]) -> tuple[list[Step], dict[int, str]]:
+def specialise(steps: list[Step], narrow: Collection[int] = ()) -> tuple[list[Step], dict[int, str]]:
     """The steps with generated kernels where a layer fits, and {position: why not} for the
-    layers of a generated kernel's shape that keep the portable one."""
+    layers of a generated kernel's shape that keep the portable one. ``narrow``: operator
+    indices whose weights stay int8 (``narrowing`` picks them under a flash budget)."""
     out: list[Step] = []
     missed: dict[int, str] = {}
     for position, step in enumerate(steps):
         kernel = kernel_for(step)
         planned = plan(step, kernel) if kernel is not None else None
         if isinstance(planned, Channels):
-            out.append(BUILDERS[kernel](step, planned))
+            out.append(BUILDERS[kernel](step, planned, step.index in narrow and kernel in NARROWABLE))
             continue
         out.append(step)
         if planned is not None:
             missed[position] = planned
     return out, missed
+
+
+# The kernels that can read int8 weights (the depthwise's are 9 per channel: not worth it).
+NARROWABLE = (POINTWISE, IM2COL)
+
+
+def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
+    """Operator indices whose weights, kept int8 instead of int16, save at least ``excess``
+    bytes of flash, the layers with the fewest output pixels (multiply-accumulates per weight)
+    first; every one that can when that is not enough."""
+    candidates = sorted((s for s in steps if s.library_call is not None and s.library_call.library == LIBRARY
+                         and generated_kernel(s) in NARROWABLE),
+                        key=lambda s: (s.params["out_h"] * s.params["out_w"], s.index))
+    chosen, saved = [], 0
+    for step in candidates:
+        if saved >= excess:
+            break
+        chosen.append(step.index)
+        saved += next(a.values.nbytes for a in step.arrays if a.name == f"v{step.index}") // 2
+    return chosen
 
 
 def generated_kernel(step: Step) -> str:

@@ -9,6 +9,7 @@
  * multiple of four with the zero point too, against zero weights. Two columns are then
  * widened and multiplied as es_pointwise.h does with two pixels.
  *
+ * The weights are packed as es_pointwise.h's (int16, or int8 with ``narrow``).
  * ``scratch`` holds the two int8 columns (2 * depth bytes) and then their widened words
  * (4 * depth bytes); ``depth`` is the padded column length. */
 #ifndef ES_CONV_IM2COL_H
@@ -44,7 +45,7 @@ ES_ALWAYS_INLINE void es_conv_im2col_s8(const int8_t *in, int8_t *out, int8_t *s
                                         const int32_t stride_h, const int32_t stride_w, const int32_t pad_h,
                                         const int32_t pad_w, const int32_t out_h, const int32_t out_w,
                                         const int32_t depth, const int32_t channels, const int8_t zero_point,
-                                        const int32_t act_min, const int32_t act_max) {
+                                        const int32_t narrow, const int32_t act_min, const int32_t act_max) {
   int8_t *columns = scratch;
   int32_t *words = (int32_t *)(void *)(scratch + 2 * depth);  /* 2 * depth is a multiple of 8 */
   const int32_t pixels = out_h * out_w;
@@ -58,7 +59,7 @@ ES_ALWAYS_INLINE void es_conv_im2col_s8(const int8_t *in, int8_t *out, int8_t *s
                  pad_h, pad_w, depth, zero_point);
     es_widen_pair_s8(columns, columns + depth, words, depth);
     es_gemm_pair_s8(words, packed, table, out + px * channels, out + (px + 1) * channels, second, depth, channels,
-                    act_min, act_max);
+                    narrow, act_min, act_max);
   }
 }
 
