@@ -110,6 +110,7 @@ def build(kind: str):  # -> tf.keras.Model
     elif kind == "generated":  # what -t mcu-c --kernels generated specialises, and what it must refuse
         a = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(conv(8)(x))  # 8 channels, 256 pixels
         b = conv(12, 1, act="relu6")(a)  # 1x1 with a clamp narrower than int8
+        b = tf.keras.layers.DepthwiseConv2D(5, padding="same")(b)  # 5x5, in place through a ring of three rows
         c = tf.keras.layers.DepthwiseConv2D(3, strides=2, activation="relu")(b)  # stride 2, 7x7: an odd pixel count
         d = conv(7, 1, act=None)(c)  # 1x1 to an odd channel count
         e = conv(6, 1)(d)  # 7 input channels: refused, keeps the portable kernel

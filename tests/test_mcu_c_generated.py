@@ -1,4 +1,4 @@
-"""`-t mcu-c --kernels generated`: int8 convolutions written for each layer (1x1, 3x3 depthwise,
+"""`-t mcu-c --kernels generated`: int8 convolutions written for each layer (1x1, depthwise,
 and the rest through a column: es_pointwise.h, es_depthwise.h, es_conv_im2col.h).
 
 Checked against independent references:
@@ -17,6 +17,7 @@ Checked against independent references:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -148,7 +149,8 @@ def test_an_intermediate_tensor_of_vww_is_bit_exact(testdata, tmp_path):
 @pytest.fixture(scope="module")
 def built_here(tmp_path_factory):
     """A Keras model with what the generated kernels must handle (odd pixel and channel counts,
-    stride 2, a ReLU6 clamp) and two layers they must refuse (7 and 6 input channels)."""
+    stride 2, a 5x5 depthwise, a ReLU6 clamp) and two layers they must refuse (7 and 6 input
+    channels)."""
     import mcu_c_models
 
     return mcu_c_models.int8_tflite("generated", tmp_path_factory.mktemp("generated_model"))
@@ -162,7 +164,7 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     model = TfliteModel.from_file(built_here)
     generated = generate(model, "model", "generated", kernels="generated")
     on = {(c.op, c.index) for c in generated.choices if c.library == "generated"}
-    assert len(on) == 5  # the first 3x3 convolution, both depthwise layers, two of the three 1x1s
+    assert len(on) == 6  # the first 3x3 convolution, three depthwise layers (one 5x5), two of the three 1x1s
     assert set(generated.not_generated.values()) == {
         "7 input channels (the generated kernels read them four at a time)",
         "6 input channels (the generated kernels read them four at a time)"}
@@ -233,7 +235,7 @@ def test_a_wrong_generated_kernel_is_caught(testdata, tmp_path, breakage):
 
 
 def _overwrites_a_read(p: dict, backward: bool) -> bool:
-    """Whether es_depthwise3x3_s8 in place (no ring) would read a pixel an output has already
+    """Whether es_depthwise_s8 in place (no ring) would read a pixel an output has already
     overwritten: simulated pixel by pixel, the output at the input's start (forward) or end
     (backward, last pixel first)."""
     in_pixels, out_pixels = p["in_h"] * p["in_w"], p["out_h"] * p["out_w"]
@@ -242,8 +244,8 @@ def _overwrites_a_read(p: dict, backward: bool) -> bool:
     order = range(out_pixels - 1, -1, -1) if backward else range(out_pixels)
     for pixel in order:
         oy, ox = divmod(pixel, p["out_w"])
-        for ky in range(3):
-            for kx in range(3):
+        for ky in range(p["k_h"]):
+            for kx in range(p["k_w"]):
                 y, x = oy * p["stride_h"] - p["pad_h"] + ky, ox * p["stride_w"] - p["pad_w"] + kx
                 if 0 <= y < p["in_h"] and 0 <= x < p["in_w"] and y * p["in_w"] + x in written:
                     return True
@@ -255,21 +257,18 @@ def test_the_in_place_depthwise_rules_agree_with_a_simulation():
     """specialise's rules for writing a depthwise output over its input, against simulating
     the kernel's order on every small shape: never in place where a read would be overwritten."""
     cases = allowed = 0
-    for size in range(3, 10):
-        for stride in (1, 2):
-            for pad in (0, 1):
-                out = (size + 2 * pad - 3) // stride + 1
-                p = dict(in_h=size, in_w=size, out_h=out, out_w=out, stride_h=stride, stride_w=stride, pad_h=pad,
-                         pad_w=pad)
-                for backward, rule in ((False, specialise.reads_ahead_of_writes),
-                                       (True, specialise.reads_behind_writes)):
-                    cases += 1
-                    if rule(p):
-                        allowed += 1
-                        assert not _overwrites_a_read(p, backward), (p, backward)
-    assert cases == 56 and 0 < allowed < cases  # stride 1 with padding is refused; stride 2 allowed
+    for size, k, stride, pad in itertools.product(range(5, 10), (3, 5), (1, 2), (0, 1, 2)):
+        out = (size + 2 * pad - k) // stride + 1
+        p = dict(in_h=size, in_w=size, out_h=out, out_w=out, stride_h=stride, stride_w=stride, pad_h=pad,
+                 pad_w=pad, k_h=k, k_w=k)
+        for backward, rule in ((False, specialise.reads_ahead_of_writes), (True, specialise.reads_behind_writes)):
+            cases += 1
+            if rule(p):
+                allowed += 1
+                assert not _overwrites_a_read(p, backward), (p, backward)
+    assert cases == 120 and 0 < allowed < cases  # stride 1 with padding is refused; stride 2 allowed
     # The simulation finds the hazard a refused shape has (so the agreement above can fail).
-    same = dict(in_h=8, in_w=8, out_h=8, out_w=8, stride_h=1, stride_w=1, pad_h=1, pad_w=1)
+    same = dict(in_h=8, in_w=8, out_h=8, out_w=8, stride_h=1, stride_w=1, pad_h=1, pad_w=1, k_h=3, k_w=3)
     assert not specialise.reads_ahead_of_writes(same) and _overwrites_a_read(same, backward=False)
 
 
@@ -332,7 +331,7 @@ def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
     assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {}, "int8_weights": [],
-                                          "kernels": ["es_conv_im2col_s8", "es_depthwise3x3_s8", "es_pointwise_s8"]}
+                                          "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_pointwise_s8"]}
     assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
     source = (out / "mcu-c" / "kws_ref_model.c").read_text()
     assert '#include "es_pointwise.h"' in source and "ES_LAYER void kws_ref_model_g2(" in source

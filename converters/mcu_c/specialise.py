@@ -6,7 +6,7 @@ bound is a constant), with the weights widened to int16 lane pairs offline and t
 zero point folded into the bias:
 
 - a pointwise CONV_2D (1x1, stride 1, unpadded, one image): es_pointwise.h;
-- a 3x3 DEPTHWISE_CONV_2D (depth multiplier 1, no dilation, one image): es_depthwise.h;
+- a DEPTHWISE_CONV_2D up to 5x5 (depth multiplier 1, no dilation, one image): es_depthwise.h;
 - any other CONV_2D (no dilation, no groups, one image), and a DEPTHWISE_CONV_2D of one input
   channel (which is one): es_conv_im2col.h.
 
@@ -30,7 +30,8 @@ from edgeserve.converters.microcontroller import quant
 LIBRARY = "generated"
 DSP_HEADER = "es_dsp.h"  # what every generated kernel includes; copied beside them
 POINTWISE = "es_pointwise_s8"
-DEPTHWISE = "es_depthwise3x3_s8"
+DEPTHWISE = "es_depthwise_s8"
+MAX_DEPTHWISE_K = 5  # es_depthwise.h's ES_DEPTHWISE_MAX_K
 IM2COL = "es_conv_im2col_s8"
 HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h"}
 # Headers a generated kernel's header includes, copied beside it too.
@@ -52,7 +53,7 @@ def kernel_for(step: Step) -> str | None:
         pointwise = (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0)
         return POINTWISE if pointwise else IM2COL
     if step.op == "DEPTHWISE_CONV_2D" and step.kernel == "es_depthwise_conv2d":
-        if (p["k_h"], p["k_w"], p["depth_multiplier"]) == (3, 3, 1):
+        if p["depth_multiplier"] == 1 and max(p["k_h"], p["k_w"]) <= MAX_DEPTHWISE_K:
             return DEPTHWISE
         if p["in_c"] == 1:  # each output channel sees the one input channel: a convolution
             return IM2COL
@@ -196,24 +197,24 @@ def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
 
 def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
-    c = p["out_c"]
-    # [channels, 9 taps] -> per group of four channels, per tap, the two lane-pair words.
-    by_group = channels.weights.reshape(c // 4, 4, 9).transpose(0, 2, 1).reshape(-1, 4)
+    c, taps = p["out_c"], p["k_h"] * p["k_w"]
+    # [channels, taps] -> per group of four channels, per tap, the two lane-pair words.
+    by_group = channels.weights.reshape(c // 4, 4, taps).transpose(0, 2, 1).reshape(-1, 4)
     arrays = [ConstArray(f"v{i}", "int32_t", pack_lanes(by_group).reshape(-1)),
               ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
     zero_point = (-p["in_offset"]) & 0xFF
     zero_point4 = int(np.array([zero_point * 0x01010101], np.uint32).view(np.int32)[0])
-    # Stride 1 at the input's size may write over its input through a ring of two rows; a
-    # layer whose every read lies ahead of the writes (stride 2) may write over it directly.
+    # Stride 1 at the input's size may write over its input through a ring of pad_h + 1 rows;
+    # a layer whose every read lies ahead of the writes (stride 2) may write over it directly.
     same = (p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["out_h"], p["out_w"]) == \
-        (1, 1, 1, 1, p["in_h"], p["in_w"])
-    ring = 2 * p["in_w"] * c if same else 0
+        (1, 1, (p["k_h"] - 1) // 2, (p["k_w"] - 1) // 2, p["in_h"], p["in_w"]) and p["k_h"] % 2 == 1
+    ring = (p["pad_h"] + 1) * p["in_w"] * c if same else 0
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* DEPTHWISE_CONV_2D "
-                f"{i}: 3x3, {p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
+                f"{i}: {p['k_h']}x{p['k_w']}, {p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
                 + ("" if same else "  (void)scratch;\n") +
                 f"  {DEPTHWISE}(in, out, {'scratch' if same else 'NULL'}, @P@v{i}, @P@q{i}, {p['in_h']}, "
-                f"{p['in_w']}, {c}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
-                f"{p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']});\n}}")
+                f"{p['in_w']}, {c}, {p['k_h']}, {p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, "
+                f"{p['pad_w']}, {p['out_h']}, {p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[DEPTHWISE])
     forward, backward = reads_ahead_of_writes(p), reads_behind_writes(p)
@@ -224,7 +225,7 @@ def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
 
 
 def reads_ahead_of_writes(p: dict) -> bool:
-    """Whether es_depthwise3x3_s8 may write its output over its input (both start at the same
+    """Whether es_depthwise_s8 may write its output over its input (both start at the same
     byte) without a ring: every output pixel's earliest input pixel (row by row) is not before
     it, so each read lands on bytes no output has reached yet (a pixel's channel group is read
     before the same group of the output pixel is written)."""
@@ -241,9 +242,10 @@ def reads_behind_writes(p: dict) -> bool:
     output pixel's last input pixel lies before the bytes the outputs after it have taken."""
     shift = p["in_h"] * p["in_w"] - p["out_h"] * p["out_w"]  # the output's start, in pixels
     for oy in range(p["out_h"]):
-        y = min(oy * p["stride_h"] - p["pad_h"] + 2, p["in_h"] - 1)
+        y = min(oy * p["stride_h"] - p["pad_h"] + p["k_h"] - 1, p["in_h"] - 1)
         for ox in range(p["out_w"]):
-            if y * p["in_w"] + min(ox * p["stride_w"] - p["pad_w"] + 2, p["in_w"] - 1) > shift + oy * p["out_w"] + ox:
+            x = min(ox * p["stride_w"] - p["pad_w"] + p["k_w"] - 1, p["in_w"] - 1)
+            if y * p["in_w"] + x > shift + oy * p["out_w"] + ox:
                 return False
     return True
 

@@ -1,22 +1,23 @@
-/* DEPTHWISE_CONV_2D 3x3, depth multiplier 1, no dilation, one image, int8: the kernel the
- * generator specialises for each such layer (converters/mcu_c/specialise.py), called with
- * the layer's sizes, strides and padding as constants and always inlined there.
+/* DEPTHWISE_CONV_2D up to 5x5, depth multiplier 1, no dilation, one image, int8: the kernel
+ * the generator specialises for each such layer (converters/mcu_c/specialise.py), called with
+ * the layer's sizes, kernel size, strides and padding as constants and always inlined there.
  *
  * Four channels at a time: one load brings a pixel's four input bytes, SXTB16 and
  * SXTB16 ROR 8 widen them into (c, c+2) and (c+1, c+3), and SMLABB/SMLATT multiply each lane
  * by its own channel's weight. Prepared offline:
  *   - ``packed``: per group of four channels, per tap (row by row), the words
- *     (w[c], w[c+2]) and (w[c+1], w[c+3]) as int16 lane pairs: 18 words a group;
+ *     (w[c], w[c+2]) and (w[c+1], w[c+3]) as int16 lane pairs: 2 k_h k_w words a group;
  *   - ``table``: per channel {bias - input_zero_point * sum(w), M, Cc, e} (es_requantize_q).
  * With the input zero point folded into the bias, a tap that falls in the padding must add
  * w * zero_point (TFLite skips the term, which is w * (zero_point + input_offset) = 0):
  * ``zero_point4`` is the zero point in all four bytes, read in place of the missing pixel.
- * Pixels whose 3x3 window lies inside the image take a loop without any of those checks.
+ * Pixels whose window lies inside the image take a loop without any of those checks.
  *
  * In place (``ring`` not NULL; stride 1, output the input's size, written over it): before
- * output row y is computed, input row y is copied into a ring of two rows, and rows y - 1
- * and y are read from there (row y - 1 is already overwritten, and row y is as each output
- * pixel is written), row y + 1 from the buffer, which the output has not reached. Without a
+ * output row y is computed, input row y is copied into a ring of pad_h + 1 rows, and rows
+ * y - pad_h .. y are read from there (those above y are already overwritten, and row y is as
+ * each output pixel is written), the rows below y from the buffer, which the output has not
+ * reached. Without a
  * ring, an output placed where its input starts is written first pixel first, and one placed
  * where its input ends, last pixel first: the generator allows either only where every read
  * lands on bytes no output has reached yet (specialise.py). */
@@ -48,57 +49,60 @@
     (out)[3] = es_requantize_q(acc3, (q) + 12, act_min, act_max);    \
   } while (0)
 
-ES_ALWAYS_INLINE void es_depthwise3x3_s8(const int8_t *in, int8_t *out, int8_t *ring, const int32_t *packed,
-                                         const int32_t *table, const int32_t in_h, const int32_t in_w,
-                                         const int32_t channels, const int32_t stride_h, const int32_t stride_w,
-                                         const int32_t pad_h, const int32_t pad_w, const int32_t out_h,
-                                         const int32_t out_w, const int32_t zero_point4, const int32_t act_min,
-                                         const int32_t act_max) {
+#define ES_DEPTHWISE_MAX_K 5  /* rows[] and the 32-bit mask of taps inside the image */
+
+ES_ALWAYS_INLINE void es_depthwise_s8(const int8_t *in, int8_t *out, int8_t *ring, const int32_t *packed,
+                                      const int32_t *table, const int32_t in_h, const int32_t in_w,
+                                      const int32_t channels, const int32_t k_h, const int32_t k_w,
+                                      const int32_t stride_h, const int32_t stride_w, const int32_t pad_h,
+                                      const int32_t pad_w, const int32_t out_h, const int32_t out_w,
+                                      const int32_t zero_point4, const int32_t act_min, const int32_t act_max) {
   const int32_t row_bytes = in_w * channels;
+  const int32_t taps = k_h * k_w;
   const int32_t reverse = ring == NULL && out > in;
   int32_t i, j, g, t;
   for (i = 0; i < out_h; ++i) {
     const int32_t oy = reverse ? out_h - 1 - i : i;
     const int32_t y0 = oy * stride_h - pad_h;
-    const int8_t *rows[3];  /* the window's three input rows; NULL in the padding */
-    if (ring != NULL) memcpy(ring + (oy % 2) * row_bytes, in + oy * row_bytes, (size_t)row_bytes);
-    for (t = 0; t < 3; ++t) {
+    const int8_t *rows[ES_DEPTHWISE_MAX_K];  /* the window's input rows; NULL in the padding */
+    if (ring != NULL) memcpy(ring + (oy % (pad_h + 1)) * row_bytes, in + oy * row_bytes, (size_t)row_bytes);
+    for (t = 0; t < k_h; ++t) {
       const int32_t y = y0 + t;
       rows[t] = y < 0 || y >= in_h ? NULL
-                : ring != NULL && y <= oy ? ring + (y % 2) * row_bytes : in + y * row_bytes;
+                : ring != NULL && y <= oy ? ring + (y % (pad_h + 1)) * row_bytes : in + y * row_bytes;
     }
     for (j = 0; j < out_w; ++j) {
       const int32_t ox = reverse ? out_w - 1 - j : j;
       const int32_t x0 = ox * stride_w - pad_w;
       int8_t *pixel_out = out + (oy * out_w + ox) * channels;
       /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
-       * branches share above it, and spill the 18 words. */
-      if (rows[0] != NULL && rows[2] != NULL && x0 >= 0 && x0 + 3 <= in_w) {
+       * branches share above it, and spill them. */
+      if (rows[0] != NULL && rows[k_h - 1] != NULL && x0 >= 0 && x0 + k_w <= in_w) {
         const int32_t column = x0 * channels;
         for (g = 0; g < channels; g += 4) {
-          const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
+          const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
           const int32_t *q = table + 4 * g;
           int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
-#pragma GCC unroll 9
-          for (t = 0; t < 9; ++t) {
-            ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / 3] + column + (t % 3) * channels + g), w);
+#pragma GCC unroll 25
+          for (t = 0; t < taps; ++t) {
+            ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / k_w] + column + (t % k_w) * channels + g), w);
           }
           ES_DEPTHWISE_STORE(pixel_out + g, q);
         }
       } else {
         /* Which taps fall inside the image, found once for every channel of this pixel. */
         int32_t valid = 0;
-        for (t = 0; t < 9; ++t) {
-          const int32_t x = x0 + t % 3;
-          if (rows[t / 3] != NULL && x >= 0 && x < in_w) valid |= 1 << t;
+        for (t = 0; t < taps; ++t) {
+          const int32_t x = x0 + t % k_w;
+          if (rows[t / k_w] != NULL && x >= 0 && x < in_w) valid |= 1 << t;
         }
         for (g = 0; g < channels; g += 4) {
-          const int32_t *w = packed + (g / 4) * 18;  /* moved on by each tap */
+          const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
           const int32_t *q = table + 4 * g;
           int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
-#pragma GCC unroll 9
-          for (t = 0; t < 9; ++t) {
-            const int32_t pixel = (valid >> t) & 1 ? es_read_s8x4(rows[t / 3] + (x0 + t % 3) * channels + g)
+#pragma GCC unroll 25
+          for (t = 0; t < taps; ++t) {
+            const int32_t pixel = (valid >> t) & 1 ? es_read_s8x4(rows[t / k_w] + (x0 + t % k_w) * channels + g)
                                                    : zero_point4;
             ES_DEPTHWISE_TAP(pixel, w);
           }
