@@ -113,7 +113,7 @@ def build(kind: str):  # -> tf.keras.Model
         b = tf.keras.layers.DepthwiseConv2D(5, padding="same")(b)  # 5x5, in place through a ring of three rows
         c = tf.keras.layers.DepthwiseConv2D(3, strides=2, activation="relu")(b)  # stride 2, 7x7: an odd pixel count
         d = conv(7, 1, act=None)(c)  # 1x1 to an odd channel count
-        e = conv(6, 1)(d)  # 7 input channels: refused, keeps the portable kernel
+        e = conv(6, 1)(d)  # 7 input channels: gathered into columns
         f = tf.keras.layers.DepthwiseConv2D(3, padding="same")(e)  # 6 channels: refused too
         y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(f))
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs

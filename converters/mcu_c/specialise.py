@@ -50,14 +50,18 @@ def kernel_for(step: Step) -> str | None:
     if step.op not in ("CONV_2D", "DEPTHWISE_CONV_2D") or (p["dil_h"], p["dil_w"]) != (1, 1):
         return None
     if step.op == "CONV_2D" and step.kernel == "es_conv2d" and p["k_c"] == p["in_c"]:
-        pointwise = (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0)
-        return POINTWISE if pointwise else IM2COL
+        # A 1x1 whose pixels are not whole words (42 channels) gathers them into a column.
+        return POINTWISE if _pointwise_shape(p) and p["in_c"] % 4 == 0 else IM2COL
     if step.op == "DEPTHWISE_CONV_2D" and step.kernel == "es_depthwise_conv2d":
         if p["depth_multiplier"] == 1 and max(p["k_h"], p["k_w"]) <= MAX_DEPTHWISE_K:
             return DEPTHWISE
         if p["in_c"] == 1:  # each output channel sees the one input channel: a convolution
             return IM2COL
     return None
+
+
+def _pointwise_shape(p: dict) -> bool:
+    return (p["k_h"], p["k_w"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"]) == (1, 1, 1, 1, 0, 0)
 
 
 def _array(step: Step, prefix: str) -> np.ndarray | None:
@@ -266,8 +270,10 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
                 f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[IM2COL])
-    # Two int8 columns, then their widened words; not in place (a pixel's field spans rows).
-    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=6 * depth, inplace=None,
+    # Two int8 columns, then their widened words. A 1x1 gathers both pixels before writing
+    # either, so it may write over its input as es_pointwise.h does; a wider field spans rows.
+    inplace = dataclasses.replace(step.inplace, temp_bytes=0) if _pointwise_shape(p) and step.inplace else None
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=6 * depth, inplace=inplace,
                                source=None)
 
 
