@@ -124,12 +124,10 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     ys = [graph.tensors[t] for t in outputs]
     io_in = [emit.Io(t, *_q(t)) for t in xs]
     io_outs = [emit.Io(y, *_q(y)) for y in ys]
+    generated_steps = [s for s in steps if s.library_call and s.library_call.library == specialise.LIBRARY]
     kernel_files = tuple(sorted({s.source for s in steps if s.source}
-                                | {s.library_call.header for s in steps if s.library_call and s.library_call.header}
-                                | {h for s in steps if s.library_call and s.library_call.library == specialise.LIBRARY
-                                   for h in specialise.INCLUDES.get(specialise.generated_kernel(s), ())}
-                                | ({specialise.DSP_HEADER} if any(s.library_call and s.library_call.library ==
-                                                                   specialise.LIBRARY for s in steps) else set())))
+                                | {header for s in generated_steps
+                                   for header in (s.library_call.header, *specialise.INCLUDES[specialise.generated_kernel(s)])}))
     variables = sorted(lowering.variables.values(), key=lambda v: v.index)
     files = {
         f"{name}.h": emit.render_header(name, model_label, io_in, io_outs, arena, variables,
@@ -160,7 +158,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
                      weight_bytes,
                      _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources,
                      {steps[position].index: why for position, why in missed.items()}, kernels,
-                     tuple(sorted(i for i in int8_weights if any(s.index == i and s.library_call for s in steps))))
+                     specialise.narrowed(steps, int8_weights))
 
 
 def _macs(steps: list[Step]) -> int:

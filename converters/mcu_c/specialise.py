@@ -1,6 +1,6 @@
 """`-t mcu-c --kernels generated`: layers whose kernel is written for their own shapes.
 
-Two kinds of int8 layer become a small function of the generated file that calls a kernel
+Three kinds of int8 layer become a small function of the generated file that calls a kernel
 of firmware/kernels with the layer's sizes as constants (always inlined, so every loop
 bound is a constant), with the weights widened to int16 lane pairs offline and the input
 zero point folded into the bias:
@@ -28,14 +28,13 @@ from edgeserve.converters.mcu_c.steps import ConstArray, InPlace, LibraryCall, S
 from edgeserve.converters.microcontroller import quant
 
 LIBRARY = "generated"
-DSP_HEADER = "es_dsp.h"  # what every generated kernel includes; copied beside them
 POINTWISE = "es_pointwise_s8"
 DEPTHWISE = "es_depthwise_s8"
 MAX_DEPTHWISE_K = 5  # es_depthwise.h's ES_DEPTHWISE_MAX_K
 IM2COL = "es_conv_im2col_s8"
 HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h"}
-# Headers a generated kernel's header includes, copied beside it too.
-INCLUDES = {IM2COL: ("es_pointwise.h",)}
+# The headers each kernel's header includes, copied beside it too.
+INCLUDES = {POINTWISE: ("es_dsp.h",), DEPTHWISE: ("es_dsp.h",), IM2COL: ("es_pointwise.h", "es_dsp.h")}
 # es_requantize_q's operands stay exact in int64 (es_dsp.h's C path) and in SMMLAR's 64-bit
 # sum on the board: |2 acc * M| < 2^61 and |Cc| < 2^28.
 ACC_LIMIT = 1 << 29
@@ -53,10 +52,10 @@ def kernel_for(step: Step) -> str | None:
         # A 1x1 whose pixels are not whole words (42 channels) gathers them into a column.
         return POINTWISE if _pointwise_shape(p) and p["in_c"] % 4 == 0 else IM2COL
     if step.op == "DEPTHWISE_CONV_2D" and step.kernel == "es_depthwise_conv2d":
-        if p["depth_multiplier"] == 1 and max(p["k_h"], p["k_w"]) <= MAX_DEPTHWISE_K:
-            return DEPTHWISE
         if p["in_c"] == 1:  # each output channel sees the one input channel: a convolution
             return IM2COL
+        if p["depth_multiplier"] == 1 and max(p["k_h"], p["k_w"]) <= MAX_DEPTHWISE_K:
+            return DEPTHWISE
     return None
 
 
@@ -114,7 +113,7 @@ def pointwise_words(weights: np.ndarray, narrow: bool = False) -> np.ndarray:
     return pairs.transpose(0, 2, 1, 3).reshape(-1)
 
 
-def _weights(step: Step, kernel: str) -> np.ndarray:
+def _weights(step: Step) -> np.ndarray:
     """The layer's weights as [output channel, taps] int64."""
     p = step.params
     w = _array(step, "w").astype(np.int64)
@@ -138,7 +137,7 @@ class Channels:
     table: np.ndarray  # [channels, 4] int32, requantization_table's
 
 
-def plan_channels(step: Step, kernel: str) -> Channels | str:
+def plan_channels(step: Step) -> Channels | str:
     """The per-channel data es_requantize_q computes this layer with exactly, or why it cannot.
 
     A channel whose least and greatest accumulator requantize to the same value outputs that
@@ -147,7 +146,7 @@ def plan_channels(step: Step, kernel: str) -> Channels | str:
     models have such channels (MLPerf Tiny's VWW: zero multipliers, and shifts of 27 to 31
     bits under biases near 2^30), and they are written as constants."""
     p = step.params
-    weights = _weights(step, kernel)
+    weights = _weights(step)
     folded = _folded_bias(step, weights)
     multipliers, shifts = _array(step, "m").astype(np.int64), _array(step, "s").astype(np.int64)
     lo, hi = accumulator_range(weights, folded)
@@ -178,7 +177,7 @@ def plan(step: Step, kernel: str) -> Channels | str:
     """What ``kernel`` is given for ``step``, or the condition the layer misses."""
     if step.params["in_c"] % 4 and kernel != IM2COL:
         return f"{step.params['in_c']} input channels (the generated kernels read them four at a time)"
-    return plan_channels(step, kernel)
+    return plan_channels(step)
 
 
 def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
@@ -316,6 +315,12 @@ def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
         chosen.append(step.index)
         saved += next(a.values.nbytes for a in step.arrays if a.name == f"v{step.index}") // 2
     return chosen
+
+
+def narrowed(steps: Sequence[Step], int8_weights: Collection[int]) -> tuple[int, ...]:
+    """Which of ``int8_weights`` the generated steps read int8 weights for."""
+    return tuple(sorted(s.index for s in steps if s.index in int8_weights and s.library_call is not None
+                        and s.library_call.library == LIBRARY and generated_kernel(s) in NARROWABLE))
 
 
 def generated_kernel(step: Step) -> str:
