@@ -10,6 +10,9 @@ zero point folded into the bias:
 - any other CONV_2D (no dilation, no groups, one image), and a DEPTHWISE_CONV_2D of one input
   channel (which is one): es_conv_im2col.h.
 
+A generated 1x1 whose output only a following generated depthwise of stride > 1 reads is
+streamed into it (es_stream.h): one step, the 1x1's output kept as a ring of rows.
+
 Requantization is es_dsp.h's single multiply (docs/plans/issue-51.md, 4a), exact only under
 conditions checked here per layer; a layer that misses one keeps the kernel it had, and the
 reason is recorded. Everything is meant to be bit-exact with TFLM's reference kernels, and is
@@ -20,7 +23,7 @@ interpreter's, on the host and on the emulated Cortex-M4.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -32,9 +35,12 @@ POINTWISE = "es_pointwise_s8"
 DEPTHWISE = "es_depthwise_s8"
 MAX_DEPTHWISE_K = 5  # es_depthwise.h's ES_DEPTHWISE_MAX_K
 IM2COL = "es_conv_im2col_s8"
-HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h"}
+STREAM = "es_pointwise_depthwise_s8"
+HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h",
+           STREAM: "es_stream.h"}
 # The headers each kernel's header includes, copied beside it too.
-INCLUDES = {POINTWISE: ("es_dsp.h",), DEPTHWISE: ("es_dsp.h",), IM2COL: ("es_pointwise.h", "es_dsp.h")}
+INCLUDES = {POINTWISE: ("es_dsp.h",), DEPTHWISE: ("es_dsp.h",), IM2COL: ("es_pointwise.h", "es_dsp.h"),
+            STREAM: ("es_depthwise.h", "es_pointwise.h", "es_dsp.h")}
 # es_requantize_q's operands stay exact in int64 (es_dsp.h's C path) and in SMMLAR's 64-bit
 # sum on the board: |2 acc * M| < 2^61 and |Cc| < 2^28.
 ACC_LIMIT = 1 << 29
@@ -279,26 +285,97 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
 BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
 
 
-def specialise(steps: list[Step], narrow: Collection[int] = ()) -> tuple[list[Step], dict[int, str]]:
+def specialise(steps: list[Step], narrow: Collection[int] = (),
+               keep: Collection[int] = ()) -> tuple[list[Step], dict[int, str]]:
     """The steps with generated kernels where a layer fits, and {position: why not} for the
     layers of a generated kernel's shape that keep the portable one. ``narrow``: operator
-    indices whose weights stay int8 (``narrowing`` picks them under a flash budget)."""
+    indices whose weights stay int8 (``narrowing`` picks them under a flash budget).
+    ``keep``: tensors that must exist whole (the model's outputs), never streamed."""
     out: list[Step] = []
     missed: dict[int, str] = {}
+    channels: dict[int, Channels] = {}  # operator index -> what its generated kernel was given
     for position, step in enumerate(steps):
         kernel = kernel_for(step)
         planned = plan(step, kernel) if kernel is not None else None
         if isinstance(planned, Channels):
             out.append(BUILDERS[kernel](step, planned, step.index in narrow and kernel in NARROWABLE))
+            channels[step.index] = planned
             continue
         out.append(step)
         if planned is not None:
             missed[position] = planned
-    return out, missed
+    streamed = _streamed(out, channels, narrow, keep)
+    # Positions after a streamed pair move up by one; so do their reasons.
+    gone = sorted(position for position, s in enumerate(out) if s is None)
+    missed = {position - sum(1 for g in gone if g < position): why for position, why in missed.items()}
+    return [s for s in streamed if s is not None], missed
 
 
-# The kernels that can read int8 weights (the depthwise's are 9 per channel: not worth it).
-NARROWABLE = (POINTWISE, IM2COL)
+def _streamed(steps: list[Step], channels: dict[int, Channels], narrow: Collection[int],
+              keep: Collection[int]) -> list[Step | None]:
+    """``steps`` with each generated 1x1 whose output only a following generated depthwise of
+    stride > 1 reads streamed into it (es_stream.h): the pair becomes one step at the 1x1's
+    place, and None stands where the depthwise was. Steps are changed in place of ``steps``."""
+    readers: dict[int, int] = {}
+    for step in steps:
+        for tensor in step.inputs:
+            readers[tensor] = readers.get(tensor, 0) + 1
+    for position in range(len(steps) - 1):
+        first, second = steps[position], steps[position + 1]
+        if first is None or second is None or first.library_call is None or second.library_call is None:
+            continue
+        if first.library_call.library != LIBRARY or second.library_call.library != LIBRARY:
+            continue
+        if generated_kernel(first) != POINTWISE or generated_kernel(second) != DEPTHWISE:
+            continue
+        q = second.params
+        if second.inputs[0] != first.output or readers.get(first.output) != 1 or first.output in keep or \
+                (q["stride_h"], q["stride_w"]) == (1, 1):
+            continue
+        steps[position] = _stream(first, second, channels[first.index], channels[second.index],
+                                  first.index in narrow)
+        steps[position + 1] = None
+    return steps
+
+
+def _stream(first: Step, second: Step, one: Channels, two: Channels, narrow: bool) -> Step:
+    """The 1x1 ``first`` streamed into the depthwise ``second``, as one step."""
+    p, q, i, j = first.params, second.params, first.index, second.index
+    mid = p["out_c"]
+    ring = q["k_h"] * p["in_w"] * mid
+    ring += -ring % 4  # the widened pair after it is read as words
+    depthwise = _depthwise(second, two)  # its arrays, in the depthwise's own layout
+    arrays = [*_pointwise(first, one, narrow).arrays, *depthwise.arrays]
+    zero_point4 = int(np.array([((-q["in_offset"]) & 0xFF) * 0x01010101], np.uint32).view(np.int32)[0])
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i} "
+                f"(1x1, {p['in_c']} -> {mid}) streamed into DEPTHWISE_CONV_2D {j} ({q['k_h']}x{q['k_w']} stride "
+                f"{q['stride_h']}): {q['k_h']} rows of {p['in_w']}x{mid} */\n"
+                f"  {STREAM}(in, out, scratch, @P@v{i}, @P@q{i}, @P@v{j}, @P@q{j}, {p['in_h']}, {p['in_w']}, "
+                f"{p['in_c']}, {mid}, {int(narrow)}, {p['act_min']}, {p['act_max']}, {q['k_h']}, {q['k_w']}, "
+                f"{q['stride_h']}, {q['stride_w']}, {q['pad_h']}, {q['pad_w']}, {q['out_h']}, {q['out_w']}, "
+                f"{zero_point4}, {q['act_min']}, {q['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
+                       header=HEADERS[STREAM])
+    inplace = InPlace("start", STREAM) if _stream_in_place(p, q) else None
+    params = {**p, "streamed_into": j, "streamed_macs": q["out_h"] * q["out_w"] * q["out_c"] * q["k_h"] * q["k_w"]}
+    return dataclasses.replace(first, op=f"{first.op}+{second.op}", params=params, arrays=arrays, library_call=call,
+                               output=second.output, inplace=inplace, scratch_bytes=ring + 4 * p["in_c"], source=None)
+
+
+def _stream_in_place(p: dict, q: dict) -> bool:
+    """Whether the streamed pair may write its output over its input from the start: when
+    output row r is written, every input row a later 1x1 row reads lies past it."""
+    out_row, in_row = q["out_w"] * q["out_c"], p["in_w"] * p["in_c"]
+    for r in range(q["out_h"]):
+        computed = min(r * q["stride_h"] - q["pad_h"] + q["k_h"], p["in_h"])  # 1x1 rows done by then
+        if (r + 1) * out_row > computed * in_row and computed < p["in_h"]:
+            return False
+    return True
+
+
+# The kernels that can read int8 weights (the depthwise's are 9 per channel: not worth it;
+# a streamed pair's 1x1 can).
+NARROWABLE = (POINTWISE, IM2COL, STREAM)
 
 
 def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
@@ -315,6 +392,13 @@ def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
         chosen.append(step.index)
         saved += next(a.values.nbytes for a in step.arrays if a.name == f"v{step.index}") // 2
     return chosen
+
+
+def resizes(step: Step, sizes: Callable[[int], int]) -> bool:
+    """Whether ``step`` is a generated kernel that may run in place and whose output is not its
+    input's size."""
+    return step.library_call is not None and step.library_call.library == LIBRARY and step.inplace is not None \
+        and sizes(step.output) != sizes(step.inputs[0])
 
 
 def narrowed(steps: Sequence[Step], int8_weights: Collection[int]) -> tuple[int, ...]:

@@ -51,6 +51,56 @@
 
 #define ES_DEPTHWISE_MAX_K 5  /* rows[] and the 32-bit mask of taps inside the image */
 
+/* One output row from the window's input rows (``rows``, NULL in the padding), written to
+ * ``out`` (the row's first pixel), its pixels last first when ``reverse``. */
+ES_ALWAYS_INLINE void es_depthwise_row_s8(const int8_t *const *rows, int8_t *out, const int32_t *packed,
+                                          const int32_t *table, const int32_t in_w, const int32_t channels,
+                                          const int32_t k_h, const int32_t k_w, const int32_t stride_w,
+                                          const int32_t pad_w, const int32_t out_w, const int32_t zero_point4,
+                                          const int32_t reverse, const int32_t act_min, const int32_t act_max) {
+  const int32_t taps = k_h * k_w;
+  int32_t j, g, t;
+  for (j = 0; j < out_w; ++j) {
+    const int32_t ox = reverse ? out_w - 1 - j : j;
+    const int32_t x0 = ox * stride_w - pad_w;
+    int8_t *pixel_out = out + ox * channels;
+    /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
+     * branches share above it, and spill them. */
+    if (rows[0] != NULL && rows[k_h - 1] != NULL && x0 >= 0 && x0 + k_w <= in_w) {
+      const int32_t column = x0 * channels;
+      for (g = 0; g < channels; g += 4) {
+        const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
+        const int32_t *q = table + 4 * g;
+        int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
+#pragma GCC unroll 25
+        for (t = 0; t < taps; ++t) {
+          ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / k_w] + column + (t % k_w) * channels + g), w);
+        }
+        ES_DEPTHWISE_STORE(pixel_out + g, q);
+      }
+    } else {
+      /* Which taps fall inside the image, found once for every channel of this pixel. */
+      int32_t valid = 0;
+      for (t = 0; t < taps; ++t) {
+        const int32_t x = x0 + t % k_w;
+        if (rows[t / k_w] != NULL && x >= 0 && x < in_w) valid |= 1 << t;
+      }
+      for (g = 0; g < channels; g += 4) {
+        const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
+        const int32_t *q = table + 4 * g;
+        int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
+#pragma GCC unroll 25
+        for (t = 0; t < taps; ++t) {
+          const int32_t pixel = (valid >> t) & 1 ? es_read_s8x4(rows[t / k_w] + (x0 + t % k_w) * channels + g)
+                                                 : zero_point4;
+          ES_DEPTHWISE_TAP(pixel, w);
+        }
+        ES_DEPTHWISE_STORE(pixel_out + g, q);
+      }
+    }
+  }
+}
+
 ES_ALWAYS_INLINE void es_depthwise_s8(const int8_t *in, int8_t *out, int8_t *ring, const int32_t *packed,
                                       const int32_t *table, const int32_t in_h, const int32_t in_w,
                                       const int32_t channels, const int32_t k_h, const int32_t k_w,
@@ -58,9 +108,8 @@ ES_ALWAYS_INLINE void es_depthwise_s8(const int8_t *in, int8_t *out, int8_t *rin
                                       const int32_t pad_w, const int32_t out_h, const int32_t out_w,
                                       const int32_t zero_point4, const int32_t act_min, const int32_t act_max) {
   const int32_t row_bytes = in_w * channels;
-  const int32_t taps = k_h * k_w;
   const int32_t reverse = ring == NULL && out > in;
-  int32_t i, j, g, t;
+  int32_t i, t;
   for (i = 0; i < out_h; ++i) {
     const int32_t oy = reverse ? out_h - 1 - i : i;
     const int32_t y0 = oy * stride_h - pad_h;
@@ -71,45 +120,8 @@ ES_ALWAYS_INLINE void es_depthwise_s8(const int8_t *in, int8_t *out, int8_t *rin
       rows[t] = y < 0 || y >= in_h ? NULL
                 : ring != NULL && y <= oy ? ring + (y % (pad_h + 1)) * row_bytes : in + y * row_bytes;
     }
-    for (j = 0; j < out_w; ++j) {
-      const int32_t ox = reverse ? out_w - 1 - j : j;
-      const int32_t x0 = ox * stride_w - pad_w;
-      int8_t *pixel_out = out + (oy * out_w + ox) * channels;
-      /* Two loops, not one with a branch inside: GCC would hoist the weight loads both
-       * branches share above it, and spill them. */
-      if (rows[0] != NULL && rows[k_h - 1] != NULL && x0 >= 0 && x0 + k_w <= in_w) {
-        const int32_t column = x0 * channels;
-        for (g = 0; g < channels; g += 4) {
-          const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
-          const int32_t *q = table + 4 * g;
-          int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
-#pragma GCC unroll 25
-          for (t = 0; t < taps; ++t) {
-            ES_DEPTHWISE_TAP(es_read_s8x4(rows[t / k_w] + column + (t % k_w) * channels + g), w);
-          }
-          ES_DEPTHWISE_STORE(pixel_out + g, q);
-        }
-      } else {
-        /* Which taps fall inside the image, found once for every channel of this pixel. */
-        int32_t valid = 0;
-        for (t = 0; t < taps; ++t) {
-          const int32_t x = x0 + t % k_w;
-          if (rows[t / k_w] != NULL && x >= 0 && x < in_w) valid |= 1 << t;
-        }
-        for (g = 0; g < channels; g += 4) {
-          const int32_t *w = packed + (g / 4) * 2 * taps;  /* moved on by each tap */
-          const int32_t *q = table + 4 * g;
-          int32_t acc0 = q[0], acc1 = q[4], acc2 = q[8], acc3 = q[12];
-#pragma GCC unroll 25
-          for (t = 0; t < taps; ++t) {
-            const int32_t pixel = (valid >> t) & 1 ? es_read_s8x4(rows[t / k_w] + (x0 + t % k_w) * channels + g)
-                                                   : zero_point4;
-            ES_DEPTHWISE_TAP(pixel, w);
-          }
-          ES_DEPTHWISE_STORE(pixel_out + g, q);
-        }
-      }
-    }
+    es_depthwise_row_s8(rows, out + oy * out_w * channels, packed, table, in_w, channels, k_h, k_w, stride_w, pad_w,
+                        out_w, zero_point4, reverse, act_min, act_max);
   }
 }
 
