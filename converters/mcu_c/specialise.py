@@ -186,10 +186,26 @@ def plan(step: Step, kernel: str) -> Channels | str:
     return plan_channels(step)
 
 
+def _arrays(index: int, words: np.ndarray, channels: Channels) -> list[ConstArray]:
+    """A generated layer's const arrays: its packed weights (v) and per-channel table (q)."""
+    return [ConstArray(f"v{index}", "int32_t", words.reshape(-1)),
+            ConstArray(f"q{index}", "int32_t", channels.table.reshape(-1))]
+
+
+def _depthwise_words(p: dict, channels: Channels) -> np.ndarray:
+    """[channels, taps] -> per group of four channels, per tap, the two lane-pair words."""
+    taps = p["k_h"] * p["k_w"]
+    return pack_lanes(channels.weights.reshape(p["out_c"] // 4, 4, taps).transpose(0, 2, 1).reshape(-1, 4))
+
+
+def _zero_point4(p: dict) -> int:
+    """The input zero point in all four bytes of a word (what a padded depthwise tap reads)."""
+    return int(np.array([((-p["in_offset"]) & 0xFF) * 0x01010101], np.uint32).view(np.int32)[0])
+
+
 def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
-    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(channels.weights, narrow)),
-              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
+    arrays = _arrays(i, pointwise_words(channels.weights, narrow), channels)
     pixels = p["in_h"] * p["in_w"]
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i}: "
                 f"1x1, {pixels} pixels, {p['in_c']} -> {p['out_c']} channels */\n"
@@ -206,13 +222,9 @@ def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
 
 def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
-    c, taps = p["out_c"], p["k_h"] * p["k_w"]
-    # [channels, taps] -> per group of four channels, per tap, the two lane-pair words.
-    by_group = channels.weights.reshape(c // 4, 4, taps).transpose(0, 2, 1).reshape(-1, 4)
-    arrays = [ConstArray(f"v{i}", "int32_t", pack_lanes(by_group).reshape(-1)),
-              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
-    zero_point = (-p["in_offset"]) & 0xFF
-    zero_point4 = int(np.array([zero_point * 0x01010101], np.uint32).view(np.int32)[0])
+    c = p["out_c"]
+    arrays = _arrays(i, _depthwise_words(p, channels), channels)
+    zero_point4 = _zero_point4(p)
     # Stride 1 at the input's size may write over its input through a ring of pad_h + 1 rows;
     # a layer whose every read lies ahead of the writes (stride 2) may write over it directly.
     same = (p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["out_h"], p["out_w"]) == \
@@ -264,8 +276,7 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
     taps = channels.weights.shape[1]
     depth = -(-taps // 4) * 4  # the column padded to whole words, against zero weights
     weights = np.pad(channels.weights, ((0, 0), (0, depth - taps)))
-    arrays = [ConstArray(f"v{i}", "int32_t", pointwise_words(weights, narrow)),
-              ConstArray(f"q{i}", "int32_t", channels.table.reshape(-1))]
+    arrays = _arrays(i, pointwise_words(weights, narrow), channels)
     zero_point = -p["in_offset"]
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {step.op} {i}: "
                 f"{p['k_h']}x{p['k_w']} stride {p['stride_h']}x{p['stride_w']}, {p['in_h']}x{p['in_w']}x{p['in_c']} -> "
@@ -344,9 +355,8 @@ def _stream(first: Step, second: Step, one: Channels, two: Channels, narrow: boo
     mid = p["out_c"]
     ring = q["k_h"] * p["in_w"] * mid
     ring += -ring % 4  # the widened pair after it is read as words
-    depthwise = _depthwise(second, two)  # its arrays, in the depthwise's own layout
-    arrays = [*_pointwise(first, one, narrow).arrays, *depthwise.arrays]
-    zero_point4 = int(np.array([((-q["in_offset"]) & 0xFF) * 0x01010101], np.uint32).view(np.int32)[0])
+    arrays = [*_arrays(i, pointwise_words(one.weights, narrow), one), *_arrays(j, _depthwise_words(q, two), two)]
+    zero_point4 = _zero_point4(q)
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i} "
                 f"(1x1, {p['in_c']} -> {mid}) streamed into DEPTHWISE_CONV_2D {j} ({q['k_h']}x{q['k_w']} stride "
                 f"{q['stride_h']}): {q['k_h']} rows of {p['in_w']}x{mid} */\n"
