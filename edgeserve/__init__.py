@@ -9,7 +9,7 @@ from __future__ import annotations
 from edgeserve.errors import EdgeServeError, MissingDependencyError
 from edgeserve.preprocess import PreprocessSpec
 
-__version__ = "0.3.5"
+__version__ = "0.3.6"
 
 __all__ = ["EdgeServeError", "MissingDependencyError", "PreprocessSpec", "Session", "__version__", "convert"]
 

@@ -10,12 +10,11 @@ Two decisions, in this order:
    that step only, as is a library kernel's scratch (CMSIS-NN's im2col columns). The model
    input stays in the caller's buffer (kernels read it there, so it is never written) and
    is not part of the arena.
-2. Placement. Blocks are intervals in time with sizes; offsets are chosen so that blocks
-   alive at the same step never overlap. The smallest possible arena is at least the
-   largest sum of sizes alive at one step (the lower bound). Several orderings are tried
-   with best-fit placement; if none reaches the lower bound and the graph is small, an
-   exact branch-and-bound search runs under a node budget. The method that produced the
-   plan, and whether it is proven optimal, are recorded.
+2. Placement (placement.py). A block's bytes change with time: the hull of its members
+   alive at each step. Blocks alive at the same step never overlap at that step, so the
+   bytes a chain no longer uses (a wide tensor written over by a narrower one) are free for
+   other blocks. The method that produced the plan, the lower bound it is measured against,
+   and whether it is proven optimal are recorded.
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from edgeserve.converters.mcu_c import placement
 from edgeserve.converters.mcu_c.steps import Step
 
 ALIGN = 4  # bytes; every block starts on a word (the scratch buffers are read as bytes, but
 # word-aligned tensors keep the door open for word loads in kernels)
-EXACT_MAX_BLOCKS = 14
-EXACT_NODE_BUDGET = 200_000
 
 
 def _aligned(n: int) -> int:
@@ -90,6 +88,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
     starts = np.cumsum([0] + [sizes(t) for t in inputs]).tolist()
     external: dict[int, tuple[str, int]] = {t: ("input", int(start)) for t, start in zip(inputs, starts)}
     blocks: list[Block] = []
+    born: dict[int, int] = {}  # tensor -> step that writes it
     inplace_steps: dict[int, int] = {}
     inplace_sources: dict[int, int] = {}
     scratch_steps: dict[int, int] = {}
@@ -111,6 +110,7 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
             continue
         source = step.inputs[0]
         out_size = sizes(step.output)
+        born[step.output] = position
         if step.kernel is None:  # alias: same bytes
             block_id = group[source]
             if block_id < 0:
@@ -147,9 +147,8 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
         block.size = _aligned(max(off + sizes(t) for t, off in block.members.items()))
         block.last = max(last_read.get(t, block.first) for t in block.members)
 
-    lower_bound = max((sum(b.size for b in blocks if b.first <= s <= b.last)
-                       for s in range(-1, len(steps) + 1)), default=0)
-    method, peak, offsets, nodes, optimal = _place(blocks, lower_bound)
+    shapes = [_shape(block, born, last_read, sizes) for block in blocks]
+    method, peak, offsets, nodes, optimal, lower_bound = placement.place(shapes)
     for block, offset in zip(blocks, offsets):
         block.offset = offset
     location: dict[int, tuple[str, int]] = {}
@@ -160,6 +159,27 @@ def plan(steps: Sequence[Step], sizes: Callable[[int], int], inputs: Sequence[in
             location[t] = ("arena", blocks[block_id].offset + blocks[block_id].members[t])
     return Plan(peak, lower_bound, method, optimal, blocks, location, inplace_steps, inplace_sources,
                 nodes, scratch_steps)
+
+
+def _shape(block: Block, born: dict[int, int], last_read: dict[int, int],
+           sizes: Callable[[int], int]) -> placement.Shape:
+    """The bytes ``block`` holds at each step of its life: the hull of its members alive then
+    (a member lives from the step that writes it to its last read)."""
+    if block.temp_of is not None:
+        return placement.rectangle(block.first, block.last, block.size)
+    steps = block.last - block.first + 1
+    lows = np.full(steps, block.size, np.int64)
+    highs = np.zeros(steps, np.int64)
+    for t, offset in block.members.items():
+        first = born.get(t, block.first) - block.first
+        last = max(last_read.get(t, first + block.first), first + block.first) - block.first
+        lows[first:last + 1] = np.minimum(lows[first:last + 1], offset)
+        highs[first:last + 1] = np.maximum(highs[first:last + 1], offset + sizes(t))
+    # Whole words, so that every offset placement derives from these stays word-aligned.
+    lows, highs = lows // ALIGN * ALIGN, (highs + ALIGN - 1) // ALIGN * ALIGN
+    empty = highs <= lows
+    lows[empty] = highs[empty] = 0
+    return placement.Shape(block.first, lows, highs)
 
 
 def _inplace_offset(block: Block, align: str, source: int, in_size: int, out_size: int,
@@ -196,100 +216,3 @@ def _can_overwrite(source: int, step: Step, position: int, group: dict[int, int]
         return False
     # The other operand must not live in the same bytes (ADD(x, reshape(x))).
     return not any(group.get(t) == block_id for t in step.inputs if t != source)
-
-
-def _best_fit(blocks: Sequence[Block], order: Sequence[int]) -> tuple[int, list[int]]:
-    """Each block, in ``order``, goes into the smallest gap between blocks it lives with."""
-    offsets = [-1] * len(blocks)
-    peak = 0
-    placed: list[int] = []
-    for i in order:
-        block = blocks[i]
-        busy = sorted((offsets[j], offsets[j] + blocks[j].size) for j in placed
-                      if blocks[j].overlaps_in_time(block))
-        best, best_gap, cursor = None, None, 0
-        for start, end in busy:
-            gap = start - cursor
-            if gap >= block.size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, end)
-        if best is None:
-            best = cursor
-        offsets[i] = best
-        placed.append(i)
-        peak = max(peak, best + block.size)
-    return peak, offsets
-
-
-ORDERS: dict[str, Callable[[Block], tuple[int, ...]]] = {
-    "size": lambda b: (-b.size, b.first),
-    "lifetime": lambda b: (-(b.last - b.first), -b.size),
-    "area": lambda b: (-b.size * (b.last - b.first + 1), -b.size),
-    "first-use": lambda b: (b.first, -b.size),
-}
-
-
-def _place(blocks: Sequence[Block], lower_bound: int) -> tuple[str, int, list[int], int, bool]:
-    """(method, arena bytes, offsets, exact-search nodes, proven optimal)."""
-    best: tuple[int, str, list[int]] | None = None
-    for name, key in ORDERS.items():
-        order = sorted(range(len(blocks)), key=lambda i: key(blocks[i]))
-        peak, offsets = _best_fit(blocks, order)
-        if best is None or peak < best[0]:
-            best = (peak, f"best-fit by {name}", offsets)
-    assert best is not None or not blocks
-    if best is None:
-        return "empty", 0, [], 0, True
-    if best[0] == lower_bound or len(blocks) > EXACT_MAX_BLOCKS:
-        return best[1], best[0], best[2], 0, best[0] == lower_bound
-    exact = _exact(blocks, best[0], lower_bound)
-    if exact is None:
-        return f"{best[1]} (exact search stopped at {EXACT_NODE_BUDGET} nodes)", best[0], best[2], EXACT_NODE_BUDGET, False
-    peak, offsets, nodes = exact
-    if peak < best[0]:
-        return "exact search", peak, offsets, nodes, True
-    return f"{best[1]} (proven optimal by exact search)", best[0], best[2], nodes, True
-
-
-def _exact(blocks: Sequence[Block], upper: int, lower_bound: int) -> tuple[int, list[int], int] | None:
-    """Branch and bound over candidate offsets (0 or the end of a block it lives with).
-
-    Returns the best peak, its offsets and the nodes visited; None when the budget ran
-    out before the search finished (the heuristic plan is then kept, and said to be).
-    """
-    order = sorted(range(len(blocks)), key=lambda i: (-blocks[i].size, blocks[i].first))
-    offsets = [-1] * len(blocks)
-    best_peak, best_offsets = upper, list(offsets)
-    found = False
-    nodes = 0
-
-    def visit(k: int, peak: int) -> bool:
-        nonlocal best_peak, best_offsets, found, nodes
-        nodes += 1
-        if nodes > EXACT_NODE_BUDGET:
-            return False
-        if k == len(order):
-            if peak < best_peak:
-                best_peak, best_offsets, found = peak, list(offsets), True
-            return True
-        i = order[k]
-        block = blocks[i]
-        live = [j for j in order[:k] if blocks[j].overlaps_in_time(block)]
-        candidates = sorted({0, *(offsets[j] + blocks[j].size for j in live)})
-        for start in candidates:
-            end = start + block.size
-            if max(peak, end) >= best_peak:
-                continue
-            if any(offsets[j] < end and start < offsets[j] + blocks[j].size for j in live):
-                continue
-            offsets[i] = start
-            if not visit(k + 1, max(peak, end)):
-                return False
-            offsets[i] = -1
-            if best_peak == lower_bound:
-                return True
-        return True
-
-    if not visit(0, 0):
-        return None
-    return (best_peak, best_offsets, nodes) if found else (upper, [], nodes)

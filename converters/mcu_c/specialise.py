@@ -366,17 +366,25 @@ def _stream(first: Step, second: Step, one: Channels, two: Channels, narrow: boo
                 f"{zero_point4}, {q['act_min']}, {q['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[STREAM])
-    inplace = InPlace("start", STREAM) if _stream_in_place(p, q) else None
+    forward, backward = _stream_in_place(p, q), _stream_in_place(p, q, last_row_first=True)
+    inplace = (InPlace("either", STREAM) if forward and backward else InPlace("start", STREAM) if forward else None)
     params = {**p, "streamed_into": j, "streamed_macs": q["out_h"] * q["out_w"] * q["out_c"] * q["k_h"] * q["k_w"]}
     return dataclasses.replace(first, op=f"{first.op}+{second.op}", params=params, arrays=arrays, library_call=call,
                                output=second.output, inplace=inplace, scratch_bytes=ring + 4 * p["in_c"], source=None)
 
 
-def _stream_in_place(p: dict, q: dict) -> bool:
-    """Whether the streamed pair may write its output over its input from the start: when
-    output row r is written, every input row a later 1x1 row reads lies past it."""
+def _stream_in_place(p: dict, q: dict, last_row_first: bool = False) -> bool:
+    """Whether the streamed pair may write its output over its input: from the input's start,
+    first row first, or (``last_row_first``) up to the input's end, last row first (es_stream.h
+    takes that order when its output lies after its input). Either way, when output row r is
+    written, no input row a later 1x1 row reads may lie under it."""
     out_row, in_row = q["out_w"] * q["out_c"], p["in_w"] * p["in_c"]
+    base = p["in_h"] * in_row - q["out_h"] * out_row  # where an output ending at the input's end starts
     for r in range(q["out_h"]):
+        if last_row_first:  # rows below max(y0, 0) are still to be read
+            if base + r * out_row < max(r * q["stride_h"] - q["pad_h"], 0) * in_row:
+                return False
+            continue
         computed = min(r * q["stride_h"] - q["pad_h"] + q["k_h"], p["in_h"])  # 1x1 rows done by then
         if (r + 1) * out_row > computed * in_row and computed < p["in_h"]:
             return False
