@@ -1,6 +1,6 @@
 """Interpreter-free C (mcu-c) against TFLM, model by model, for the README table.
 
-    python benchmarks/mcu_c.py [--json] [--no-tflm] [--layers MODEL]
+    python benchmarks/mcu_c.py [--json] [--no-tflm] [--model MODEL ...] [--layers MODEL]
 
 For each full-INT8 model of ../shared/testdata that mcu-c has kernels for, in one run:
 RAM: mcu-c's static arena (temporaries included; the input is read from the caller's buffer)
@@ -131,7 +131,7 @@ def run_with_cmsis_nn(model: Any, rel: str, tree: Any, x: np.ndarray, work: Path
 BUILDS = (("cmsis_nn", "portable", True), ("generated", "generated", False), ("generated_cmsis_nn", "generated", True))
 
 
-def run(with_tflm: bool) -> list[dict[str, Any]]:
+def run(with_tflm: bool, only: list[str] | None = None) -> list[dict[str, Any]]:
     from edgeserve.converters.microcontroller.arena import plan_head
     from edgeserve.converters.microcontroller.toolchain import CompileError
     from edgeserve.converters.mcu_c import check
@@ -145,6 +145,8 @@ def run(with_tflm: bool) -> list[dict[str, Any]]:
     tree = locate(CMSIS_NN) if CMSIS_NN.is_dir() else None
     rows = []
     for rel in MODELS:
+        if only and Path(rel).name not in only:
+            continue
         print(f"... {rel}", file=sys.stderr, flush=True)
         model = TfliteModel.from_file(TESTDATA / f"{rel}.tflite")
         start = time.perf_counter()
@@ -241,11 +243,13 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-tflm", action="store_true", help="skip TFLM's own Cortex-M4 builds")
     parser.add_argument("--layers", metavar="MODEL", help="one model's instructions per operator")
+    parser.add_argument("--model", action="append", choices=[Path(r).name for r in MODELS],
+                        help="only this model (repeatable; default: all)")
     args = parser.parse_args()
     if args.layers:
         layers(args.layers)
         return
-    rows = run(with_tflm=not args.no_tflm)
+    rows = run(with_tflm=not args.no_tflm, only=args.model)
     if args.json:
         print(json.dumps({"models": rows}, indent=2))
         return

@@ -144,6 +144,11 @@ def test_an_intermediate_tensor_of_vww_is_bit_exact(testdata, tmp_path):
     reference = reference_tensor(model.file_bytes, inputs, tensor)
     assert len(np.unique(reference)) > 100
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+    # The same bytes with no layer streamed (the first expanding 1x1 is, above).
+    assert any(s.op == "CONV_2D+DEPTHWISE_CONV_2D" for s in generated.steps)
+    whole = generate(model, "model", "vww", output_tensor=tensor, kernels="generated", streaming=False)
+    assert not any(s.op == "CONV_2D+DEPTHWISE_CONV_2D" for s in whole.steps)
+    np.testing.assert_array_equal(_host_outputs(whole, tmp_path / "whole", inputs, shape=shape), ours)
 
 
 @pytest.fixture(scope="module")
@@ -331,11 +336,18 @@ def test_sanitizers_and_region_check_run_clean_with_generated_kernels(testdata, 
     # 1x1 layers in place, each with its own scratch, and constant channels.
     assert any(s.library_call and s.scratch_bytes for s in generated.steps)
     assert any(generated.steps[i].library_call for i in generated.plan.inplace_sources)
-    # Each expanding 1x1 streamed into the stride-2 depthwise after it: its output never whole.
-    assert sum(s.op == "CONV_2D+DEPTHWISE_CONV_2D" for s in generated.steps) == 4
-    # each written over its input's end, last row first; the arena well below the portable C's
-    # (20,864 against 39,168 B when measured)
+    # Four expanding 1x1s could stream into the stride-2 depthwise after them; only the first,
+    # whose 36,864-byte output is the network's largest tensor, lowers the arena so, and only
+    # it is streamed.
+    records = generated.summary()["generated_kernels"]["streamed"]
+    assert [(r["conv"], r["tensor_bytes"], r["streamed"], r["recomputed_macs"]) for r in records] == [
+        (2, 36_864, True, 0), (6, 18_432, False, 0), (10, 9_216, False, 0), (22, 4_608, False, 0)]
+    assert all(r["arena_bytes_whole"] > r["arena_bytes"] for r in records if r["streamed"])
+    assert all(r["arena_bytes_whole"] <= r["arena_bytes"] for r in records if not r["streamed"])
+    # It writes over its input's end, last row first; the arena well below the portable C's
+    # (20,768 against 39,168 B when measured)
     streamed = [i for i, s in enumerate(generated.steps) if s.op == "CONV_2D+DEPTHWISE_CONV_2D"]
+    assert len(streamed) == 1
     assert all(generated.plan.location[generated.steps[i].output][1] >
                generated.plan.location[generated.plan.inplace_sources[i]][1] for i in streamed)
     assert generated.plan.arena_bytes < 0.6 * generate(model, "model", "vww").plan.arena_bytes
@@ -386,7 +398,7 @@ def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
                            "--kernels", "generated", "-o", str(out), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
-    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {}, "int8_weights": [],
+    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {}, "int8_weights": [], "streamed": [],
                                           "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_pointwise_s8"]}
     assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
     source = (out / "mcu-c" / "kws_ref_model.c").read_text()

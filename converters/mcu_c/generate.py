@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from importlib import resources
 
 import numpy as np
 
 from edgeserve.converters.mcu_c import emit
 from edgeserve.converters.mcu_c import specialise
+from edgeserve.converters.mcu_c.generated_plan import Stream, fewest_chain_bytes, plan_generated
 from edgeserve.converters.mcu_c.cmsis_nn import LIBRARY, Choice, assign
 from edgeserve.converters.mcu_c.cmsis_nn_tree import CmsisNnTree, cmake_snippet
 from edgeserve.converters.mcu_c.lower import Lowering, UnsupportedOperatorError, _q
@@ -46,6 +47,7 @@ class Generated:
     not_generated: dict[int, str] = dataclasses.field(default_factory=dict)
     kernels: str = "portable"  # --kernels
     int8_weights: tuple[int, ...] = ()  # generated layers whose weights stay int8 (a flash budget)
+    streams: list[Stream] = dataclasses.field(default_factory=list)  # 1x1 -> stride-2 depthwise pairs considered
 
     def summary(self) -> dict[str, object]:
         library = {}
@@ -60,7 +62,8 @@ class Generated:
             library["generated_kernels"] = {"layers": len(generated), "of": len(self.choices),
                                             "kernels": sorted({c.kernel for c in generated}),
                                             "not_generated": {str(k): v for k, v in sorted(self.not_generated.items())},
-                                            "int8_weights": list(self.int8_weights)}
+                                            "int8_weights": list(self.int8_weights),
+                                            "streamed": [stream.record() for stream in self.streams]}
         return {"macs": self.macs, "state_bytes": self.state_bytes, "arena_bytes": self.plan.arena_bytes, "arena_lower_bound": self.plan.lower_bound,
                 "planner": self.plan.method, "planner_optimal": self.plan.optimal,
                 "in_place_steps": len(self.plan.inplace_sources),
@@ -74,28 +77,38 @@ def kernel_text(filename: str) -> str:
 
 def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int | None = None,
              cmsis_nn: CmsisNnTree | None = None, kernels: str = "portable",
-             int8_weights: Collection[int] = ()) -> Generated:
+             int8_weights: Collection[int] = (), streaming: bool = True) -> Generated:
     """The files for ``model``. ``output_tensor`` (tests): return that intermediate int8 tensor
     instead of the model's output, to compare a layer that varies more than the output does.
     ``cmsis_nn``: call that CMSIS-NN where a layer fits it (cmsis_nn.py). ``kernels``:
     "generated" writes the layers specialise.py covers as code of their own (first: CMSIS-NN
     takes what is left), "portable" keeps edgeserve's kernels; ``int8_weights``: operators whose
-    generated kernel reads int8 weights rather than int16 (half the flash, a little slower)."""
+    generated kernel reads int8 weights rather than int16 (half the flash, a little slower);
+    ``streaming`` False (tests, benchmarks): no 1x1 streamed into the depthwise after it."""
     if kernels not in KERNELS:
         raise InputError(f"--kernels takes {' or '.join(KERNELS)}; given {kernels!r}")
     lowering = Lowering(model)
-    steps = lowering.steps()
-    choices: list[Choice] = []
-    missed: dict[int, str] = {}
-    if kernels == "generated":
-        steps, missed = specialise.specialise(steps, int8_weights, keep=set(lowering.graph.outputs) |
-                                              ({output_tensor} if output_tensor is not None else set()))
-    if cmsis_nn is not None:
-        steps, choices = assign(steps, cmsis_nn)
-    elif kernels == "generated":
-        choices = [Choice(position, s.op, s.index, specialise.generated_kernel(s) if s.library_call else s.kernel,
-                          s.library_call.library if s.library_call else "portable", missed.get(position))
-                   for position, s in enumerate(steps) if s.kernel not in (None, "memcpy")]
+    lowered = lowering.steps()
+    keep = set(lowering.graph.outputs) | ({output_tensor} if output_tensor is not None else set())
+    found: dict[frozenset[int], tuple[list[Step], list[Choice], dict[int, str]]] = {}
+
+    def build(whole: frozenset[int]) -> list[Step]:
+        """The steps with generated kernels, the 1x1s in ``whole`` not streamed; then CMSIS-NN."""
+        if whole not in found:
+            chosen, missed = lowered, {}
+            if kernels == "generated":
+                chosen, missed = specialise.specialise(lowered, int8_weights, keep=keep, whole=whole)
+            choices: list[Choice] = []
+            if cmsis_nn is not None:
+                chosen, choices = assign(chosen, cmsis_nn)
+            elif kernels == "generated":
+                choices = [Choice(position, s.op, s.index, specialise.generated_kernel(s) if s.library_call else s.kernel,
+                                  s.library_call.library if s.library_call else "portable", missed.get(position))
+                           for position, s in enumerate(chosen) if s.kernel not in (None, "memcpy")]
+            found[whole] = (chosen, choices, missed)
+        return found[whole][0]
+
+    steps = build(frozenset())
     graph = lowering.graph
     outputs = (output_tensor,) if output_tensor is not None else tuple(graph.outputs)
     in_kinds = sorted({graph.tensors[t].dtype_name for t in graph.inputs})
@@ -119,9 +132,19 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
     def sizes(t: int) -> int:
         return graph.tensors[t].nbytes
 
-    arena = plan(steps, sizes, graph.inputs, outputs)
-    if kernels == "generated":
-        steps, arena = _fewest_chain_bytes(steps, arena, lambda trial: plan(trial, sizes, graph.inputs, outputs), sizes)
+    def planner(trial: list[Step]) -> Plan:
+        return plan(trial, sizes, graph.inputs, outputs)
+
+    whole: frozenset[int] = frozenset()
+    streams: list[Stream] = []
+    if kernels == "generated" and streaming:
+        steps, arena, streams, whole = plan_generated(build, planner, sizes)
+    elif kernels == "generated":
+        whole = frozenset(s.index for s in steps)
+        steps, arena, _ = fewest_chain_bytes(build(whole), planner, sizes)
+    else:
+        arena = planner(steps)
+    _, choices, missed = found[whole]
     xs = [graph.tensors[t] for t in graph.inputs]
     x = xs[0]
     ys = [graph.tensors[t] for t in outputs]
@@ -161,35 +184,7 @@ def generate(model: TfliteModel, name: str, model_label: str, output_tensor: int
                      weight_bytes,
                      _macs(steps), sum(v.nbytes for v in variables), layout, choices, library_sources,
                      {steps[position].index: why for position, why in missed.items()}, kernels,
-                     specialise.narrowed(steps, int8_weights))
-
-
-def _fewest_chain_bytes(steps: list[Step], arena: Plan, planner: Callable[[list[Step]], Plan],
-                        sizes: Callable[[int], int]) -> tuple[list[Step], Plan]:
-    """Which generated layers that resize the tensor run in place, chosen for the smallest arena.
-
-    An in-place chain keeps fixed offsets inside it: an expanding 1x1 written over its input
-    ends where the input ends, so every expansion pushes the chain's bytes lower, and a chain
-    with several expansions spans more than it ever holds at once (person_detect: 27,648
-    bytes for at most 20,864 alive). Writing one of these layers to new bytes cuts the chain
-    there. Each round tries every such layer the other way and keeps the best change, until
-    none shrinks the arena (steepest descent: taking the first change that helps, in order,
-    cut person_detect at its widest layer and stayed at 29,984). Plans take milliseconds.
-    """
-    rules = {position: step.inplace for position, step in enumerate(steps) if specialise.resizes(step, sizes)}
-    cut: set[int] = set()
-    while True:
-        trials = []
-        for position in rules:
-            other = cut ^ {position}
-            trial = [dataclasses.replace(step, inplace=None) if i in other else step for i, step in enumerate(steps)]
-            trials.append((planner(trial), sorted(other), trial))
-        if not trials:
-            return steps, arena
-        best = min(trials, key=lambda t: (t[0].arena_bytes, len(t[1])))
-        if best[0].arena_bytes >= arena.arena_bytes:
-            return [dataclasses.replace(step, inplace=None) if i in cut else step for i, step in enumerate(steps)], arena
-        arena, cut = best[0], set(best[1])
+                     specialise.narrowed(steps, int8_weights), streams)
 
 
 def _macs(steps: list[Step]) -> int:

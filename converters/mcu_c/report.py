@@ -31,6 +31,14 @@ def print_entry(console: Console, entry: dict[str, Any]) -> None:
                       + (f"; {len(narrow)} of them with int8 weights, to fit the flash" if narrow else "")
                       + (f"; {len(kept)} kept theirs: " + "; ".join(f"operator {k}: {why}" for k, why in kept.items())
                          if kept else ""), soft_wrap=True, markup=False)
+        streams = generated.get("streamed") or []
+        on = [s for s in streams if s["streamed"]]
+        if streams:
+            console.print(f"  {len(on)} of {len(streams)} expanding 1x1s streamed row by row into the stride-2 "
+                          "depthwise after them (nothing recomputed)"
+                          + "".join(f"; operator {s['conv']}: its {s['tensor_bytes']:,} B output never whole "
+                                    f"({s['ring_bytes']:,} B of rows), arena {s['arena_bytes']:,} B instead of "
+                                    f"{s['arena_bytes_whole']:,}" for s in on), soft_wrap=True, markup=False)
     if library:
         console.print(f"  CMSIS-NN on {library['layers']} of {library['of']} layers ({', '.join(library['functions'])}); "
                       f"{len(library['sources'])} of its sources, listed in {entry['name']}.cmake", soft_wrap=True,

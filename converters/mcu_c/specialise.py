@@ -297,11 +297,12 @@ BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
 
 
 def specialise(steps: list[Step], narrow: Collection[int] = (),
-               keep: Collection[int] = ()) -> tuple[list[Step], dict[int, str]]:
+               keep: Collection[int] = (), whole: Collection[int] = ()) -> tuple[list[Step], dict[int, str]]:
     """The steps with generated kernels where a layer fits, and {position: why not} for the
     layers of a generated kernel's shape that keep the portable one. ``narrow``: operator
     indices whose weights stay int8 (``narrowing`` picks them under a flash budget).
-    ``keep``: tensors that must exist whole (the model's outputs), never streamed."""
+    ``keep``: tensors that must exist whole (the model's outputs), never streamed; ``whole``:
+    1x1 operators not streamed into the depthwise after them (the planner's choice)."""
     out: list[Step] = []
     missed: dict[int, str] = {}
     channels: dict[int, Channels] = {}  # operator index -> what its generated kernel was given
@@ -315,7 +316,7 @@ def specialise(steps: list[Step], narrow: Collection[int] = (),
         out.append(step)
         if planned is not None:
             missed[position] = planned
-    streamed = _streamed(out, channels, narrow, keep)
+    streamed = _streamed(out, channels, narrow, keep, whole)
     # Positions after a streamed pair move up by one; so do their reasons.
     gone = sorted(position for position, s in enumerate(out) if s is None)
     missed = {position - sum(1 for g in gone if g < position): why for position, why in missed.items()}
@@ -323,7 +324,7 @@ def specialise(steps: list[Step], narrow: Collection[int] = (),
 
 
 def _streamed(steps: list[Step], channels: dict[int, Channels], narrow: Collection[int],
-              keep: Collection[int]) -> list[Step | None]:
+              keep: Collection[int], whole: Collection[int]) -> list[Step | None]:
     """``steps`` with each generated 1x1 whose output only a following generated depthwise of
     stride > 1 reads streamed into it (es_stream.h): the pair becomes one step at the 1x1's
     place, and None stands where the depthwise was. Steps are changed in place of ``steps``."""
@@ -341,7 +342,7 @@ def _streamed(steps: list[Step], channels: dict[int, Channels], narrow: Collecti
             continue
         q = second.params
         if second.inputs[0] != first.output or readers.get(first.output) != 1 or first.output in keep or \
-                (q["stride_h"], q["stride_w"]) == (1, 1):
+                (q["stride_h"], q["stride_w"]) == (1, 1) or first.index in whole:
             continue
         steps[position] = _stream(first, second, channels[first.index], channels[second.index],
                                   first.index in narrow)
