@@ -109,6 +109,7 @@ def build(kind: str):  # -> tf.keras.Model
         y = tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(tf.keras.layers.MaxPool2D(3)(b)))
     elif kind == "generated":  # what -t mcu-c --kernels generated specialises, and what it must refuse
         a = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(conv(8)(x))  # 8 channels, 256 pixels
+        a = conv(8, 5)(a)  # 5x5, 8 -> 8 at the same size: over its input through a ring of three rows
         # An expanding 1x1 streamed into a stride-2 depthwise (es_stream.h), over its input's end
         a = tf.keras.layers.DepthwiseConv2D(3, strides=2, padding="same")(conv(16, 1)(a))
         b = conv(12, 1, act="relu6")(a)  # 1x1 with a clamp narrower than int8

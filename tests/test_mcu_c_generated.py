@@ -170,8 +170,11 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     generated = generate(model, "model", "generated", kernels="generated")
     on = {(c.op, c.index) for c in generated.choices if c.library == "generated"}
     # The first 3x3 convolution, three depthwise layers (one 5x5), the three 1x1s (the one of 7
-    # input channels through a column, in place), and a 1x1 streamed into a stride-2 depthwise
-    assert len(on) == 8
+    # input channels through a column, in place), a 5x5 convolution in place through a ring of
+    # rows, and a 1x1 streamed into a stride-2 depthwise
+    assert len(on) == 9
+    assert any(generated.steps[i].op == "CONV_2D" and generated.steps[i].params["k_h"] == 5
+               for i in generated.plan.inplace_sources)
     assert any(generated.steps[i].params["in_c"] == 7 for i in generated.plan.inplace_sources)
     # The stride-2 depthwise writes over its input from the end, last pixel first.
     assert any(generated.steps[i].op == "DEPTHWISE_CONV_2D" and generated.steps[i].params["stride_h"] == 2
@@ -189,6 +192,9 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     which, reference = reference_outputs(model.file_bytes, inputs)
     assert which == "tflm-reference" and len(np.unique(reference.reshape(SAMPLES, -1), axis=0)) > 1
     np.testing.assert_array_equal(ours, reference.reshape(ours.shape))
+    # Every kernel variant above under AddressSanitizer, UBSan and the region check.
+    sanitized = check.build_host(tmp_path / "out", "model", tmp_path / "asan", sanitize=True)
+    np.testing.assert_array_equal(check.run_host(sanitized, inputs[:4], (generated.output_bytes,)), ours[:4])
     # The board runs the DSP instructions (SXTB16, SMLAD, SMLABB/SMLATT, SMMLAR, SSAT) the
     # host's C stands in for.
     image = check.build_cortex_m4(tmp_path / "out", "model", inputs[:3], tmp_path / "m4")

@@ -34,6 +34,7 @@ LIBRARY = "generated"
 POINTWISE = "es_pointwise_s8"
 DEPTHWISE = "es_depthwise_s8"
 MAX_DEPTHWISE_K = 5  # es_depthwise.h's ES_DEPTHWISE_MAX_K
+MAX_RING_K = 7  # es_conv_im2col.h's ES_IM2COL_RING_MAX_K
 IM2COL = "es_conv_im2col_s8"
 STREAM = "es_pointwise_depthwise_s8"
 HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h",
@@ -278,19 +279,28 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
     weights = np.pad(channels.weights, ((0, 0), (0, depth - taps)))
     arrays = _arrays(i, pointwise_words(weights, narrow), channels)
     zero_point = -p["in_offset"]
+    # Stride 1, an odd kernel with "same" padding and as many channels out as in: written over
+    # its input row by row, each row copied into a ring of pad_h + 1 rows first (es_conv_im2col.h).
+    same = (p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["out_h"], p["out_w"], p["out_c"]) == \
+        (1, 1, (p["k_h"] - 1) // 2, (p["k_w"] - 1) // 2, p["in_h"], p["in_w"], p["in_c"]) and \
+        p["k_h"] % 2 == 1 and p["k_w"] % 2 == 1 and p["k_h"] <= MAX_RING_K and not _pointwise_shape(p)
+    ring = (p["pad_h"] + 1) * p["in_w"] * p["in_c"] if same else 0
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {step.op} {i}: "
                 f"{p['k_h']}x{p['k_w']} stride {p['stride_h']}x{p['stride_w']}, {p['in_h']}x{p['in_w']}x{p['in_c']} -> "
                 f"{p['out_h']}x{p['out_w']}x{p['out_c']} */\n"
-                f"  {IM2COL}(in, out, scratch, @P@v{i}, @P@q{i}, {p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
+                f"  {IM2COL}(in, out, scratch, @P@v{i}, @P@q{i}, {f'scratch + {6 * depth}' if same else 'NULL'}, "
+                f"{p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
                 f"{p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
                 f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[IM2COL])
-    # Two int8 columns, then their widened words. A 1x1 gathers both pixels before writing
-    # either, so it may write over its input as es_pointwise.h does; a wider field spans rows.
-    inplace = dataclasses.replace(step.inplace, temp_bytes=0) if _pointwise_shape(p) and step.inplace else None
-    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=6 * depth, inplace=inplace,
-                               source=None)
+    # Two int8 columns, then their widened words (then the ring, when there is one). A 1x1
+    # gathers both pixels before writing either, so it may write over its input as
+    # es_pointwise.h does; a wider field spans rows, and takes the ring.
+    inplace = (dataclasses.replace(step.inplace, temp_bytes=0) if _pointwise_shape(p) and step.inplace else
+               InPlace("start", IM2COL) if same else None)
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=6 * depth + ring,
+                               inplace=inplace, source=None)
 
 
 BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
