@@ -365,6 +365,31 @@ def test_sanitizers_and_region_check_run_clean_with_generated_kernels(testdata, 
                                   check.run_host(plain, inputs, (generated.output_bytes,)))
 
 
+def test_a_stream_written_over_its_input_first_row_first_is_bit_exact(testdata, tmp_path, monkeypatch):
+    """es_stream.h's other order: with the last-row-first rule refused, VWW's streamed pair
+    writes over its input from the start, first row first; under the sanitizers and the region
+    check, the bytes equal TFLM's."""
+    require_compiler("host-c")
+    from edgeserve.converters.mcu_c.reference import reference_tensor
+
+    rule = specialise._stream_in_place
+    monkeypatch.setattr(specialise, "_stream_in_place",
+                        lambda p, q, last_row_first=False: not last_row_first and rule(p, q))
+    model = TfliteModel.from_file(testdata / VWW)
+    tensor = next(op.outputs[0] for op in model.subgraphs[0].operators if op.index == 14)
+    generated = generate(model, "model", "vww", output_tensor=tensor, kernels="generated")
+    forward = [i for i, source in generated.plan.inplace_sources.items()
+               if generated.steps[i].op == "CONV_2D+DEPTHWISE_CONV_2D"
+               and generated.plan.location[generated.steps[i].output] == generated.plan.location[source]]
+    assert forward
+    directory = write_files(generated, tmp_path / "out")
+    inputs = random_inputs(model, 4, seed=3)
+    shape = tuple(model.subgraphs[0].tensors[tensor].shape)
+    sanitized = check.build_host(directory, "model", tmp_path / "asan", sanitize=True)
+    ours = check.run_host(sanitized, inputs, shape)
+    np.testing.assert_array_equal(ours, reference_tensor(model.file_bytes, inputs, tensor).reshape(ours.shape))
+
+
 def test_on_the_cortex_m4_each_generated_layer_takes_fewer_instructions_than_cmsis_nn(testdata, cmsis_nn_dir,
                                                                                       tmp_path):
     """KWS with CMSIS-NN for the other layers, against the same C calling CMSIS-NN for all:

@@ -45,9 +45,6 @@ class Block:
     temp_of: int | None = None  # the step whose scratch buffer this is
     offset: int = 0
 
-    def overlaps_in_time(self, other: "Block") -> bool:
-        return self.first <= other.last and other.first <= self.last
-
 
 @dataclasses.dataclass
 class Plan:
