@@ -57,7 +57,7 @@ def _requantize_like_es_dsp(acc: np.ndarray, q: np.ndarray, act_min: int, act_ma
     return np.clip(np.clip(high >> e, -128, 127), act_min, act_max)
 
 
-@pytest.mark.parametrize("rel", [KWS, VWW, PERSON, RESNET])
+@pytest.mark.parametrize("rel", [KWS, VWW, PERSON, RESNET, "mlperf-tiny/ad01_int8.tflite"])
 def test_the_one_multiply_requantization_is_tflms_on_every_channel(testdata, rel):
     model = TfliteModel.from_file(testdata / rel)
     from edgeserve.converters.mcu_c.lower import Lowering
@@ -74,7 +74,7 @@ def test_the_one_multiply_requantization_is_tflms_on_every_channel(testdata, rel
         weights = planned.weights
         tflm_bias = specialise._folded_bias(step, weights)  # what TFLM's accumulator adds to sum(w * x)
         lo, hi = specialise.accumulator_range(weights, tflm_bias)
-        multipliers, shifts = specialise._array(step, "m"), specialise._array(step, "s")
+        multipliers, shifts = specialise.channel_multipliers(step)
         for c in range(len(weights)):
             # Each channel's whole accumulator range: its ends, random values, and the values
             # around every tie of the final rounding the range holds near zero.
@@ -92,7 +92,7 @@ def test_the_one_multiply_requantization_is_tflms_on_every_channel(testdata, rel
                 got = _requantize_like_es_dsp(accs, q, p["act_min"], p["act_max"])
             np.testing.assert_array_equal(got, want, err_msg=f"operator {step.index}, channel {c}")
             checked += 1
-    assert checked >= 336  # KWS 576 channels, ResNet-8 336, VWW and person_detect over 3,000
+    assert checked >= 346  # KWS 588 channels, ResNet-8 346, AD01 1,416, VWW and person_detect over 3,000
     if rel == VWW:
         assert constant_channels > 0  # VWW's zero multipliers and 27-31-bit shifts
 
@@ -111,7 +111,8 @@ def test_the_identity_needs_its_sign_term():
 
 
 @pytest.mark.parametrize("rel, library", [(KWS, False), (PERSON, False), (VWW, True), (RESNET, False),
-                                          ("mlperf-tiny/str_ww_ref_model.tflite", False)])
+                                          ("mlperf-tiny/str_ww_ref_model.tflite", False),
+                                          ("mlperf-tiny/ad01_int8.tflite", False)])
 def test_generated_kernels_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_nn_dir, tmp_path, rel, library):
     require_compiler("host-c")
     from edgeserve.converters.mcu_c.reference import reference_outputs
@@ -121,7 +122,7 @@ def test_generated_kernels_are_bit_exact_with_tflm_on_the_host(testdata, cmsis_n
     generated = generate(model, "model", Path(rel).name, cmsis_nn=tree, kernels="generated")
     on = [c for c in generated.choices if c.library == "generated"]
     assert on and not generated.not_generated
-    assert {c.op for c in on} <= {"CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D+DEPTHWISE_CONV_2D"}
+    assert {c.op for c in on} <= {"CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D+DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
     inputs = random_inputs(model, SAMPLES)
     ours = _host_outputs(generated, tmp_path / "out", inputs, cmsis_nn_dir if library else None)
     which, reference = reference_outputs(model.file_bytes, inputs)
@@ -206,7 +207,7 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
 
 
 def test_int8_weights_halve_the_generated_flash_and_stay_bit_exact(testdata, tmp_path):
-    """Every 1x1 and column layer of VWW reading int8 weights (widened in the loop) instead of
+    """Every 1x1, column and fully connected layer of VWW reading int8 weights (widened in the loop) instead of
     int16: the same bytes as TFLM on the host, and as the host on the board."""
     require_compiler("host-c")
     require_qemu()
@@ -215,7 +216,7 @@ def test_int8_weights_halve_the_generated_flash_and_stay_bit_exact(testdata, tmp
     model = TfliteModel.from_file(testdata / VWW)
     wide = generate(model, "model", "vww", kernels="generated")
     narrow = specialise.narrowing(wide.steps, 10**9)  # more than any model saves: every layer that can
-    assert len(narrow) == 14 and specialise.narrowing(wide.steps, 1) == narrow[:1]
+    assert len(narrow) == 15 and specialise.narrowing(wide.steps, 1) == narrow[:1]
     tensor = next(op.outputs[0] for op in model.subgraphs[0].operators if op.index == 14)
     generated = generate(model, "model", "vww", output_tensor=tensor, kernels="generated", int8_weights=narrow)
     assert generated.int8_weights == tuple(sorted(narrow))
@@ -413,7 +414,7 @@ def test_on_the_cortex_m4_each_generated_layer_takes_fewer_instructions_than_cms
     assert 0 < run.instructions[-1] - sum(t for _, t in run.step_instructions) < 2000
     cmsis = dict(base.step_instructions)
     generated_ops = {c.index for c in ours.choices if c.library == "generated"}
-    assert len(generated_ops) == 9
+    assert len(generated_ops) == 10  # nine convolutions and the fully connected layer
     for op, instructions in run.step_instructions:
         if op in generated_ops:
             assert instructions < 0.8 * cmsis[op], (op, instructions, cmsis[op])
@@ -429,8 +430,9 @@ def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
                            "--kernels", "generated", "-o", str(out), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
-    assert entry["generated_kernels"] == {"layers": 9, "of": 12, "not_generated": {}, "int8_weights": [], "streamed": [],
-                                          "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_pointwise_s8"]}
+    assert entry["generated_kernels"] == {"layers": 10, "of": 12, "not_generated": {}, "int8_weights": [], "streamed": [],
+                                          "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_fully_connected_s8",
+                                                      "es_pointwise_s8"]}
     assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
     source = (out / "mcu-c" / "kws_ref_model.c").read_text()
     assert '#include "es_pointwise.h"' in source and "ES_LAYER void kws_ref_model_g2(" in source
@@ -452,6 +454,7 @@ def test_a_profile_whose_flash_cannot_hold_int16_weights_gets_int8_ones(testdata
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
     narrow = entry["generated_kernels"]["int8_weights"]
     assert narrow and entry["fits"] is True and entry["verification"]["bit_exact"]
-    assert entry["weight_bytes"] < 52_533 and entry["generated_kernels"]["layers"] == 9
+    assert entry["weight_bytes"] < 52_533 and entry["generated_kernels"]["layers"] == 10
+    assert 11 in narrow  # the fewest uses per weight first: the fully connected layer (one row) among them
     again = subprocess.run([sys.executable, "-m", "edgeserve", "verify", str(out)], capture_output=True, text=True)
     assert again.returncode == 0 and "regenerated files are byte-identical: yes" in again.stdout, again.stdout

@@ -1,6 +1,6 @@
 """`-t mcu-c --kernels generated`: layers whose kernel is written for their own shapes.
 
-Three kinds of int8 layer become a small function of the generated file that calls a kernel
+Four kinds of int8 layer become a small function of the generated file that calls a kernel
 of firmware/kernels with the layer's sizes as constants (always inlined, so every loop
 bound is a constant), with the weights widened to int16 lane pairs offline and the input
 zero point folded into the bias:
@@ -8,9 +8,10 @@ zero point folded into the bias:
 - a pointwise CONV_2D (1x1, stride 1, unpadded, one image): es_pointwise.h;
 - a DEPTHWISE_CONV_2D up to 5x5 (depth multiplier 1, no dilation, one image): es_depthwise.h;
 - any other CONV_2D (no dilation, no groups, one image), and a DEPTHWISE_CONV_2D of one input
-  channel (which is one): es_conv_im2col.h.
+  channel (which is one): es_conv_im2col.h;
+- a FULLY_CONNECTED (symmetric weights, inputs a multiple of four): es_gemv.h.
 
-A generated 1x1 whose output only a following generated depthwise of stride > 1 reads is
+A generated 1x1 whose output only a following generated depthwise of stride > 1 reads may be
 streamed into it (es_stream.h): one step, the 1x1's output kept as a ring of rows.
 
 Requantization is es_dsp.h's single multiply (docs/plans/issue-51.md, 4a), exact only under
@@ -37,11 +38,12 @@ MAX_DEPTHWISE_K = 5  # es_depthwise.h's ES_DEPTHWISE_MAX_K
 MAX_RING_K = 7  # es_conv_im2col.h's ES_IM2COL_RING_MAX_K
 IM2COL = "es_conv_im2col_s8"
 STREAM = "es_pointwise_depthwise_s8"
+FULLY_CONNECTED = "es_fully_connected_s8"
 HEADERS = {POINTWISE: "es_pointwise.h", DEPTHWISE: "es_depthwise.h", IM2COL: "es_conv_im2col.h",
-           STREAM: "es_stream.h"}
+           STREAM: "es_stream.h", FULLY_CONNECTED: "es_gemv.h"}
 # The headers each kernel's header includes, copied beside it too.
 INCLUDES = {POINTWISE: ("es_dsp.h",), DEPTHWISE: ("es_dsp.h",), IM2COL: ("es_pointwise.h", "es_dsp.h"),
-            STREAM: ("es_depthwise.h", "es_pointwise.h", "es_dsp.h")}
+            STREAM: ("es_depthwise.h", "es_pointwise.h", "es_dsp.h"), FULLY_CONNECTED: ("es_pointwise.h", "es_dsp.h")}
 # es_requantize_q's operands stay exact in int64 (es_dsp.h's C path) and in SMMLAR's 64-bit
 # sum on the board: |2 acc * M| < 2^61 and |Cc| < 2^28.
 ACC_LIMIT = 1 << 29
@@ -50,9 +52,12 @@ MAX_SHIFT = 20
 
 def kernel_for(step: Step) -> str | None:
     """The generated kernel this step's shape calls for, if any (before the per-channel checks)."""
-    if step.library_call is not None or step.params.get("batches") != 1:
-        return None
     p = step.params
+    if step.library_call is None and step.op == "FULLY_CONNECTED" and step.kernel == "es_fully_connected" \
+            and p["filter_offset"] == 0:
+        return FULLY_CONNECTED
+    if step.library_call is not None or p.get("batches") != 1:
+        return None
     if step.op not in ("CONV_2D", "DEPTHWISE_CONV_2D") or (p["dil_h"], p["dil_w"]) != (1, 1):
         return None
     if step.op == "CONV_2D" and step.kernel == "es_conv2d" and p["k_c"] == p["in_c"]:
@@ -124,6 +129,8 @@ def _weights(step: Step) -> np.ndarray:
     """The layer's weights as [output channel, taps] int64."""
     p = step.params
     w = _array(step, "w").astype(np.int64)
+    if step.op == "FULLY_CONNECTED":  # [out, in]
+        return w.reshape(p["out_depth"], p["in_depth"])
     if step.op == "CONV_2D":  # TFLite's filter is [out, kh, kw, in]: a row is a column's order
         return w.reshape(p["out_c"], p["k_h"] * p["k_w"] * p["in_c"])
     return w.reshape(p["k_h"] * p["k_w"], p["out_c"]).T  # TFLite's depthwise filter is [1, kh, kw, C]
@@ -155,7 +162,7 @@ def plan_channels(step: Step) -> Channels | str:
     p = step.params
     weights = _weights(step)
     folded = _folded_bias(step, weights)
-    multipliers, shifts = _array(step, "m").astype(np.int64), _array(step, "s").astype(np.int64)
+    multipliers, shifts = channel_multipliers(step)
     lo, hi = accumulator_range(weights, folded)
     constant: dict[int, int] = {}
     for channel in np.flatnonzero((shifts <= 0) & (multipliers >= 0)):
@@ -180,10 +187,18 @@ def plan_channels(step: Step) -> Channels | str:
     return Channels(weights, table)
 
 
+def channel_multipliers(step: Step) -> tuple[np.ndarray, np.ndarray]:
+    """Each output channel's multiplier and shift (a per-tensor layer's one, repeated)."""
+    channels = _weights(step).shape[0]
+    return (np.broadcast_to(_array(step, "m").astype(np.int64), (channels,)),
+            np.broadcast_to(_array(step, "s").astype(np.int64), (channels,)))
+
+
 def plan(step: Step, kernel: str) -> Channels | str:
     """What ``kernel`` is given for ``step``, or the condition the layer misses."""
-    if step.params["in_c"] % 4 and kernel != IM2COL:
-        return f"{step.params['in_c']} input channels (the generated kernels read them four at a time)"
+    depth = step.params["in_depth"] if kernel == FULLY_CONNECTED else step.params["in_c"]
+    if depth % 4 and kernel != IM2COL:
+        return f"{depth} input channels (the generated kernels read them four at a time)"
     return plan_channels(step)
 
 
@@ -303,7 +318,20 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
                                inplace=inplace, source=None)
 
 
-BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col}
+def _fully_connected(step: Step, channels: Channels, narrow: bool = False) -> Step:
+    p, i = step.params, step.index
+    arrays = _arrays(i, pointwise_words(channels.weights, narrow), channels)
+    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* FULLY_CONNECTED "
+                f"{i}: {p['batches']} x {p['in_depth']} -> {p['out_depth']} */\n"
+                f"  {FULLY_CONNECTED}(in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {p['batches']}, "
+                f"{p['in_depth']}, {p['out_depth']}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
+    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
+                       header=HEADERS[FULLY_CONNECTED])
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=4 * p["in_depth"], inplace=None,
+                               source=None)
+
+
+BUILDERS = {POINTWISE: _pointwise, DEPTHWISE: _depthwise, IM2COL: _im2col, FULLY_CONNECTED: _fully_connected}
 
 
 def specialise(steps: list[Step], narrow: Collection[int] = (),
@@ -404,7 +432,13 @@ def _stream_in_place(p: dict, q: dict, last_row_first: bool = False) -> bool:
 
 # The kernels that can read int8 weights (the depthwise's are 9 per channel: not worth it;
 # a streamed pair's 1x1 can).
-NARROWABLE = (POINTWISE, IM2COL, STREAM)
+NARROWABLE = (POINTWISE, IM2COL, STREAM, FULLY_CONNECTED)
+
+
+def _output_pixels(step: Step) -> int:
+    """How many times each weight is used: output pixels, or a fully connected layer's rows."""
+    p = step.params
+    return p["batches"] if step.op == "FULLY_CONNECTED" else p["out_h"] * p["out_w"]
 
 
 def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
@@ -413,7 +447,7 @@ def narrowing(steps: Sequence[Step], excess: int) -> list[int]:
     first; every one that can when that is not enough."""
     candidates = sorted((s for s in steps if s.library_call is not None and s.library_call.library == LIBRARY
                          and generated_kernel(s) in NARROWABLE),
-                        key=lambda s: (s.params["out_h"] * s.params["out_w"], s.index))
+                        key=lambda s: (_output_pixels(s), s.index))
     chosen, saved = [], 0
     for step in candidates:
         if saved >= excess:

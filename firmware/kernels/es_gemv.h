@@ -1,0 +1,75 @@
+/* FULLY_CONNECTED, int8: the kernel the generator specialises for each such layer
+ * (converters/mcu_c/specialise.py), with its sizes as constants.
+ *
+ * The weights and the per-channel table are es_pointwise.h's (a fully connected layer is a
+ * 1x1 convolution over its rows): two rows at a time go through es_gemm_pair_s8; a last odd
+ * row (a classifier's only one) through es_gemv_s8, which reads the row widened once and two
+ * output channels per pass (per four inputs: one LDRD of the row, two of weights, four SMLAD
+ * for eight multiply-accumulates), instead of computing a second row to drop it.
+ * ``scratch`` holds two rows widened (4 * depth bytes). */
+#ifndef ES_GEMV_H
+#define ES_GEMV_H
+
+#include "es_pointwise.h"
+
+/* One row's ``depth`` bytes (a multiple of 4) as int16 lane pairs: per four values,
+ * (x[k], x[k+2]) then (x[k+1], x[k+3]). */
+ES_ALWAYS_INLINE void es_widen_row_s8(const int8_t *a, int32_t *words, const int32_t depth) {
+  int32_t k;
+  for (k = 0; k < depth; k += 4, words += 2) {
+    const int32_t x = es_read_s8x4(a + k);
+    words[0] = es_sxtb16(x);
+    words[1] = es_sxtb16_ror8(x);
+  }
+}
+
+/* Every output channel of one row whose inputs ``x`` holds widened (es_widen_row_s8). */
+ES_ALWAYS_INLINE void es_gemv_s8(const int32_t *x, const int32_t *packed, const int32_t *table, int8_t *out,
+                                 const int32_t depth, const int32_t channels, const int32_t narrow,
+                                 const int32_t act_min, const int32_t act_max) {
+  const int32_t *w = packed;
+  int32_t oc, g;
+  for (oc = 0; oc < channels; oc += 2) {
+    const int32_t other = oc + 1 < channels;  /* an odd last channel: computed twice, stored once */
+    const int32_t *q0 = table + 4 * oc;
+    const int32_t *q1 = q0 + 4 * other;
+    const int32_t *xs = x;
+    int32_t a0 = q0[0], a1 = q1[0];
+#pragma GCC unroll 2
+    for (g = 0; g < depth; g += 4) {
+      int32_t x0, x1, w0, w1;
+      es_load_pair(&xs, &x0, &x1);
+      if (narrow) {  /* both channels' four int8 weights in one pair of words */
+        int32_t c0, c1;
+        es_load_pair(&w, &c0, &c1);
+        a0 = es_smlad(es_sxtb16_ror8(c0), x1, es_smlad(es_sxtb16(c0), x0, a0));
+        a1 = es_smlad(es_sxtb16_ror8(c1), x1, es_smlad(es_sxtb16(c1), x0, a1));
+      } else {
+        es_load_pair(&w, &w0, &w1);
+        a0 = es_smlad(w1, x1, es_smlad(w0, x0, a0));
+        es_load_pair(&w, &w0, &w1);
+        a1 = es_smlad(w1, x1, es_smlad(w0, x0, a1));
+      }
+    }
+    out[oc] = es_requantize_q(a0, q0, act_min, act_max);
+    if (other) out[oc + 1] = es_requantize_q(a1, q1, act_min, act_max);
+  }
+}
+
+ES_ALWAYS_INLINE void es_fully_connected_s8(const int8_t *in, int8_t *out, int32_t *scratch, const int32_t *packed,
+                                            const int32_t *table, const int32_t rows, const int32_t depth,
+                                            const int32_t channels, const int32_t narrow, const int32_t act_min,
+                                            const int32_t act_max) {
+  int32_t r;
+  for (r = 0; r + 1 < rows; r += 2) {
+    es_widen_pair_s8(in + r * depth, in + (r + 1) * depth, scratch, depth);
+    es_gemm_pair_s8(scratch, packed, table, out + r * channels, out + (r + 1) * channels, 1, depth, channels, narrow,
+                    act_min, act_max);
+  }
+  if (r < rows) {
+    es_widen_row_s8(in + r * depth, scratch, depth);
+    es_gemv_s8(scratch, packed, table, out + r * channels, depth, channels, narrow, act_min, act_max);
+  }
+}
+
+#endif
