@@ -114,7 +114,8 @@ def build(kind: str):  # -> tf.keras.Model
         a = tf.keras.layers.DepthwiseConv2D(3, strides=2, padding="same")(conv(16, 1)(a))
         b = conv(12, 1, act="relu6")(a)  # 1x1 with a clamp narrower than int8
         b = tf.keras.layers.DepthwiseConv2D(5, padding="same")(b)  # 5x5, in place through a ring of three rows
-        c = tf.keras.layers.DepthwiseConv2D(3, strides=2, activation="relu")(b)  # stride 2, 7x7: an odd pixel count
+        c = tf.keras.layers.DepthwiseConv2D(3, strides=2, activation="relu")(b)  # stride 2, 3x3: an odd pixel count
+        c = tf.keras.layers.Dense(12, activation="relu")(c)  # fully connected over 9 rows: 4 pairs and a last one
         d = conv(7, 1, act=None)(c)  # 1x1 to an odd channel count
         e = conv(6, 1)(d)  # 7 input channels: gathered into columns
         f = tf.keras.layers.DepthwiseConv2D(3, padding="same")(e)  # 6 channels: refused too

@@ -172,8 +172,9 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     on = {(c.op, c.index) for c in generated.choices if c.library == "generated"}
     # The first 3x3 convolution, three depthwise layers (one 5x5), the three 1x1s (the one of 7
     # input channels through a column, in place), a 5x5 convolution in place through a ring of
-    # rows, and a 1x1 streamed into a stride-2 depthwise
-    assert len(on) == 9
+    # rows, a 1x1 streamed into a stride-2 depthwise, and a fully connected layer of 9 rows
+    assert len(on) == 10
+    assert any(op == "FULLY_CONNECTED" for op, _ in on)
     assert any(generated.steps[i].op == "CONV_2D" and generated.steps[i].params["k_h"] == 5
                for i in generated.plan.inplace_sources)
     assert any(generated.steps[i].params["in_c"] == 7 for i in generated.plan.inplace_sources)

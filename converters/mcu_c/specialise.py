@@ -327,7 +327,9 @@ def _fully_connected(step: Step, channels: Channels, narrow: bool = False) -> St
                 f"{p['in_depth']}, {p['out_depth']}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
     call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
                        header=HEADERS[FULLY_CONNECTED])
-    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=4 * p["in_depth"], inplace=None,
+    # Pairs of rows are widened into scratch first; a single row is widened in the loop (es_gemv.h).
+    scratch = 4 * p["in_depth"] if p["batches"] > 1 else 0
+    return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=scratch, inplace=None,
                                source=None)
 
 

@@ -2,29 +2,19 @@
  * (converters/mcu_c/specialise.py), with its sizes as constants.
  *
  * The weights and the per-channel table are es_pointwise.h's (a fully connected layer is a
- * 1x1 convolution over its rows): two rows at a time go through es_gemm_pair_s8; a last odd
- * row (a classifier's only one) through es_gemv_s8, which reads the row widened once and two
- * output channels per pass (per four inputs: one LDRD of the row, two of weights, four SMLAD
- * for eight multiply-accumulates), instead of computing a second row to drop it.
- * ``scratch`` holds two rows widened (4 * depth bytes). */
+ * 1x1 convolution over its rows): two rows at a time go through es_gemm_pair_s8, from rows
+ * widened into ``scratch`` (4 * depth bytes; only a layer of two rows or more has it); a last
+ * odd row (a classifier's only one) through es_gemv_s8, which widens the row's four bytes in
+ * the loop, two output channels per pass (per four inputs: one LDR and two SXTB16 of the row,
+ * two LDRD of weights, four SMLAD for eight multiply-accumulates), so a one-row layer needs no
+ * scratch: widening its row beforehand would hold twice its input (micro_speech: 8,000 B). */
 #ifndef ES_GEMV_H
 #define ES_GEMV_H
 
 #include "es_pointwise.h"
 
-/* One row's ``depth`` bytes (a multiple of 4) as int16 lane pairs: per four values,
- * (x[k], x[k+2]) then (x[k+1], x[k+3]). */
-ES_ALWAYS_INLINE void es_widen_row_s8(const int8_t *a, int32_t *words, const int32_t depth) {
-  int32_t k;
-  for (k = 0; k < depth; k += 4, words += 2) {
-    const int32_t x = es_read_s8x4(a + k);
-    words[0] = es_sxtb16(x);
-    words[1] = es_sxtb16_ror8(x);
-  }
-}
-
-/* Every output channel of one row whose inputs ``x`` holds widened (es_widen_row_s8). */
-ES_ALWAYS_INLINE void es_gemv_s8(const int32_t *x, const int32_t *packed, const int32_t *table, int8_t *out,
+/* Every output channel of one row of ``depth`` int8 inputs. */
+ES_ALWAYS_INLINE void es_gemv_s8(const int8_t *x, const int32_t *packed, const int32_t *table, int8_t *out,
                                  const int32_t depth, const int32_t channels, const int32_t narrow,
                                  const int32_t act_min, const int32_t act_max) {
   const int32_t *w = packed;
@@ -33,12 +23,12 @@ ES_ALWAYS_INLINE void es_gemv_s8(const int32_t *x, const int32_t *packed, const 
     const int32_t other = oc + 1 < channels;  /* an odd last channel: computed twice, stored once */
     const int32_t *q0 = table + 4 * oc;
     const int32_t *q1 = q0 + 4 * other;
-    const int32_t *xs = x;
     int32_t a0 = q0[0], a1 = q1[0];
 #pragma GCC unroll 2
     for (g = 0; g < depth; g += 4) {
-      int32_t x0, x1, w0, w1;
-      es_load_pair(&xs, &x0, &x1);
+      const int32_t four = es_read_s8x4(x + g);
+      const int32_t x0 = es_sxtb16(four), x1 = es_sxtb16_ror8(four);
+      int32_t w0, w1;
       if (narrow) {  /* both channels' four int8 weights in one pair of words */
         int32_t c0, c1;
         es_load_pair(&w, &c0, &c1);
@@ -67,8 +57,7 @@ ES_ALWAYS_INLINE void es_fully_connected_s8(const int8_t *in, int8_t *out, int32
                     act_min, act_max);
   }
   if (r < rows) {
-    es_widen_row_s8(in + r * depth, scratch, depth);
-    es_gemv_s8(scratch, packed, table, out + r * channels, depth, channels, narrow, act_min, act_max);
+    es_gemv_s8(in + r * depth, packed, table, out + r * channels, depth, channels, narrow, act_min, act_max);
   }
 }
 
