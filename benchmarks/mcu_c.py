@@ -232,6 +232,9 @@ def layers(name: str) -> None:
         macs = p["out_h"] * p["out_w"] * p["out_c"] * p["k_h"] * p["k_w"] * p["k_c"] if conv else 0
         shape = (f"{p['k_h']}x{p['k_w']}/{p['stride_h']}, {p['in_c']}->{p['out_c']}, {p['out_h']}x{p['out_w']}"
                  if conv else "")
+        if kind == "FULLY_CONNECTED":
+            macs = p["batches"] * p["in_depth"] * p["out_depth"]
+            shape = f"{p['batches']} x {p['in_depth']}->{p['out_depth']}"
         per_mac = f"{theirs / macs:.2f} -> {mine / macs:.2f}" if macs else ""
         print(f"| {op} {kind} | {shape} | {macs:,} | {theirs:,} | {mine:,} | {mine / theirs:.2f} | {per_mac} |")
     print(f"| total (SysTick between operators adds a few dozen each) | | | {base['instructions']:,} | "
