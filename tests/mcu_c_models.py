@@ -118,8 +118,8 @@ def build(kind: str):  # -> tf.keras.Model
         c = tf.keras.layers.Dense(12, activation="relu")(c)  # fully connected over 9 rows: 4 pairs and a last one
         d = conv(7, 1, act=None)(c)  # 1x1 to an odd channel count
         e = conv(6, 1)(d)  # 7 input channels: gathered into columns
-        f = tf.keras.layers.DepthwiseConv2D(3, padding="same")(e)  # 6 channels: refused too
-        y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(f))
+        f = tf.keras.layers.DepthwiseConv2D(3, padding="same")(e)  # 6 channels: a group of four and a tail of two
+        y = tf.keras.layers.Dense(5)(tf.keras.layers.GlobalAveragePooling2D()(f))  # 6 inputs: refused
     elif kind == "heads":  # a detector's shape: a box regressor and a score head, two outputs
         a = conv(8)(x)
         boxes = tf.keras.layers.Reshape((64, 4))(conv(4, 1, None)(tf.keras.layers.MaxPool2D(2)(a)))

@@ -155,8 +155,8 @@ def test_an_intermediate_tensor_of_vww_is_bit_exact(testdata, tmp_path):
 @pytest.fixture(scope="module")
 def built_here(tmp_path_factory):
     """A Keras model with what the generated kernels must handle (odd pixel and channel counts,
-    stride 2, a 5x5 depthwise, a ReLU6 clamp, a 1x1 of 7 input channels) and a depthwise layer
-    they must refuse (6 channels)."""
+    stride 2, a 5x5 depthwise, a ReLU6 clamp, a 1x1 of 7 input channels, a depthwise of 6) and
+    a fully connected layer they must refuse (6 inputs)."""
     import mcu_c_models
 
     return mcu_c_models.int8_tflite("generated", tmp_path_factory.mktemp("generated_model"))
@@ -170,11 +170,14 @@ def test_a_model_built_here_runs_the_same_on_the_host_and_the_cortex_m4(built_he
     model = TfliteModel.from_file(built_here)
     generated = generate(model, "model", "generated", kernels="generated")
     on = {(c.op, c.index) for c in generated.choices if c.library == "generated"}
-    # The first 3x3 convolution, three depthwise layers (one 5x5), the three 1x1s (the one of 7
-    # input channels through a column, in place), a 5x5 convolution in place through a ring of
-    # rows, a 1x1 streamed into a stride-2 depthwise, and a fully connected layer of 9 rows
-    assert len(on) == 10
+    # The first 3x3 convolution, four depthwise layers (one 5x5, one of 6 channels), the three
+    # 1x1s (the one of 7 input channels through a column, in place), a 5x5 convolution in place
+    # through a ring of rows, a 1x1 streamed into a stride-2 depthwise, and a fully connected
+    # layer of 9 rows
+    assert len(on) == 11
     assert any(op == "FULLY_CONNECTED" for op, _ in on)
+    assert any(generated.steps[c.position].op == "DEPTHWISE_CONV_2D" and generated.steps[c.position].params["in_c"] == 6
+               for c in generated.choices if c.library == "generated")
     assert any(generated.steps[i].op == "CONV_2D" and generated.steps[i].params["k_h"] == 5
                for i in generated.plan.inplace_sources)
     assert any(generated.steps[i].params["in_c"] == 7 for i in generated.plan.inplace_sources)

@@ -197,7 +197,7 @@ def channel_multipliers(step: Step) -> tuple[np.ndarray, np.ndarray]:
 def plan(step: Step, kernel: str) -> Channels | str:
     """What ``kernel`` is given for ``step``, or the condition the layer misses."""
     depth = step.params["in_depth"] if kernel == FULLY_CONNECTED else step.params["in_c"]
-    if depth % 4 and kernel != IM2COL:
+    if depth % 4 and kernel in (POINTWISE, FULLY_CONNECTED):  # their rows are read four bytes at a time
         return f"{depth} input channels (the generated kernels read them four at a time)"
     return plan_channels(step)
 
@@ -208,10 +208,16 @@ def _arrays(index: int, words: np.ndarray, channels: Channels) -> list[ConstArra
             ConstArray(f"q{index}", "int32_t", channels.table.reshape(-1))]
 
 
-def _depthwise_words(p: dict, channels: Channels) -> np.ndarray:
-    """[channels, taps] -> per group of four channels, per tap, the two lane-pair words."""
+def _depthwise_arrays(index: int, p: dict, channels: Channels) -> list[ConstArray]:
+    """A depthwise layer's arrays: per group of four channels, per tap, the two lane-pair
+    words, and the table; a last group of fewer channels is padded with zero weights and zero
+    table rows (es_depthwise.h computes those lanes and stores none of them)."""
     taps = p["k_h"] * p["k_w"]
-    return pack_lanes(channels.weights.reshape(p["out_c"] // 4, 4, taps).transpose(0, 2, 1).reshape(-1, 4))
+    extra = -len(channels.weights) % 4
+    weights = np.pad(channels.weights, ((0, extra), (0, 0)))
+    padded = Channels(weights, np.pad(channels.table, ((0, extra), (0, 0))))
+    words = pack_lanes(weights.reshape(len(weights) // 4, 4, taps).transpose(0, 2, 1).reshape(-1, 4))
+    return _arrays(index, words, padded)
 
 
 def _zero_point4(p: dict) -> int:
@@ -239,7 +245,7 @@ def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
 def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
     c = p["out_c"]
-    arrays = _arrays(i, _depthwise_words(p, channels), channels)
+    arrays = _depthwise_arrays(i, p, channels)
     zero_point4 = _zero_point4(p)
     # Stride 1 at the input's size may write over its input through a ring of pad_h + 1 rows;
     # a layer whose every read lies ahead of the writes (stride 2) may write over it directly.
@@ -396,7 +402,7 @@ def _stream(first: Step, second: Step, one: Channels, two: Channels, narrow: boo
     mid = p["out_c"]
     ring = q["k_h"] * p["in_w"] * mid
     ring += -ring % 4  # the widened pair after it is read as words
-    arrays = [*_arrays(i, pointwise_words(one.weights, narrow), one), *_arrays(j, _depthwise_words(q, two), two)]
+    arrays = [*_arrays(i, pointwise_words(one.weights, narrow), one), *_depthwise_arrays(j, q, two)]
     zero_point4 = _zero_point4(q)
     function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i} "
                 f"(1x1, {p['in_c']} -> {mid}) streamed into DEPTHWISE_CONV_2D {j} ({q['k_h']}x{q['k_w']} stride "
