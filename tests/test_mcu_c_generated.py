@@ -434,8 +434,8 @@ def test_the_cli_writes_and_verifies_generated_kernels(testdata, tmp_path):
                            "--kernels", "generated", "-o", str(out), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     entry = next(a for a in json.loads(done.stdout)["artifacts"] if a["target"] == "mcu-c")
-    assert entry["generated_kernels"] == {"layers": 10, "of": 12, "not_generated": {}, "int8_weights": [], "streamed": [],
-                                          "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_fully_connected_s8",
+    assert entry["generated_kernels"] == {"layers": 10, "of": 12, "not_generated": {}, "int8_weights": [],
+                                          "streamed": [], "kernels": ["es_conv_im2col_s8", "es_depthwise_s8", "es_fully_connected_s8",
                                                       "es_pointwise_s8"]}
     assert entry["verification"]["bit_exact"] and entry["verification"]["sanitizers"]["ok"]
     source = (out / "mcu-c" / "kws_ref_model.c").read_text()

@@ -225,16 +225,22 @@ def _zero_point4(p: dict) -> int:
     return int(np.array([((-p["in_offset"]) & 0xFF) * 0x01010101], np.uint32).view(np.int32)[0])
 
 
+def _layer_call(index: int, kernel: str, comment: str, arguments: str, prelude: str = "") -> LibraryCall:
+    """A generated layer's own function, which calls ``kernel`` with the layer's constants
+    (``arguments``), and the call to it from the invoke function."""
+    function = (f"ES_LAYER void @P@g{index}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {comment} */\n"
+                f"{prelude}  {kernel}({arguments});\n}}")
+    return LibraryCall(LIBRARY, f"@P@g{index}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
+                       header=HEADERS[kernel])
+
+
 def _pointwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
     arrays = _arrays(i, pointwise_words(channels.weights, narrow), channels)
     pixels = p["in_h"] * p["in_w"]
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i}: "
-                f"1x1, {pixels} pixels, {p['in_c']} -> {p['out_c']} channels */\n"
-                f"  {POINTWISE}(in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {pixels}, {p['in_c']}, "
-                f"{p['out_c']}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
-                       header=HEADERS[POINTWISE])
+    call = _layer_call(i, POINTWISE, f"CONV_2D {i}: 1x1, {pixels} pixels, {p['in_c']} -> {p['out_c']} channels",
+                       f"in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {pixels}, {p['in_c']}, "
+                       f"{p['out_c']}, {int(narrow)}, {p['act_min']}, {p['act_max']}")
     # The output may overwrite the input as the portable in-place 1x1 does (es_pointwise.h);
     # the widened pixel pair is this step's scratch whether it runs in place or not.
     inplace = dataclasses.replace(step.inplace, temp_bytes=0) if step.inplace is not None else None
@@ -252,14 +258,12 @@ def _depthwise(step: Step, channels: Channels, narrow: bool = False) -> Step:
     same = (p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["out_h"], p["out_w"]) == \
         (1, 1, (p["k_h"] - 1) // 2, (p["k_w"] - 1) // 2, p["in_h"], p["in_w"]) and p["k_h"] % 2 == 1
     ring = (p["pad_h"] + 1) * p["in_w"] * c if same else 0
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* DEPTHWISE_CONV_2D "
-                f"{i}: {p['k_h']}x{p['k_w']}, {p['in_h']}x{p['in_w']} -> {p['out_h']}x{p['out_w']}, {c} channels */\n"
-                + ("" if same else "  (void)scratch;\n") +
-                f"  {DEPTHWISE}(in, out, {'scratch' if same else 'NULL'}, @P@v{i}, @P@q{i}, {p['in_h']}, "
-                f"{p['in_w']}, {c}, {p['k_h']}, {p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, "
-                f"{p['pad_w']}, {p['out_h']}, {p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
-                       header=HEADERS[DEPTHWISE])
+    call = _layer_call(i, DEPTHWISE, f"DEPTHWISE_CONV_2D {i}: {p['k_h']}x{p['k_w']}, {p['in_h']}x{p['in_w']} -> "
+                                     f"{p['out_h']}x{p['out_w']}, {c} channels",
+                       f"in, out, {'scratch' if same else 'NULL'}, @P@v{i}, @P@q{i}, {p['in_h']}, "
+                       f"{p['in_w']}, {c}, {p['k_h']}, {p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, "
+                       f"{p['pad_w']}, {p['out_h']}, {p['out_w']}, {zero_point4}, {p['act_min']}, {p['act_max']}",
+                       prelude="" if same else "  (void)scratch;\n")
     forward, backward = reads_ahead_of_writes(p), reads_behind_writes(p)
     inplace = (InPlace("start", DEPTHWISE) if same or forward and not backward else
                InPlace("either", DEPTHWISE) if forward else None)
@@ -306,15 +310,13 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
         (1, 1, (p["k_h"] - 1) // 2, (p["k_w"] - 1) // 2, p["in_h"], p["in_w"], p["in_c"]) and \
         p["k_h"] % 2 == 1 and p["k_w"] % 2 == 1 and p["k_h"] <= MAX_RING_K and not _pointwise_shape(p)
     ring = (p["pad_h"] + 1) * p["in_w"] * p["in_c"] if same else 0
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* {step.op} {i}: "
-                f"{p['k_h']}x{p['k_w']} stride {p['stride_h']}x{p['stride_w']}, {p['in_h']}x{p['in_w']}x{p['in_c']} -> "
-                f"{p['out_h']}x{p['out_w']}x{p['out_c']} */\n"
-                f"  {IM2COL}(in, out, scratch, @P@v{i}, @P@q{i}, {f'scratch + {6 * depth}' if same else 'NULL'}, "
-                f"{p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
-                f"{p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
-                f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
-                       header=HEADERS[IM2COL])
+    call = _layer_call(i, IM2COL, f"{step.op} {i}: {p['k_h']}x{p['k_w']} stride {p['stride_h']}x{p['stride_w']}, "
+                                  f"{p['in_h']}x{p['in_w']}x{p['in_c']} -> {p['out_h']}x{p['out_w']}x{p['out_c']}",
+                       f"in, out, scratch, @P@v{i}, @P@q{i}, {f'scratch + {6 * depth}' if same else 'NULL'}, "
+                       f"{p['in_h']}, {p['in_w']}, {p['in_c']}, {p['k_h']}, "
+                       f"{p['k_w']}, {p['stride_h']}, {p['stride_w']}, {p['pad_h']}, {p['pad_w']}, {p['out_h']}, "
+                       f"{p['out_w']}, {depth}, {p['out_c']}, {zero_point}, {int(narrow)}, {p['act_min']}, "
+                       f"{p['act_max']}")
     # Two int8 columns, then their widened words (then the ring, when there is one). A 1x1
     # gathers both pixels before writing either, so it may write over its input as
     # es_pointwise.h does; a wider field spans rows, and takes the ring.
@@ -327,12 +329,9 @@ def _im2col(step: Step, channels: Channels, narrow: bool = False) -> Step:
 def _fully_connected(step: Step, channels: Channels, narrow: bool = False) -> Step:
     p, i = step.params, step.index
     arrays = _arrays(i, pointwise_words(channels.weights, narrow), channels)
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* FULLY_CONNECTED "
-                f"{i}: {p['batches']} x {p['in_depth']} -> {p['out_depth']} */\n"
-                f"  {FULLY_CONNECTED}(in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {p['batches']}, "
-                f"{p['in_depth']}, {p['out_depth']}, {int(narrow)}, {p['act_min']}, {p['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
-                       header=HEADERS[FULLY_CONNECTED])
+    call = _layer_call(i, FULLY_CONNECTED, f"FULLY_CONNECTED {i}: {p['batches']} x {p['in_depth']} -> {p['out_depth']}",
+                       f"in, out, (int32_t *)(void *)scratch, @P@v{i}, @P@q{i}, {p['batches']}, "
+                       f"{p['in_depth']}, {p['out_depth']}, {int(narrow)}, {p['act_min']}, {p['act_max']}")
     # Pairs of rows are widened into scratch first; a single row is widened in the loop (es_gemv.h).
     scratch = 4 * p["in_depth"] if p["batches"] > 1 else 0
     return dataclasses.replace(step, arrays=arrays, library_call=call, scratch_bytes=scratch, inplace=None,
@@ -404,15 +403,13 @@ def _stream(first: Step, second: Step, one: Channels, two: Channels, narrow: boo
     ring += -ring % 4  # the widened pair after it is read as words
     arrays = [*_arrays(i, pointwise_words(one.weights, narrow), one), *_depthwise_arrays(j, q, two)]
     zero_point4 = _zero_point4(q)
-    function = (f"ES_LAYER void @P@g{i}(const int8_t *in, int8_t *out, int8_t *scratch) {{  /* CONV_2D {i} "
-                f"(1x1, {p['in_c']} -> {mid}) streamed into DEPTHWISE_CONV_2D {j} ({q['k_h']}x{q['k_w']} stride "
-                f"{q['stride_h']}): {q['k_h']} rows of {p['in_w']}x{mid} */\n"
-                f"  {STREAM}(in, out, scratch, @P@v{i}, @P@q{i}, @P@v{j}, @P@q{j}, {p['in_h']}, {p['in_w']}, "
-                f"{p['in_c']}, {mid}, {int(narrow)}, {p['act_min']}, {p['act_max']}, {q['k_h']}, {q['k_w']}, "
-                f"{q['stride_h']}, {q['stride_w']}, {q['pad_h']}, {q['pad_w']}, {q['out_h']}, {q['out_w']}, "
-                f"{zero_point4}, {q['act_min']}, {q['act_max']});\n}}")
-    call = LibraryCall(LIBRARY, f"@P@g{i}", (function,), ("@IN0@", "@OUT@", "@SCRATCH@"), returns_status=False,
-                       header=HEADERS[STREAM])
+    call = _layer_call(i, STREAM, f"CONV_2D {i} (1x1, {p['in_c']} -> {mid}) streamed into DEPTHWISE_CONV_2D {j} "
+                                  f"({q['k_h']}x{q['k_w']} stride {q['stride_h']}): {q['k_h']} rows of "
+                                  f"{p['in_w']}x{mid}",
+                       f"in, out, scratch, @P@v{i}, @P@q{i}, @P@v{j}, @P@q{j}, {p['in_h']}, {p['in_w']}, "
+                       f"{p['in_c']}, {mid}, {int(narrow)}, {p['act_min']}, {p['act_max']}, {q['k_h']}, {q['k_w']}, "
+                       f"{q['stride_h']}, {q['stride_w']}, {q['pad_h']}, {q['pad_w']}, {q['out_h']}, {q['out_w']}, "
+                       f"{zero_point4}, {q['act_min']}, {q['act_max']}")
     forward, backward = _stream_in_place(p, q), _stream_in_place(p, q, last_row_first=True)
     inplace = (InPlace("either", STREAM) if forward and backward else InPlace("start", STREAM) if forward else None)
     params = {**p, "streamed_into": j, "streamed_macs": q["out_h"] * q["out_w"] * q["out_c"] * q["k_h"] * q["k_w"]}
